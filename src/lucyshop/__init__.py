@@ -1,0 +1,1 @@
+"""Lucy's shop agent: the runtime supplied by earlier chapters (students read it, never edit it)."""
