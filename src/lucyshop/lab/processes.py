@@ -1,0 +1,227 @@
+"""Bounded process helpers: every wait has a deadline, and nothing we start is left running.
+
+The checkpoint and the experiment start real processes (workers, suppliers) and must never hang
+on one that died, stopped or ignores signals. So: a ready file is written atomically and waited
+for with a deadline that also notices the process exiting first, and ``Children`` ends whatever
+it started when its ``with`` block ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, Self, TypeVar
+
+T = TypeVar("T")
+
+POLL_SECONDS = 0.02
+TERM_GRACE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
+STDERR_TAIL_BYTES = 2000
+
+
+def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON so that a reader sees either no file or the whole file.
+
+    The text goes to a temporary file in the same directory (so the rename cannot cross a file
+    system), is flushed to disk, and is renamed over ``path`` with ``os.replace``.
+    """
+    target = Path(path)
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _check_timeout(timeout: float) -> float:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(f"a timeout is a finite number of seconds, at least 0: {timeout!r}")
+    return float(timeout)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """The file's JSON object, or None while it is absent or not yet complete."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        raise TypeError(f"ready file {path} holds JSON that is not an object: {data!r}")
+    return data
+
+
+def _stderr_tail(proc: subprocess.Popen[Any]) -> str:
+    """The last part of what an exited process wrote to stderr, if it went to a pipe or a file.
+
+    A pipe is read without blocking (a grandchild may still hold it open); a file is known when
+    ``Children.spawn`` recorded its name as ``proc.stderr_log``.
+    """
+    data = b""
+    if proc.stderr is not None:
+        fd = proc.stderr.fileno()
+        os.set_blocking(fd, False)
+        try:
+            while chunk := os.read(fd, 65536):
+                data = (data + chunk)[-STDERR_TAIL_BYTES:]
+        except BlockingIOError:
+            pass
+    elif (log := getattr(proc, "stderr_log", None)) is not None:
+        try:
+            with open(log, "rb") as handle:
+                handle.seek(max(0, os.path.getsize(log) - STDERR_TAIL_BYTES))
+                data = handle.read()
+        except OSError:
+            return ""
+    return data.decode("utf-8", "replace").strip()
+
+
+def wait_for_file(
+    path: str | os.PathLike[str], *, timeout: float, proc: subprocess.Popen[Any] | None = None
+) -> dict[str, Any]:
+    """Poll until ``path`` holds a JSON object and return it.
+
+    Raises RuntimeError (with the exit status and the tail of stderr) when ``proc`` exits before
+    writing it, and TimeoutError naming the path when the deadline passes first.
+    """
+    target = Path(path)
+    deadline = time.monotonic() + _check_timeout(timeout)
+    while True:
+        if (data := _read_json(target)) is not None:
+            return data
+        if proc is not None and proc.poll() is not None:
+            if (data := _read_json(target)) is not None:
+                return data
+            tail = _stderr_tail(proc)
+            said = f"; its stderr ends:\n{tail}" if tail else ""
+            raise RuntimeError(
+                f"process {proc.pid} exited with status {proc.returncode} "
+                f"before writing its ready file {target}{said}"
+            )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"ready file {target} did not appear: waited {timeout:.2f}s")
+        time.sleep(min(POLL_SECONDS, remaining))
+
+
+def wait_until(
+    predicate: Callable[[], T], *, timeout: float, interval: float = POLL_SECONDS, what: str
+) -> T:
+    """Return the first truthy value of ``predicate()``, checked every ``interval`` seconds."""
+    deadline = time.monotonic() + _check_timeout(timeout)
+    if not _check_timeout(interval) > 0:
+        raise ValueError(f"a polling interval must be above 0 seconds: {interval!r}")
+    while True:
+        if value := predicate():
+            return value
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"gave up: waited {timeout:.2f}s for {what}")
+        time.sleep(min(interval, remaining))
+
+
+def wait_exit(proc: subprocess.Popen[Any], *, timeout: float) -> int:
+    """The process's exit status, or TimeoutError if it is still running at the deadline."""
+    try:
+        return proc.wait(timeout=_check_timeout(timeout))
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"process {proc.pid} still running: waited {timeout:.2f}s") from None
+
+
+class Children:
+    """Owns the processes it spawns and ends every one still alive when the block ends.
+
+    Ending is SIGCONT (a stopped process cannot act on SIGTERM), SIGTERM, up to 2 s of grace,
+    then SIGKILL and a bounded wait, and it happens on success, on an exception and on
+    KeyboardInterrupt alike. Children read no terminal input (stdin is /dev/null) but stay in
+    the parent's process group on purpose: a Ctrl-C or a kill of the group reaches them too,
+    rather than leaving them running unnoticed in a session of their own.
+    """
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[Any]] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        survivors = self._end([p for p in self._procs if p.poll() is None])
+        self._procs.clear()
+        if survivors and exc_type is None:
+            raise RuntimeError(f"processes {survivors} survived SIGKILL for {KILL_WAIT_SECONDS}s")
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stdout: int | IO[Any] | None = None,
+        stderr: int | IO[Any] | None = None,
+    ) -> subprocess.Popen[Any]:
+        """Start ``argv``; if stderr goes to a named file, remember it so failures can quote it."""
+        proc = subprocess.Popen(
+            list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
+        if isinstance(name := getattr(stderr, "name", None), str):
+            proc.stderr_log = name  # type: ignore[attr-defined]
+        self._procs.append(proc)
+        return proc
+
+    def end(self, proc: subprocess.Popen[Any]) -> int:
+        """End one child now (if it is still running) and return its exit status."""
+        if proc.poll() is None and self._end([proc]):
+            raise RuntimeError(f"process {proc.pid} survived SIGKILL for {KILL_WAIT_SECONDS}s")
+        return proc.returncode
+
+    def _end(self, procs: list[subprocess.Popen[Any]]) -> list[int]:
+        """Signal all at once, so the grace periods overlap; return the pids still alive."""
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            for proc in procs:
+                proc.send_signal(sig)
+        alive = _wait_all(procs, TERM_GRACE_SECONDS)
+        for proc in alive:
+            proc.kill()
+        alive = _wait_all(alive, KILL_WAIT_SECONDS)
+        for proc in procs:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        return [proc.pid for proc in alive]
+
+
+def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subprocess.Popen[Any]]:
+    """Wait up to ``seconds`` in all for the processes to exit; return those that did not."""
+    deadline = time.monotonic() + seconds
+    alive = list(procs)
+    while alive:
+        alive = [proc for proc in alive if proc.poll() is None]
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_SECONDS / 2)
+    return alive
+
+
+def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
+    """The command that runs ``python -m module``, by default with the reference solutions blocked."""
+    if blocked:
+        return [sys.executable, "-m", "lucyshop.lab.blocked", module, *args]
+    return [sys.executable, "-m", module, *args]

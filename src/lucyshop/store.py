@@ -1,0 +1,89 @@
+"""The shop's SQLite file: one connection per process, explicit transactions, versioned schema.
+
+Every durable decision in the kit is made inside ``immediate(db)``: ``BEGIN IMMEDIATE`` takes
+the write lock *before* the first read, so what a transaction reads cannot change under it
+before it writes. That is what makes a claim, a fence check and the write it guards atomic.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+BUSY_TIMEOUT_MS = 5000
+
+Migrations = Mapping[int, Sequence[str]]
+
+
+def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open a shop file in autocommit mode (no hidden transactions), WAL, synchronous=FULL."""
+    db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: commit on success, roll back and re-raise on any exception.
+
+    Nesting is refused rather than silently joined: a caller who thinks they own a
+    transaction that is really someone else's would commit half of their work.
+    """
+    if db.in_transaction:
+        raise RuntimeError("immediate() is already inside a transaction; nesting is refused")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def schema_version(db: sqlite3.Connection, line: str) -> int:
+    """The highest version of migration line ``line`` recorded in this file (0 if none)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_versions("
+        " line TEXT PRIMARY KEY, version INTEGER NOT NULL CHECK (version >= 0))"
+    )
+    row = db.execute("SELECT version FROM schema_versions WHERE line = ?", (line,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(db: sqlite3.Connection, line: str, migrations: Migrations) -> int:
+    """Apply each version of ``line`` above the recorded one, each in its own transaction.
+
+    Idempotent: a second call applies nothing. A file recorded at a version this code does
+    not know is refused, because older code writing to a newer schema loses data quietly.
+    Returns the version the file is at afterwards.
+    """
+    if not isinstance(line, str) or not line:
+        raise ValueError("a migration line needs a non-empty name")
+    if any(not isinstance(v, int) or v < 1 for v in migrations):
+        raise ValueError(f"migration versions are whole numbers from 1: {sorted(migrations)}")
+    newest = max(migrations, default=0)
+    current = schema_version(db, line)
+    if current > newest:
+        raise RuntimeError(
+            f"{line!r} schema is at version {current}, newer than this code knows ({newest}); "
+            "refusing to open it"
+        )
+    for version in sorted(v for v in migrations if v > current):
+        with immediate(db):
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            if schema_version(db, line) >= version:
+                continue
+            for statement in migrations[version]:
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO schema_versions(line, version) VALUES (?, ?)"
+                " ON CONFLICT(line) DO UPDATE SET version = excluded.version",
+                (line, version),
+            )
+    return max(current, newest)

@@ -1,0 +1,333 @@
+"""The supplier process: idempotent by operation id, honest about faults, ended when done.
+
+Every test talks to a real ``python -m lucyshop.supplier`` over HTTP on 127.0.0.1 and reads the
+supplier's ledger back from its file, independently of what the client was told.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+
+from lucyshop.lab.processes import wait_exit
+from lucyshop.proposal import operation_id
+from lucyshop.supplier import (
+    SupplierClient,
+    SupplierRefused,
+    SupplierUnavailable,
+    ledger_orders,
+    supplier_process,
+)
+
+VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
+OP = operation_id(1, "dairy", VANILLA)
+
+
+@pytest.fixture
+def supplier(tmp_path):
+    with supplier_process(tmp_path, reject_skus=("oat-milk",)) as running:
+        yield running
+
+
+def raw_request(endpoint, method, path, *, body=b"", headers=()):
+    """One hand-built request, so the test controls exactly which headers are sent."""
+    parts = urlsplit(endpoint)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    try:
+        connection.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders(body or None)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def post(endpoint, operation, body: bytes):
+    return raw_request(endpoint, "POST", f"/orders/{operation}", body=body,
+                       headers=[("Content-Length", str(len(body)))])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_same_operation_twice_is_one_order_with_the_same_receipt(supplier):
+    client = supplier.client()
+
+    first = client.order(OP, VANILLA)
+    again = client.order(OP, dict(reversed(VANILLA.items())))  # another spelling, same order
+
+    assert first == again == {
+        "operation": OP, "status": "ACCEPTED", "supplier": "dairy", "order_number": 1,
+        "amount_cents": 2700, "reason": None,
+    }
+    assert ledger_orders(supplier.database) == [
+        {"operation": OP, "status": "ACCEPTED", "amount_cents": 2700, "order_number": 1,
+         "body": VANILLA},
+    ]
+    assert supplier.health()["orders"] == 1
+
+
+def test_concurrent_sends_of_one_operation_make_one_order(supplier):
+    receipts = []
+
+    def send():
+        receipts.append(supplier.client(timeout=5).order(OP, VANILLA))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert len(receipts) == 8 and all(r == receipts[0] for r in receipts)
+    assert [row["operation"] for row in ledger_orders(supplier.database)] == [OP]
+
+
+def test_the_same_operation_with_another_body_is_refused_409(supplier):
+    client = supplier.client()
+    client.order(OP, VANILLA)
+
+    with pytest.raises(SupplierRefused) as refused:
+        client.order(OP, {**VANILLA, "quantity": 60})
+
+    assert refused.value.status == 409 and OP in refused.value.error
+    assert [row["body"] for row in ledger_orders(supplier.database)] == [VANILLA]
+
+
+@pytest.mark.parametrize(
+    ("operation", "body", "said"),
+    [
+        ("op-1", b"{not json", "not JSON"),
+        ("op-1", json.dumps({**VANILLA, "quantity": 0}).encode(), "quantity"),
+        ("op-1", json.dumps({**VANILLA, "extra": 1}).encode(), "exactly the fields"),
+        ("op%20one", json.dumps(VANILLA).encode(), "operation id"),
+    ],
+    ids=["bad-json", "bad-quantity", "extra-field", "bad-operation"],
+)
+def test_invalid_requests_are_refused_400_and_record_nothing(supplier, operation, body, said):
+    status, reply = post(supplier.endpoint, operation, body)
+
+    assert status == 400 and said in reply["error"]
+    assert ledger_orders(supplier.database) == []
+
+
+def test_an_oversized_body_is_refused_413_without_being_read(supplier):
+    # Only the headers are sent: the supplier must answer from the Content-Length alone.
+    status, reply = raw_request(supplier.endpoint, "POST", f"/orders/{OP}",
+                                headers=[("Content-Length", str(16 * 1024 + 1))])
+
+    assert status == 413 and "16384" in reply["error"]
+    assert ledger_orders(supplier.database) == []
+
+
+def test_a_body_without_content_length_is_refused_411(supplier):
+    status, reply = raw_request(supplier.endpoint, "POST", f"/orders/{OP}")
+
+    assert status == 411 and "Content-Length" in reply["error"]
+    assert ledger_orders(supplier.database) == []
+
+
+def test_lookup_returns_the_stored_receipt_or_none_for_an_unknown_operation(supplier):
+    client = supplier.client()
+    receipt = client.order(OP, VANILLA)
+
+    assert client.lookup(OP) == receipt
+    assert client.lookup("op-never-sent") is None
+    assert raw_request(supplier.endpoint, "GET", "/orders/op-never-sent") == (
+        404, {"error": "unknown operation"},
+    )
+
+
+def test_a_rejected_sku_gets_a_rejected_receipt_that_is_recorded_and_idempotent(supplier):
+    oat = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}
+    op = operation_id(1, "dairy", oat)
+    client = supplier.client()
+
+    receipt = client.order(op, oat)
+
+    assert receipt["status"] == "REJECTED" and "oat-milk" in receipt["reason"]
+    assert receipt["amount_cents"] == 0
+    assert client.order(op, oat) == receipt == client.lookup(op)
+    assert [(r["operation"], r["status"]) for r in ledger_orders(supplier.database)] == [
+        (op, "REJECTED"),
+    ]
+
+
+def test_a_reply_lost_after_commit_leaves_the_order_in_the_ledger(supplier):
+    supplier.set_faults(drop_next=1)
+    client = supplier.client()
+
+    with pytest.raises(SupplierUnavailable):
+        client.order(OP, VANILLA)
+
+    assert [row["operation"] for row in ledger_orders(supplier.database)] == [OP]
+    receipt = client.lookup(OP)
+    assert receipt["status"] == "ACCEPTED" and receipt["operation"] == OP
+    assert client.order(OP, VANILLA) == receipt  # the retry is answered, not dropped again
+    assert supplier.health()["dropped"] == 1
+    assert len(ledger_orders(supplier.database)) == 1
+
+
+def test_a_reply_slower_than_the_client_timeout_is_unavailable_but_committed(supplier):
+    supplier.set_faults(delay_next=1, delay_seconds=1.5)
+    client = supplier.client(timeout=0.3)
+
+    started = time.monotonic()
+    with pytest.raises(SupplierUnavailable):
+        client.order(OP, VANILLA)
+
+    assert time.monotonic() - started < 1.0
+    assert [row["operation"] for row in ledger_orders(supplier.database)] == [OP]
+    assert supplier.client().lookup(OP)["status"] == "ACCEPTED"
+    assert supplier.health()["delayed"] == 1
+
+
+def test_fault_rates_apply_only_to_new_orders(tmp_path):
+    with supplier_process(tmp_path, drop_rate=1.0) as running:
+        client = running.client()
+        with pytest.raises(SupplierUnavailable):
+            client.order(OP, VANILLA)
+
+        assert client.order(OP, VANILLA)["status"] == "ACCEPTED"
+        assert running.health()["dropped"] == 1
+
+
+def test_bad_fault_settings_are_refused_400(supplier):
+    with pytest.raises(SupplierRefused) as refused:
+        supplier.set_faults(drop_rate=2)
+
+    assert refused.value.status == 400 and "drop_rate" in refused.value.error
+
+
+def test_a_client_against_a_dead_port_is_unavailable_and_keeps_its_identity():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = SupplierClient(f"http://127.0.0.1:{port}", identity="dairy", timeout=0.5)
+
+    with pytest.raises(SupplierUnavailable, match="dairy"):
+        client.order(OP, VANILLA)
+    with pytest.raises(SupplierUnavailable):
+        client.lookup(OP)
+    assert client.identity == "dairy" and client.timeout == 0.5
+
+
+class GarbageHandler(BaseHTTPRequestHandler):
+    replies = {
+        "/orders/op-html": (200, b"<html>not json</html>"),
+        "/orders/op-shape": (200, b'{"status": "ACCEPTED"}'),
+        "/orders/op-other": (200, json.dumps({
+            "operation": "op-other", "status": "ACCEPTED", "supplier": "bakery",
+            "order_number": 1, "amount_cents": 1, "reason": None,
+        }).encode()),
+        "/orders/op-crash": (500, b'{"error": "database is locked"}'),
+    }
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        status, body = self.replies[self.path]
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def garbage_endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("operation", "said"),
+    [("op-html", "garbage"), ("op-shape", "garbage"), ("op-other", "bakery"), ("op-crash", "500")],
+    ids=["not-json", "not-a-receipt", "another-suppliers-receipt", "server-error"],
+)
+def test_a_server_that_answers_garbage_is_unavailable(garbage_endpoint, operation, said):
+    client = SupplierClient(garbage_endpoint, identity="dairy", timeout=2)
+
+    with pytest.raises(SupplierUnavailable, match=said):
+        client.order(operation, VANILLA)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "1"])
+def test_a_client_timeout_must_be_finite_and_positive(timeout):
+    with pytest.raises(ValueError, match="timeout"):
+        SupplierClient("http://127.0.0.1:1", identity="dairy", timeout=timeout)
+
+
+def test_the_ready_file_describes_the_running_supplier(tmp_path):
+    with supplier_process(tmp_path, identity="bakery") as running:
+        ready = json.loads((tmp_path / "bakery-ready.json").read_text())
+
+        assert ready == {
+            "port": int(urlsplit(running.endpoint).port), "pid": running.pid,
+            "endpoint": running.endpoint, "identity": "bakery",
+            "database": str(running.database.resolve()),
+        }
+        assert running.health() == {
+            "status": "ok", "identity": "bakery", "orders": 0, "dropped": 0, "delayed": 0,
+        }
+
+
+def test_sigterm_shuts_the_supplier_down_cleanly(tmp_path):
+    with supplier_process(tmp_path) as running:
+        running.client().order(OP, VANILLA)
+        running.proc.send_signal(signal.SIGTERM)
+
+        assert wait_exit(running.proc, timeout=5) == 0
+
+
+def test_the_ledger_survives_a_restart(tmp_path):
+    with supplier_process(tmp_path) as first:
+        receipt = first.client().order(OP, VANILLA)
+    with supplier_process(tmp_path) as second:
+        assert second.client().order(OP, VANILLA) == receipt
+        assert second.health()["orders"] == 1
+    assert len(ledger_orders(second.database)) == 1  # readable after the supplier has exited
+
+
+def test_supplier_process_leaves_no_process_after_an_exception(tmp_path):
+    with pytest.raises(RuntimeError, match="boom"), supplier_process(tmp_path) as running:
+        pid = running.pid
+        raise RuntimeError("boom")
+
+    assert gone(pid)
+
+
+def test_a_supplier_that_cannot_open_its_ledger_is_reported_with_its_log(tmp_path):
+    (tmp_path / "dairy-ledger.sqlite").mkdir()  # a directory where the database file should be
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as raised, supplier_process(tmp_path):
+        pass
+
+    assert time.monotonic() - started < 10
+    assert "exited with status 1" in str(raised.value)
+    assert "unable to open database file" in str(raised.value)
