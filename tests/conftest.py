@@ -1,0 +1,41 @@
+"""Suite-wide guard: no test may leave a process behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, read from /proc (zombies excluded: they are reaped by wait)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes():
+    before = descendants(os.getpid())
+    yield
+    deadline = time.monotonic() + 5
+    left = descendants(os.getpid()) - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = descendants(os.getpid()) - before
+    assert not left, f"the test left processes running: {sorted(left)}"
