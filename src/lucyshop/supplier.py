@@ -330,9 +330,12 @@ class Handler(BaseHTTPRequestHandler):
         if created:
             drop, delay = self.server.faults.choose()
             if drop:
+                self.log_message("dropped the reply to %s after commit", operation)
                 self.close_connection = True  # lost reply after commit: say nothing, hang up
                 return
-            time.sleep(delay)
+            if delay:
+                self.log_message("delaying the reply to %s by %.3fs", operation, delay)
+                time.sleep(delay)
         self.reply(200, receipt)
 
     def do_PUT(self) -> None:

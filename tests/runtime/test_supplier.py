@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -54,8 +55,13 @@ def raw_request(endpoint, method, path, *, body=b"", headers=()):
 
 
 def post(endpoint, operation, body: bytes):
-    return raw_request(endpoint, "POST", f"/orders/{operation}", body=body,
-                       headers=[("Content-Length", str(len(body)))])
+    return raw_request(
+        endpoint,
+        "POST",
+        f"/orders/{operation}",
+        body=body,
+        headers=[("Content-Length", str(len(body)))],
+    )
 
 
 def gone(pid: int) -> bool:
@@ -72,13 +78,26 @@ def test_the_same_operation_twice_is_one_order_with_the_same_receipt(supplier):
     first = client.order(OP, VANILLA)
     again = client.order(OP, dict(reversed(VANILLA.items())))  # another spelling, same order
 
-    assert first == again == {
-        "operation": OP, "status": "ACCEPTED", "supplier": "dairy", "order_number": 1,
-        "amount_cents": 2700, "reason": None,
-    }
+    assert (
+        first
+        == again
+        == {
+            "operation": OP,
+            "status": "ACCEPTED",
+            "supplier": "dairy",
+            "order_number": 1,
+            "amount_cents": 2700,
+            "reason": None,
+        }
+    )
     assert ledger_orders(supplier.database) == [
-        {"operation": OP, "status": "ACCEPTED", "amount_cents": 2700, "order_number": 1,
-         "body": VANILLA},
+        {
+            "operation": OP,
+            "status": "ACCEPTED",
+            "amount_cents": 2700,
+            "order_number": 1,
+            "body": VANILLA,
+        },
     ]
     assert supplier.health()["orders"] == 1
 
@@ -129,8 +148,9 @@ def test_invalid_requests_are_refused_400_and_record_nothing(supplier, operation
 
 def test_an_oversized_body_is_refused_413_without_being_read(supplier):
     # Only the headers are sent: the supplier must answer from the Content-Length alone.
-    status, reply = raw_request(supplier.endpoint, "POST", f"/orders/{OP}",
-                                headers=[("Content-Length", str(16 * 1024 + 1))])
+    status, reply = raw_request(
+        supplier.endpoint, "POST", f"/orders/{OP}", headers=[("Content-Length", str(16 * 1024 + 1))]
+    )
 
     assert status == 413 and "16384" in reply["error"]
     assert ledger_orders(supplier.database) == []
@@ -150,7 +170,8 @@ def test_lookup_returns_the_stored_receipt_or_none_for_an_unknown_operation(supp
     assert client.lookup(OP) == receipt
     assert client.lookup("op-never-sent") is None
     assert raw_request(supplier.endpoint, "GET", "/orders/op-never-sent") == (
-        404, {"error": "unknown operation"},
+        404,
+        {"error": "unknown operation"},
     )
 
 
@@ -229,13 +250,22 @@ def test_a_client_against_a_dead_port_is_unavailable_and_keeps_its_identity():
 
 
 class GarbageHandler(BaseHTTPRequestHandler):
-    replies = {
+    replies: ClassVar[dict[str, tuple[int, bytes]]] = {
         "/orders/op-html": (200, b"<html>not json</html>"),
         "/orders/op-shape": (200, b'{"status": "ACCEPTED"}'),
-        "/orders/op-other": (200, json.dumps({
-            "operation": "op-other", "status": "ACCEPTED", "supplier": "bakery",
-            "order_number": 1, "amount_cents": 1, "reason": None,
-        }).encode()),
+        "/orders/op-other": (
+            200,
+            json.dumps(
+                {
+                    "operation": "op-other",
+                    "status": "ACCEPTED",
+                    "supplier": "bakery",
+                    "order_number": 1,
+                    "amount_cents": 1,
+                    "reason": None,
+                }
+            ).encode(),
+        ),
         "/orders/op-crash": (500, b'{"error": "database is locked"}'),
     }
 
@@ -287,12 +317,18 @@ def test_the_ready_file_describes_the_running_supplier(tmp_path):
         ready = json.loads((tmp_path / "bakery-ready.json").read_text())
 
         assert ready == {
-            "port": int(urlsplit(running.endpoint).port), "pid": running.pid,
-            "endpoint": running.endpoint, "identity": "bakery",
+            "port": int(urlsplit(running.endpoint).port),
+            "pid": running.pid,
+            "endpoint": running.endpoint,
+            "identity": "bakery",
             "database": str(running.database.resolve()),
         }
         assert running.health() == {
-            "status": "ok", "identity": "bakery", "orders": 0, "dropped": 0, "delayed": 0,
+            "status": "ok",
+            "identity": "bakery",
+            "orders": 0,
+            "dropped": 0,
+            "delayed": 0,
         }
 
 

@@ -164,6 +164,10 @@ class Children:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         survivors = self._end([p for p in self._procs if p.poll() is None])
+        for proc in self._procs:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         self._procs.clear()
         if survivors and exc_type is None:
             raise RuntimeError(f"processes {survivors} survived SIGKILL for {KILL_WAIT_SECONDS}s")
@@ -197,15 +201,16 @@ class Children:
         for sig in (signal.SIGCONT, signal.SIGTERM):
             for proc in procs:
                 proc.send_signal(sig)
-        alive = _wait_all(procs, TERM_GRACE_SECONDS)
+        try:
+            alive = _wait_all(procs, TERM_GRACE_SECONDS)
+        except KeyboardInterrupt:  # a second Ctrl-C cuts the grace short, not the cleanup
+            for proc in procs:
+                proc.kill()
+            _wait_all(procs, KILL_WAIT_SECONDS)
+            raise
         for proc in alive:
             proc.kill()
-        alive = _wait_all(alive, KILL_WAIT_SECONDS)
-        for proc in procs:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-        return [proc.pid for proc in alive]
+        return [proc.pid for proc in _wait_all(alive, KILL_WAIT_SECONDS)]
 
 
 def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subprocess.Popen[Any]]:
