@@ -122,7 +122,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         ("completion", lambda: leases.finish(db, old, "DONE", {"by": "stale"}, now=t0 + ttl + 1)),
     ):
         refused[boundary] = _refusal(write)
-    expect("generation-1 writes refused", sorted(k for k, v in refused.items() if v), ["completion", "transcript"])
+    expect("generation-1 writes refused", refused_at(refused), ["completion", "transcript"])
     expect("second turn of the session waits", leases.claim(db, "rival", ttl=ttl, now=t0 + ttl + 2), None)
     leases.observe(db, new, {"role": "assistant", "text": "current"}, now=t0 + ttl + 2)
     leases.finish(db, new, "DONE", {"by": "generation 2"}, now=t0 + ttl + 3)
@@ -167,7 +167,7 @@ def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
         stale = shop.release(child, ready)
-        expect("stale writes refused", sorted(k for k, v in stale.items() if v.startswith("PermissionError")),
+        expect("stale writes refused", refused_at(stale),
                ["completion", "supplier", "transcript"])
         facts |= shop.unchanged_after_stale(ready)
         return facts | {"child_pid": ready["pid"], "waited_seconds": waited, "model_calls": calls,
@@ -175,7 +175,11 @@ def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
 
 
 def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
-    """SIGSTOP the holder just before its send, past the lease; SIGCONT it after the takeover."""
+    """SIGSTOP the holder just before its send, past the lease; SIGCONT it once a replacement holds the work.
+
+    For a moment two live workers believe they hold the same work. Only the generation in
+    ``worker_id`` tells chapter 11's unchanged check which one may send.
+    """
     with Shop(run, leases, directory, "paused") as shop, Children() as children:
         child, ready = shop.start_holder(children, "paused")
         child.send_signal(signal.SIGSTOP)
@@ -183,15 +187,23 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
                                                what="the holder to stop"), True)
         run.event("paused", "holder stopped", pid=child.pid)
         before = approval.account(shop.db)
-        recovery, waited, calls = shop.recover_after_expiry(ready)
-        facts = shop.settled(ready, recovery, before)
+        waited = shop.wait_for_expiry(ready)
+        takeover = leases.claim(shop.db, OWNER, ttl=30)
+        expect("replacement takes over", (takeover.work_id, takeover.generation), (shop.work_id, 2))
+        run.event("paused", "replacement holds the work", generation=takeover.generation)
         child.send_signal(signal.SIGCONT)
         run.event("paused", "holder continued", pid=child.pid)
         stale = shop.release(child, ready)
-        expect("pending supplier send refused", stale["supplier"].startswith("PermissionError"), True)
-        facts |= shop.unchanged_after_stale(ready)
-        return facts | {"child_pid": ready["pid"], "waited_seconds": waited, "model_calls": calls,
-                        "stale_child_reported": stale}
+        expect("stale writes refused while the replacement holds the work",
+               refused_at(stale),
+               ["completion", "supplier", "transcript"])
+        expect("supplier ledger after the stale send", len(ledger_orders(shop.supplier.database)), 0)
+        receipt = approval.execute(shop.db, takeover, ready["order_id"], shop.client, policy=POLICY)
+        leases.finish(shop.db, takeover, "DONE", {"receipt": receipt["status"]})
+        run.event("paused", "replacement finished", status=receipt["status"], generation=takeover.generation)
+        recovery = leases.Recovery("DONE", takeover.work_id, takeover.generation)
+        facts = shop.settled(ready, recovery, before)
+        return facts | {"child_pid": ready["pid"], "waited_seconds": waited, "stale_child_reported": stale}
 
 
 def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
@@ -256,13 +268,18 @@ class Shop:
         self.run.event(self.case, "competing claim", got=None if rival is None else rival.worker_id)
         expect("competing claim while the holder's lease is alive", rival, None)
 
-    def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
-        """Wait for the real expiry, then run the replacement with every model refused."""
+    def wait_for_expiry(self, ready: dict[str, Any]) -> float:
+        """Sleep until the holder's lease has really run out; return the seconds waited."""
         start = time.time()
         wait_until(lambda: time.time() > ready["expires"], timeout=self.run.lease + DEADLINE,
                    what="the holder's lease to expire")
         waited = round(time.time() - start, 3)
         self.run.event(self.case, "lease expired", waited_seconds=waited)
+        return waited
+
+    def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
+        """Wait for the real expiry, then run the replacement with every model refused."""
+        waited = self.wait_for_expiry(ready)
         with refused_models() as guard:
             recovery = self.leases.recover_once(self.db, owner=OWNER, supplier=self.client, policy=POLICY)
         self.run.event(self.case, "replacement finished", status=recovery.status,
@@ -361,12 +378,22 @@ def supplier_client(args: argparse.Namespace) -> Any:
 
 
 def _refusal(write: Any) -> str:
-    """'PermissionError: why' when the write was refused, '' when it went through."""
+    """'PermissionError: why' when the write was refused, '' when it went through.
+
+    Any other exception is reported by name: it is not a refusal, and the check says so.
+    """
     try:
         write()
-    except PermissionError as refused:
-        return f"PermissionError: {refused}"
+    except NotStarted:
+        raise
+    except Exception as error:  # noqa: BLE001 - reported, then judged by the parent
+        return f"{type(error).__name__}: {error}"
     return ""
+
+
+def refused_at(report: dict[str, str]) -> list[str]:
+    """The boundaries at which a write was refused with PermissionError, sorted."""
+    return sorted(k for k, v in report.items() if v.startswith("PermissionError"))
 
 
 def _child_record(child: Any, path: Path, stderr: Path) -> dict[str, Any]:
@@ -429,10 +456,9 @@ def summary(name: str, facts: dict[str, Any]) -> str:
     if "ledger_count" in facts:
         parts.append(f"ledger {facts['ledger_count']} order")
     if "stale_child_reported" in facts:
-        refused = [k for k, v in facts["stale_child_reported"].items() if v.startswith("PermissionError")]
-        parts.append("stale " + "/".join(sorted(refused)) + " refused")
+        parts.append("stale " + "/".join(refused_at(facts["stale_child_reported"])) + " refused")
     if "refused" in facts:
-        parts.append("stale " + "/".join(sorted(k for k, v in facts["refused"].items() if v)) + " refused")
+        parts.append("stale " + "/".join(refused_at(facts["refused"])) + " refused")
     if "model_calls" in facts:
         parts.append(f"model calls {facts['model_calls']}")
     if "waited_seconds" in facts:

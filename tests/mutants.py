@@ -1,0 +1,61 @@
+"""Mutants of the reference: each removes one guard the chapter names.
+
+Each mutant is an exact text edit of ``solutions/ch13_leases.py`` that must apply exactly
+once, so a change to the reference that would silently disarm a mutant fails loudly instead.
+``caught_by`` says which suite must notice: the learner tests, the checkpoint, or both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "ch13_leases.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    old: str
+    new: str
+    checkpoint_case: str | None = None  # the checkpoint case that must fail, if the checkpoint must catch it
+
+    def source(self) -> str:
+        text = SOLUTIONS.read_text()
+        count = text.count(self.old)
+        if count != 1:
+            raise AssertionError(f"mutant {self.name!r}: its edit matches {count} places, not 1")
+        return text.replace(self.old, self.new)
+
+    def write(self, directory: Path) -> Path:
+        path = directory / f"mutant_{self.name}.py"
+        path.write_text(self.source())
+        return path
+
+
+MUTANTS = [
+    Mutant("assert_current_state", '    if row["state"] != "running":\n', "    if False:\n"),
+    Mutant("assert_current_identity", "    if holder != held.owner:\n", "    if False:\n"),
+    Mutant("assert_current_generation", '    if row["generation"] != held.generation:\n', "    if False:\n",
+           checkpoint_case="fence"),
+    Mutant("assert_current_expiry", '    if row["expires"] <= now:\n', "    if False:\n"),
+    Mutant("claim_generation_increment", 'row["generation"] + 1, now + ttl)', 'max(row["generation"], 1), now + ttl)',
+           checkpoint_case="fence"),
+    Mutant("claim_session_clause", "                  AND NOT EXISTS (", "                  AND 1 OR NOT EXISTS (",
+           checkpoint_case="fence"),
+    Mutant("claim_expiry_clause", "(w.state = 'running' AND l.expires <= :now)", "w.state = 'running'",
+           checkpoint_case="killed holder"),
+    Mutant("observe_fence", "        assert_current(db, held, now)\n        cursor = db.execute(",
+           "        cursor = db.execute(", checkpoint_case="live stale holder"),
+    Mutant("finish_fence", "        assert_current(db, held, now)\n        db.execute(\n            \"INSERT INTO outcomes",
+           "        db.execute(\n            \"INSERT INTO outcomes", checkpoint_case="live stale holder"),
+    Mutant("worker_id_without_generation", 'return f"{self.owner}#{self.generation}"', "return self.owner",
+           checkpoint_case="paused holder"),
+    Mutant("percentile_rank_off_by_one", "return ordered[rank - 1]", "return ordered[min(rank, len(ordered) - 1)]",
+           checkpoint_case="arithmetic"),
+    Mutant("false_expiry_at_or_above", "if turn > lease)", "if turn >= lease)", checkpoint_case="arithmetic"),
+    Mutant("detection_scan_sign", "return lease - turn / 2 + scan / 2", "return lease - turn / 2 - scan / 2",
+           checkpoint_case="arithmetic"),
+]
+
+BY_NAME = {mutant.name: mutant for mutant in MUTANTS}
