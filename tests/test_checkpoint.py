@@ -1,0 +1,164 @@
+"""The checkpoint itself: it passes the reference, reports the stubs, fails every mutant, leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mutants import MUTANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
+CASES = {"arithmetic": 0, "fence": 1, "killed holder": 2, "live stale holder": 3, "paused holder": 4,
+         "crash after remote acceptance": 5}
+
+
+def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = os.environ | {"TMPDIR": str(tmp)}
+    return subprocess.run([sys.executable, str(CHECKPOINT), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    tmp = tmp_path_factory.mktemp("reference")
+    evidence = tmp / "evidence.json"
+    result = run_checkpoint("--impl", "solutions", "--evidence", str(evidence), tmp=tmp)
+    return result, json.loads(evidence.read_text())
+
+
+def test_reference_passes_every_case(reference_run):
+    result, evidence = reference_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == ["PASS"] * 6
+    assert evidence["exit_status"] == 0
+    assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
+
+
+def test_killed_holder_evidence_is_what_was_observed(reference_run):
+    _, evidence = reference_run
+    killed = evidence["cases"]["killed holder"]
+    ready = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "holder ready")
+    assert killed["exit_status"] == -signal.SIGKILL
+    assert killed["child_pid"] == ready["pid"] and killed["child_pid"] != os.getpid()
+    assert killed["generations"] == [1, 2]
+    assert (killed["work_state"], killed["outcome"]) == ("finished", "DONE")
+    assert killed["ledger_count"] == 1 and killed["ledger_operations"] == [ready["operation"]]
+    assert killed["reserved_cents"] == [2700, 0] and killed["spent_cents"] == [0, 2700]
+    assert killed["transcript_rows"] == 0 and killed["model_calls"] == 0
+    assert killed["second_recovery"] == "IDLE"
+    # The wait was real: the lease ran out on the wall clock, not by rewriting time.
+    assert killed["waited_seconds"] > 0
+    expired = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "lease expired")
+    replaced = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "replacement finished")
+    assert ready["t"] < expired["t"] <= replaced["t"]
+    assert expired["t"] - ready["t"] >= evidence["lease_seconds"] * 0.5
+
+
+def test_stale_holders_report_their_own_refusals(reference_run):
+    _, evidence = reference_run
+    for name in ("live stale holder", "paused holder"):
+        case = evidence["cases"][name]
+        assert set(case["stale_child_reported"]) == {"transcript", "completion", "supplier"}
+        for boundary, report in case["stale_child_reported"].items():
+            assert report.startswith("PermissionError"), (name, boundary, report)
+        assert case["ledger_count"] == 1
+    assert "superseded by generation 2" in evidence["cases"]["paused holder"]["stale_child_reported"]["transcript"]
+    assert "finished" in evidence["cases"]["live stale holder"]["stale_child_reported"]["transcript"]
+
+
+def test_post_commit_crash_is_settled_by_lookup(reference_run):
+    _, evidence = reference_run
+    case = evidence["cases"]["crash after remote acceptance"]
+    assert case["order_after_crash"] == "SENDING"
+    assert case["exit_status"] == -signal.SIGKILL
+    assert case["ledger_count"] == 1 and case["outcome"] == "DONE"
+
+
+def test_evidence_records_provenance_and_a_timeline(reference_run):
+    _, evidence = reference_run
+    assert evidence["impl"].endswith("solutions/ch13_leases.py")
+    assert evidence["lease_seconds"] > evidence["supplier_timeout_seconds"] > 0
+    assert evidence["started_utc"] and evidence["python"] and evidence["sqlite"]
+    times = [event["t"] for event in evidence["timeline"]]
+    assert times == sorted(times) and len(times) >= 20
+
+
+def test_untouched_stubs_exit_3_naming_the_first_stub(tmp_path):
+    result = run_checkpoint("--impl", "learner", tmp=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    first = result.stdout.splitlines()[1]
+    assert first.startswith("NOT STARTED  0 arithmetic: percentile() is not started")
+    assert "13a §" in first and "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.checkpoint_case], ids=lambda m: m.name)
+def test_checkpoint_catches_mutant(mutant, tmp_path):
+    result = run_checkpoint("--impl", str(mutant.write(tmp_path)), "--case", str(CASES[mutant.checkpoint_case]),
+                            tmp=tmp_path)
+    assert result.returncode == 1, result.stdout
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert any(line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case for line in failed), failed
+    assert "rerun: python checkpoints/ch13_worker_recovery.py" in result.stdout
+
+
+def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text("from solutions.ch13_leases import *  # noqa\n")
+    result = run_checkpoint("--impl", str(cheat), tmp=tmp_path)
+    assert result.returncode == 1
+    assert "reference blocked" in result.stdout
+
+
+def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
+    """The cheat only happens in worker children: the blocker is in place there too."""
+    source = (ROOT / "solutions" / "ch13_leases.py").read_text()
+    cheat = tmp_path / "child_cheat.py"
+    cheat.write_text(source.replace(
+        "    _check_owner(owner)\n",
+        "    if '--child' in __import__('sys').argv:\n"
+        "        __import__('runpy').run_path(%r)\n"
+        "    _check_owner(owner)\n" % str(ROOT / "solutions" / "ch13_leases.py"), 1))
+    result = run_checkpoint("--impl", str(cheat), "--case", "2", tmp=tmp_path)
+    assert result.returncode == 1
+    assert "FAIL  2 killed holder: reference blocked" in result.stdout
+
+
+def test_no_process_survives_a_run_or_an_interrupt(tmp_path):
+    marker = str(tmp_path)
+    result = run_checkpoint("--impl", "solutions", "--case", "2", tmp=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert processes_mentioning(marker) == []
+    env = os.environ | {"TMPDIR": marker}
+    proc = subprocess.Popen([sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", "3"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(processes_mentioning(marker)) < 2:
+        time.sleep(0.05)  # until the supplier and the worker child are both up
+    assert len(processes_mentioning(marker)) >= 2
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while processes_mentioning(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_mentioning(marker) == []
