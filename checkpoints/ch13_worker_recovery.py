@@ -12,6 +12,8 @@ Read it top to bottom: each case is one function, in the order the chapter tells
 3. live stale    the same, but the old worker is alive and tries to write afterwards.
 4. paused        the old worker is SIGSTOPped past its lease and resumed after the takeover.
 5. post-commit   the supplier commits the order, then the worker dies before its receipt.
+6. cancel        an operator cancels work that a live worker holds, one order already at
+                 the supplier (its reply lost) and one approved but unsent.
 
 Every process here runs the implementation you chose with the reference solutions blocked,
 this parent included. Each case gets its own directory, shop file and supplier process, and
@@ -51,6 +53,7 @@ OWNER = "lucy-worker"  # the replacement runs under the same service name: only 
 OPERATOR = "lucy"
 POLICY = approval.SpendingPolicy(frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000)
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
+CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
 ASSIGNMENT = "Order six tubs of vanilla for the weekend"
 DEADLINE = 20.0  # seconds any single wait may take before the case fails
 
@@ -227,6 +230,41 @@ def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
                         "waited_seconds": waited, "model_calls": calls}
 
 
+def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
+    """The operator cancels while a live worker holds the turn; an order already sent is reconciled."""
+    with Shop(run, leases, directory, "cancel") as shop, Children() as children:
+        shop.supplier.set_faults(drop_next=1)  # the first order is committed, its reply lost
+        child, ready = shop.start_holder(children, "cancel")
+        sent, unsent = (approval.get_order(shop.db, ready[k]) for k in ("order_id", "second_order_id"))
+        expect("orders before the cancel", (sent["status"], unsent["status"]), ("UNKNOWN", "APPROVED"))
+        cancelled = leases.cancel(shop.db, shop.work_id, actor=OPERATOR, policy=POLICY,
+                                  reason="the customer called to cancel")
+        run.event("cancel", "operator cancelled", generation=cancelled["generation"])
+        lease = shop.db.execute("SELECT generation FROM assignment_leases WHERE work_id = ?",
+                                (shop.work_id,)).fetchone()[0]
+        expect("lease generation advanced by the cancel", lease, ready["generation"] + 1)
+        outcome = shop.db.execute("SELECT status FROM outcomes WHERE work_id = ?", (shop.work_id,)).fetchone()[0]
+        expect("outcome", outcome, "CANCELED")
+        after = [approval.get_order(shop.db, o["order_id"])["status"] for o in (sent, unsent)]
+        expect("sent order left for reconcile, unsent one revoked", after, ["UNKNOWN", "REVOKED"])
+        expect("reservation kept for the uncertain order", approval.account(shop.db)["reserved_cents"],
+               sent["amount_cents"])
+        stale = shop.release(child, ready)
+        expect("holder's writes refused after the cancel", refused_at(stale), ["completion", "supplier", "transcript"])
+        settled = leases.reconcile(shop.db, shop.client)
+        run.event("cancel", "reconciled", orders=[(r["operation"], r["after"]) for r in settled])
+        expect("reconcile settles the sent order", [(r["operation"], r["after"]) for r in settled],
+               [(sent["operation"], "ACCEPTED")])
+        ledger = [row["operation"] for row in ledger_orders(shop.supplier.database)]
+        expect("supplier ledger", ledger, [sent["operation"]])
+        money = approval.account(shop.db)
+        expect("money after reconcile", (money["reserved_cents"], money["spent_cents"]), (0, sent["amount_cents"]))
+        return {"child_pid": ready["pid"], "generations": [ready["generation"], lease], "outcome": outcome,
+                "orders_after_cancel": after, "reconciled": settled, "ledger_count": len(ledger),
+                "ledger_operations": ledger, "stale_child_reported": stale,
+                "reserved_cents": money["reserved_cents"], "spent_cents": money["spent_cents"]}
+
+
 class Shop:
     """One case's world: a fresh shop file, a supplier process, and the checks they share."""
 
@@ -336,7 +374,9 @@ def child_main(args: argparse.Namespace) -> int:
 
     ``killed`` waits to be killed; ``live`` and ``paused`` wait for the parent's release and
     then try the transcript, the completion and the supplier send with their old claim;
-    ``sending`` goes straight on to send and is killed while the supplier holds the reply.
+    ``sending`` goes straight on to send and is killed while the supplier holds the reply;
+    ``cancel`` sends the first order (its reply is lost), gets a second one approved, and
+    then waits for the release like ``live``.
     """
     directory = Path(args.dir)
     try:
@@ -346,10 +386,15 @@ def child_main(args: argparse.Namespace) -> int:
         client = supplier_client(args)
         order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
         approval.approve(db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
+        pending = order
+        if args.child == "cancel":
+            approval.execute(db, held, order["order_id"], client, policy=POLICY)
+            pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
+            approval.approve(db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY)
         write_ready(directory / "ready.json", {
             "pid": os.getpid(), "work_id": held.work_id, "generation": held.generation,
             "worker_id": held.worker_id, "expires": held.expires, "order_id": order["order_id"],
-            "operation": order["operation"]})
+            "operation": order["operation"], "second_order_id": pending["order_id"]})
         if args.child == "sending":
             approval.execute(db, held, order["order_id"], client, policy=POLICY)
         if args.child in ("killed", "sending"):
@@ -359,7 +404,7 @@ def child_main(args: argparse.Namespace) -> int:
         report = {
             "transcript": _refusal(lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})),
             "completion": _refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
-            "supplier": _refusal(lambda: approval.execute(db, held, order["order_id"], client, policy=POLICY)),
+            "supplier": _refusal(lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)),
         }
         write_ready(directory / "stale.json", {k: v or "ACCEPTED: the write went through" for k, v in report.items()})
         return 0
@@ -441,6 +486,7 @@ CASES = {
     3: ("live stale holder", case_live_stale),
     4: ("paused holder", case_paused),
     5: ("crash after remote acceptance", case_post_commit),
+    6: ("cancel", case_cancel),
 }
 
 
@@ -463,6 +509,9 @@ def summary(name: str, facts: dict[str, Any]) -> str:
         parts.append(f"model calls {facts['model_calls']}")
     if "waited_seconds" in facts:
         parts.append(f"waited {facts['waited_seconds']:.2f}s")
+    if "orders_after_cancel" in facts:
+        parts.append("orders " + "/".join(facts["orders_after_cancel"]) + " after cancel, reconciled "
+                     + "/".join(r["after"] for r in facts["reconciled"]))
     if "p50" in facts:
         parts.append(f"p50 {facts['p50']} p90 {facts['p90']} delay {facts['detection_delay']:.3f}")
     return ", ".join(parts)
@@ -494,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     rerun = f"python checkpoints/ch13_worker_recovery.py --impl {shlex.quote(str(args.impl))}"
     results: dict[str, str] = {}
     print(f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)")
-    for number in args.case or sorted(CASES):
+    for number in sorted(set(args.case or CASES)):
         name, case = CASES[number]
         with tempfile.TemporaryDirectory(prefix=f"ch13-case{number}-") as tmp:
             try:

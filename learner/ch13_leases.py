@@ -206,3 +206,16 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     UNKNOWN with its reservation kept, and the returned row says which.
     """
     raise NotStarted("reconcile", "13b § Reconcile what is still unknown")
+
+
+def cancel(db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str) -> dict:
+    """The operator's controlled path to stop work, in one transaction.
+
+    Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
+    work now is refused at its next transcript, completion or supplier write; finishes the
+    work as CANCELED with the reason; revokes the orders approved but never sent and
+    releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
+    is neither permission to transmit nor proof that the supplier did nothing. Finished or
+    unknown work, or a non-operator, is refused with nothing changed.
+    """
+    raise NotStarted("cancel", "13b § Cancel through the operator")

@@ -344,6 +344,67 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     return report
 
 
+def cancel(db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str) -> dict:
+    """The operator's controlled path to stop work, in one transaction.
+
+    Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
+    work now is refused at its next transcript, completion or supplier write; finishes the
+    work as CANCELED with the reason; revokes the orders approved but never sent and
+    releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
+    is neither permission to transmit nor proof that the supplier did nothing. Finished or
+    unknown work, or a non-operator, is refused with nothing changed.
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("a cancellation needs a reason")
+    now = time.time()
+    with immediate(db):
+        if actor not in policy.operators:
+            raise PermissionError(f"{actor!r} is not an operator and cannot cancel work")
+        row = db.execute(
+            "SELECT w.state, coalesce(l.generation, 0) AS generation FROM work w"
+            " LEFT JOIN assignment_leases l ON l.work_id = w.work_id WHERE w.work_id = ?",
+            (work_id,),
+        ).fetchone()
+        if row is None:
+            raise PermissionError(f"there is no work {work_id!r} to cancel")
+        if row["state"] == "finished":
+            raise PermissionError(f"work {work_id} is already finished")
+        generation = row["generation"] + 1
+        authority = f"{actor}#{generation}"
+        db.execute(
+            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(work_id) DO UPDATE SET worker_id = excluded.worker_id,"
+            " expires = excluded.expires, generation = excluded.generation",
+            (work_id, authority, now, generation),
+        )
+        if row["state"] == "pending":
+            db.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (work_id,))
+        db.execute("UPDATE work SET state = 'finished', worker_id = ? WHERE work_id = ?", (authority, work_id))
+        unsent = db.execute(
+            "SELECT order_id, operation, status, amount_cents FROM assistant_orders"
+            " WHERE work_id = ? AND status IN ('DRAFT', 'APPROVED') ORDER BY order_id",
+            (work_id,),
+        ).fetchall()
+        released = sum(o["amount_cents"] for o in unsent if o["status"] == "APPROVED")
+        db.execute("UPDATE spending_account SET reserved_cents = reserved_cents - ?", (released,))
+        db.execute(
+            "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ?"
+            " WHERE work_id = ? AND status IN ('DRAFT', 'APPROVED')",
+            (actor, now, work_id),
+        )
+        uncertain = [r["operation"] for r in db.execute(
+            "SELECT operation FROM assistant_orders WHERE work_id = ? AND status IN ('SENDING', 'UNKNOWN')",
+            (work_id,),
+        )]
+        result = {"actor": actor, "reason": reason, "revoked": [o["operation"] for o in unsent],
+                  "released_cents": released, "left_for_reconcile": uncertain}
+        db.execute(
+            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (?, ?, 'CANCELED', ?)",
+            (work_id, generation, _json(result, "result")),
+        )
+    return {"work_id": work_id, "generation": generation} | result
+
+
 # ---------------------------------------------------------------- validation
 
 

@@ -58,4 +58,7 @@ MUTANTS = [
            checkpoint_case="arithmetic"),
 ]
 
+MUTANTS.append(Mutant("cancel_generation", '        generation = row["generation"] + 1\n',
+                      '        generation = row["generation"]\n', checkpoint_case="cancel"))
+
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}

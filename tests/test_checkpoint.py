@@ -17,7 +17,7 @@ from mutants import MUTANTS
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
 CASES = {"arithmetic": 0, "fence": 1, "killed holder": 2, "live stale holder": 3, "paused holder": 4,
-         "crash after remote acceptance": 5}
+         "crash after remote acceptance": 5, "cancel": 6}
 
 
 def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -50,7 +50,7 @@ def reference_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
 def test_reference_passes_every_case(reference_run):
     result, evidence = reference_run
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == ["PASS"] * 6
+    assert [line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == ["PASS"] * 7
     assert evidence["exit_status"] == 0
     assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
 
