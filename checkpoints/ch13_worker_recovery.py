@@ -2,6 +2,7 @@
 
     python checkpoints/ch13_worker_recovery.py [--impl learner|solutions|PATH]
                                                [--evidence FILE] [--lease SECONDS] [--case N]
+                                               [--keep DIR]
 
 Read it top to bottom: each case is one function, in the order the chapter tells them.
 
@@ -31,12 +32,15 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import signal
 import sqlite3
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -293,8 +297,8 @@ class Shop:
                            "--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout),
                            "--dir", str(self.directory))
         env = os.environ | {"LEASES_IMPL": str(self.run.impl)}
-        stderr = open(self.directory / "child.err", "w")  # noqa: SIM115 - closed with the case directory
-        child = children.spawn(argv, env=env, stderr=stderr)
+        with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
+            child = children.spawn(argv, env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.directory / "child.err")
         self.run.event(self.case, "holder ready", pid=ready["pid"], generation=ready["generation"],
                        operation=ready["operation"], lease_expires=ready["expires"])
@@ -523,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evidence", type=Path)
     parser.add_argument("--lease", type=float, default=2.0, help="real lease in seconds (default 2)")
     parser.add_argument("--case", type=int, action="append", choices=sorted(CASES))
+    parser.add_argument("--keep", type=Path, help="keep each case's shop and ledger under this directory")
     for name in ("--child", "--shop", "--endpoint", "--identity", "--dir"):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
@@ -545,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)")
     for number in sorted(set(args.case or CASES)):
         name, case = CASES[number]
-        with tempfile.TemporaryDirectory(prefix=f"ch13-case{number}-") as tmp:
+        with case_directory(args.keep, number) as tmp:
             try:
                 facts = case(run, leases, Path(tmp))
             except NotStarted as stub:
@@ -583,6 +588,19 @@ def main(argv: list[str] | None = None) -> int:
         write_evidence(args.evidence, run, outcome, argv)
         print(f"evidence: {args.evidence}")
     return outcome
+
+
+@contextmanager
+def case_directory(keep: Path | None, number: int) -> Iterator[str]:
+    """A fresh directory per case: temporary, or ``KEEP/caseN`` (emptied first) to read afterwards."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix=f"ch13-case{number}-") as tmp:
+            yield tmp
+        return
+    directory = keep / f"case{number}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    yield str(directory)
 
 
 def write_evidence(path: Path, run: Run, outcome: int, argv: list[str] | None) -> None:
