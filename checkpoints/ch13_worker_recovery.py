@@ -277,7 +277,6 @@ class Shop:
 
     def __enter__(self) -> Shop:
         self._supplier = supplier_process(self.directory / "supplier")
-        (self.directory / "supplier").mkdir()
         self.supplier = self._supplier.__enter__()
         self.client = self.supplier.client(timeout=self.run.client_timeout)
         self.db, queue = self.leases.open_worker_shop(self.directory / "shop.db")

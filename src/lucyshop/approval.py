@@ -97,6 +97,8 @@ class SpendingPolicy:
     automatic_order_cents: int
 
     def __post_init__(self) -> None:
+        if isinstance(self.operators, str):
+            raise ValueError("operators is a collection of names, not one string")
         object.__setattr__(self, "operators", frozenset(self.operators))
         if not self.operators or not all(isinstance(o, str) and o for o in self.operators):
             raise ValueError("a policy needs at least one operator name")
@@ -117,7 +119,7 @@ def open_shop(path: str | Path) -> tuple[sqlite3.Connection, WorkQueue]:
 def _now(now: float | None) -> float:
     if now is None:
         return time.time()
-    if not isinstance(now, (int, float)) or not math.isfinite(now):
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
         raise ValueError(f"now must be a finite number of seconds: {now!r}")
     return float(now)
 
@@ -197,7 +199,7 @@ def approve(
 ) -> dict[str, Any]:
     """An operator approves exactly this proposal (by digest) until ``now + ttl``; reserves the money."""
     now = _now(now)
-    if not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or not 0 < ttl <= 86_400:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or not 0 < ttl <= 86_400:
         raise ValueError(f"an approval lasts more than 0 and at most 86400 seconds: {ttl!r}")
     with immediate(db):
         order = get_order(db, order_id)

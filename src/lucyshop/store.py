@@ -65,8 +65,8 @@ def migrate(db: sqlite3.Connection, line: str, migrations: Migrations) -> int:
     """
     if not isinstance(line, str) or not line:
         raise ValueError("a migration line needs a non-empty name")
-    if any(not isinstance(v, int) or v < 1 for v in migrations):
-        raise ValueError(f"migration versions are whole numbers from 1: {sorted(migrations)}")
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in migrations):
+        raise ValueError(f"migration versions are whole numbers from 1: {list(migrations)!r}")
     newest = max(migrations, default=0)
     current = schema_version(db, line)
     if current > newest:

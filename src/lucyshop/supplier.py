@@ -544,6 +544,7 @@ def supplier_process(
     Restarting on the same directory keeps the ledger, as a real supplier would.
     """
     directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     database = directory / f"{identity}-ledger.sqlite"
     ready = directory / f"{identity}-ready.json"
     ready.unlink(missing_ok=True)

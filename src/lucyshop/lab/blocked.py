@@ -5,6 +5,7 @@ single line of the student's code (or of the child's own code) runs. The one fil
 is the implementation named by ``$LEASES_IMPL``.
 """
 
+import os
 import runpy
 import sys
 
@@ -18,6 +19,7 @@ def main() -> None:
     block_for()
     sys.argv = sys.argv[1:]
     if target.endswith(".py"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))  # as `python script.py` would
         runpy.run_path(target, run_name="__main__")
     else:
         runpy.run_module(target, run_name="__main__", alter_sys=True)

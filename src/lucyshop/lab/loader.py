@@ -40,7 +40,7 @@ def impl_path(spec: str | os.PathLike | None = None) -> Path:
     spec = spec or os.environ.get(ENV) or "learner"
     path = IMPLEMENTATIONS.get(str(spec), Path(spec))
     path = Path(path).expanduser().resolve()
-    if not path.is_file():
+    if not path.is_file() or path.suffix != ".py":
         raise ImplementationError(
             f"no implementation at {spec!r}: use 'learner', 'solutions' or the path of a .py file"
         )

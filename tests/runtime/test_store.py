@@ -1,0 +1,246 @@
+"""store: the connection's settings, ``immediate()`` transactions, and versioned migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lucyshop.store import BUSY_TIMEOUT_MS, connect, immediate, migrate, schema_version
+
+
+@pytest.fixture
+def db(tmp_path):
+    connection = connect(tmp_path / "store.db")
+    connection.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+    yield connection
+    connection.close()
+
+
+def notes(connection) -> list[str]:
+    return [row[0] for row in connection.execute("SELECT body FROM notes ORDER BY id")]
+
+
+def tables(connection) -> set[str]:
+    rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    return {row[0] for row in rows}
+
+
+# ---------------------------------------------------------------- connect
+
+
+def test_connect_uses_wal_full_sync_a_busy_timeout_and_no_hidden_transactions(tmp_path):
+    db = connect(tmp_path / "shop.db")
+    try:
+        assert db.isolation_level is None
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
+        assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        db.execute("CREATE TABLE t(x)")
+        db.execute("INSERT INTO t VALUES (1)")
+        assert not db.in_transaction  # autocommit: nothing is left open after a write
+    finally:
+        db.close()
+
+
+def test_connect_takes_a_custom_bounded_busy_timeout(tmp_path):
+    db = connect(tmp_path / "shop.db", busy_timeout_ms=250)
+    try:
+        assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+    finally:
+        db.close()
+
+
+def test_wal_is_recorded_in_the_file_for_every_later_connection(tmp_path):
+    connect(tmp_path / "shop.db").close()
+    plain = sqlite3.connect(tmp_path / "shop.db")
+    try:
+        assert plain.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        plain.close()
+
+
+# ---------------------------------------------------------------- immediate
+
+
+def test_immediate_commits_on_success(db, tmp_path):
+    with immediate(db):
+        db.execute("INSERT INTO notes(body) VALUES ('kept')")
+    assert not db.in_transaction
+    other = connect(tmp_path / "store.db")
+    try:
+        assert notes(other) == ["kept"]
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("error", [ValueError("boom"), KeyboardInterrupt()])
+def test_immediate_rolls_back_and_reraises_on_any_exception(db, error):
+    with pytest.raises(type(error)) as raised, immediate(db):
+        db.execute("INSERT INTO notes(body) VALUES ('lost')")
+        raise error
+    assert raised.value is error
+    assert not db.in_transaction
+    assert notes(db) == []
+
+
+def test_immediate_refuses_nesting_and_the_outer_transaction_stays_usable(db):
+    with immediate(db):
+        db.execute("INSERT INTO notes(body) VALUES ('before')")
+        with pytest.raises(RuntimeError, match="nesting is refused"), immediate(db):
+            db.execute("INSERT INTO notes(body) VALUES ('inner')")
+        assert db.in_transaction
+        db.execute("INSERT INTO notes(body) VALUES ('after')")
+    assert notes(db) == ["before", "after"]
+
+
+def test_immediate_refuses_to_join_a_transaction_opened_by_hand(db):
+    db.execute("BEGIN")
+    db.execute("INSERT INTO notes(body) VALUES ('by hand')")
+    with pytest.raises(RuntimeError, match="already inside a transaction"), immediate(db):
+        pass
+    db.execute("ROLLBACK")
+    assert notes(db) == []
+
+
+def test_immediate_takes_the_write_lock_before_any_read(db, tmp_path):
+    other = connect(tmp_path / "store.db", busy_timeout_ms=50)
+    try:
+        with immediate(db):  # no statement yet: the lock must already be held
+            with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+                other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+                other.execute("INSERT INTO notes(body) VALUES ('other')")
+            db.execute("INSERT INTO notes(body) VALUES ('holder')")
+        with immediate(other):
+            other.execute("INSERT INTO notes(body) VALUES ('other')")
+        assert notes(db) == ["holder", "other"]
+    finally:
+        other.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sqlite3, sys
+    from lucyshop.store import connect, immediate
+    db = connect(sys.argv[1], busy_timeout_ms=100)
+    try:
+        with immediate(db):
+            db.execute("INSERT INTO notes(body) VALUES ('child')")
+    except sqlite3.OperationalError as error:
+        print("refused:", error)
+        raise SystemExit(3)
+    print("written")
+    """
+)
+
+
+def test_another_process_is_blocked_while_immediate_is_held_and_writes_after(db, tmp_path):
+    path = str(tmp_path / "store.db")
+    argv = [sys.executable, "-c", WRITER, path]
+    with immediate(db):
+        db.execute("INSERT INTO notes(body) VALUES ('parent')")
+        blocked = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
+    assert blocked.returncode == 3, blocked.stderr
+    assert "database is locked" in blocked.stdout
+    assert notes(db) == ["parent"]
+    after = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
+    assert after.returncode == 0, after.stderr
+    assert notes(db) == ["parent", "child"]
+
+
+# ---------------------------------------------------------------- migrate
+
+
+def test_migrate_applies_every_version_in_order_and_records_it(db):
+    migrations = {
+        3: ("ALTER TABLE items ADD COLUMN size TEXT", "INSERT INTO log VALUES (3)"),
+        1: (
+            "CREATE TABLE items(name TEXT)",
+            "CREATE TABLE log(version INTEGER)",
+            "INSERT INTO log VALUES (1)",
+        ),
+        2: ("ALTER TABLE items ADD COLUMN colour TEXT", "INSERT INTO log VALUES (2)"),
+    }
+    assert migrate(db, "items", migrations) == 3
+    assert [row[0] for row in db.execute("SELECT version FROM log ORDER BY rowid")] == [1, 2, 3]
+    columns = [row[1] for row in db.execute("PRAGMA table_info(items)")]
+    assert columns == ["name", "colour", "size"]
+    assert schema_version(db, "items") == 3
+
+
+def test_migrate_twice_applies_nothing_the_second_time(db):
+    migrations = {
+        1: ("CREATE TABLE applied(version INTEGER)", "INSERT INTO applied VALUES (1)"),
+        2: ("INSERT INTO applied VALUES (2)",),
+    }
+    assert migrate(db, "log", migrations) == 2
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    assert migrate(db, "log", migrations) == 2
+    db.set_trace_callback(None)
+    assert [row[0] for row in db.execute("SELECT version FROM applied ORDER BY rowid")] == [1, 2]
+    assert not any("INSERT" in s or "BEGIN" in s for s in statements), statements
+
+
+def test_migrate_applies_only_the_versions_above_the_recorded_one(db):
+    first = {1: ("CREATE TABLE applied(version INTEGER)", "INSERT INTO applied VALUES (1)")}
+    migrate(db, "log", first)
+    both = {**first, 2: ("INSERT INTO applied VALUES (2)",)}
+    assert migrate(db, "log", both) == 2
+    assert [row[0] for row in db.execute("SELECT version FROM applied ORDER BY rowid")] == [1, 2]
+
+
+def test_a_failing_version_leaves_the_earlier_one_applied_and_nothing_of_itself(db):
+    migrations = {
+        1: ("CREATE TABLE one(x)", "INSERT INTO one VALUES (1)"),
+        2: ("CREATE TABLE two(x)", "INSERT INTO two VALUES (2)", "INSERT INTO missing VALUES (3)"),
+    }
+    with pytest.raises(sqlite3.OperationalError, match="missing"):
+        migrate(db, "line", migrations)
+    assert not db.in_transaction
+    assert schema_version(db, "line") == 1
+    assert [row[0] for row in db.execute("SELECT x FROM one")] == [1]
+    assert "two" not in tables(db)
+
+
+def test_a_database_newer_than_the_code_is_refused_and_left_unchanged(db):
+    newer = {
+        1: ("CREATE TABLE one(x)",),
+        2: ("CREATE TABLE two(x)",),
+        3: ("CREATE TABLE three(x)",),
+    }
+    migrate(db, "line", newer)
+    before = tables(db)
+    older = {1: ("CREATE TABLE one(x)",), 2: ("CREATE TABLE two(x)", "INSERT INTO two VALUES (9)")}
+    with pytest.raises(RuntimeError, match="newer than this code"):
+        migrate(db, "line", older)
+    assert schema_version(db, "line") == 3
+    assert tables(db) == before
+    assert db.execute("SELECT count(*) FROM two").fetchone()[0] == 0
+
+
+def test_each_line_keeps_its_own_version(db):
+    migrate(db, "a", {1: ("CREATE TABLE a1(x)",), 2: ("CREATE TABLE a2(x)",)})
+    migrate(db, "b", {1: ("CREATE TABLE b1(x)",)})
+    assert (schema_version(db, "a"), schema_version(db, "b")) == (2, 1)
+    assert {"a1", "a2", "b1"} <= tables(db)
+
+
+@pytest.mark.parametrize("version", [0, -1, "1", 1.5, None])
+def test_bad_version_keys_are_refused_before_anything_is_written(db, version):
+    with pytest.raises(ValueError, match="whole numbers from 1"):
+        migrate(db, "line", {1: ("CREATE TABLE one(x)",), version: ("CREATE TABLE bad(x)",)})
+    assert "one" not in tables(db) and "bad" not in tables(db)
+    assert schema_version(db, "line") == 0
+
+
+@pytest.mark.parametrize("line", ["", None, 3])
+def test_a_migration_line_needs_a_name(db, line):
+    with pytest.raises(ValueError, match="non-empty name"):
+        migrate(db, line, {1: ("CREATE TABLE one(x)",)})
+    assert "one" not in tables(db)
