@@ -321,6 +321,9 @@ class Shop:
     def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
         """Wait for the real expiry, then run the replacement with every model refused."""
         waited = self.wait_for_expiry(ready)
+        with sqlite3.connect(self.directory / "shop-before-recovery.db") as copy:
+            self.db.backup(copy)  # the records as the replacement found them, for the status report
+        copy.close()
         with refused_models() as guard:
             recovery = self.leases.recover_once(self.db, owner=OWNER, supplier=self.client, policy=POLICY)
         self.run.event(self.case, "replacement finished", status=recovery.status,
