@@ -130,5 +130,10 @@ def _audit(event: str, args: tuple) -> None:
 
 
 def block_for(spec: str | os.PathLike | None = None) -> None:
-    """Block the reference, allowing only the implementation file that ``spec`` names."""
-    block_reference(allow=[impl_path(spec)])
+    """Block the reference, allowing only the implementation that ``spec`` names.
+
+    That is its chapter file and the ``exercises.py`` beside it (a student's answers go
+    with their own chapter file; the reference answers with the reference).
+    """
+    path = impl_path(spec)
+    block_reference(allow=[path, path.parent / "exercises.py"])
