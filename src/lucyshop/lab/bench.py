@@ -179,9 +179,9 @@ def detection_accuracy(receipt: Path) -> dict[str, Any] | None:
     if not receipt.exists():
         return None
     data = json.loads(receipt.read_text())
-    detection = data["derived"]["detection"]
-    scan = detection["scan_seconds"]
-    error = abs(detection["measured_mean_seconds"] - detection["predicted_seconds"])
+    detection = data["figures"]["detection"]
+    scan = detection["scan"]
+    error = abs(detection["measured_mean_delay"] - detection["predicted_delay"])
     return {"receipt": str(receipt.relative_to(ROOT)), "abs_error_s": error, "scan_s": scan,
             "share_of_scan": error / scan}
 
