@@ -61,6 +61,9 @@ bench: $(VENV)/.dev ## measure throughput, fence cost and checkpoint time into e
 soak: $(VENV)/.dev ## seeded chaos soak (SOAK_SECONDS, SEED)
 	@$(PY) -m lucyshop.lab.soak --seconds $(SOAK_SECONDS) --seed $(SEED)
 
+status: $(VENV)/.dev ## the four-signal report of a shop (SHOP=path [SUPPLIER=url])
+	@$(PY) -m lucyshop status $(SHOP) $(if $(SUPPLIER),--supplier $(SUPPLIER))
+
 clean: ## remove .venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis src/*.egg-info
 	find . -name __pycache__ -prune -exec rm -rf {} +

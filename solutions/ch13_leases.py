@@ -344,7 +344,9 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     return report
 
 
-def cancel(db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str) -> dict:
+def cancel(
+    db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str, now: float | None = None
+) -> dict:
     """The operator's controlled path to stop work, in one transaction.
 
     Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
@@ -353,10 +355,14 @@ def cancel(db: sqlite3.Connection, work_id: int, *, actor: str, policy: Spending
     releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
     is neither permission to transmit nor proof that the supplier did nothing. Finished or
     unknown work, or a non-operator, is refused with nothing changed.
+
+    Returns ``{"work_id", "generation" (the new one), "actor", "reason", "revoked" (operation
+    ids), "released_cents", "left_for_reconcile" (operation ids)}``; the outcome row's result
+    holds the same facts from ``actor`` on.
     """
     if not isinstance(reason, str) or not reason.strip():
         raise ValueError("a cancellation needs a reason")
-    now = time.time()
+    now = _clock(now)
     with immediate(db):
         if actor not in policy.operators:
             raise PermissionError(f"{actor!r} is not an operator and cannot cancel work")
