@@ -43,7 +43,7 @@ check: $(VENV)/.dev ## check your learner file (IMPL=path to check another file)
 	@$(PY) -m lucyshop.lab.report --impl $(IMPL)
 
 test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
-	@$(PY) -m pytest -q
+	@LEASES_IMPL=solutions $(PY) -m pytest -q
 
 lab: $(VENV)/.dev ## open JupyterLab on the notebooks
 	@$(PY) -m jupyterlab notebooks

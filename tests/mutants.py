@@ -19,6 +19,7 @@ class Mutant:
     old: str
     new: str
     checkpoint_case: str | None = None  # the checkpoint case that must fail, if the checkpoint must catch it
+    needs_contention: bool = False  # only the multi-process contention test can see it
 
     def source(self) -> str:
         text = SOLUTIONS.read_text()
@@ -28,7 +29,8 @@ class Mutant:
         return text.replace(self.old, self.new)
 
     def write(self, directory: Path) -> Path:
-        path = directory / f"mutant_{self.name}.py"
+        path = directory / self.name / "ch13_leases.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.source())
         return path
 
@@ -54,6 +56,12 @@ MUTANTS = [
     Mutant("percentile_rank_off_by_one", "return ordered[rank - 1]", "return ordered[min(rank, len(ordered) - 1)]",
            checkpoint_case="arithmetic"),
     Mutant("false_expiry_at_or_above", "if turn > lease)", "if turn >= lease)", checkpoint_case="arithmetic"),
+    Mutant("percentile_rank_truncated", "math.ceil(q * len(ordered) / 100))", "int(q * len(ordered) / 100))"),
+    # Each statement of the claim in its own autocommit transaction: two processes can both
+    # read the same item as eligible.
+    Mutant("claim_not_in_one_transaction",
+           "    now = _clock(now)\n    with immediate(db):\n        # Oldest first",
+           "    now = _clock(now)\n    if True:\n        # Oldest first", needs_contention=True),
     Mutant("detection_scan_sign", "return lease - turn / 2 + scan / 2", "return lease - turn / 2 - scan / 2",
            checkpoint_case="arithmetic"),
 ]

@@ -1,0 +1,217 @@
+"""``recover_once(db, *, owner, supplier, policy, ttl=30)``: continue from the records, never a model.
+
+The first holder works in the past (its ``now`` is injected), so its lease has already
+expired in real time when ``recover_once``, which reads the real clock, takes over.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import pytest
+from learner_support import (
+    VANILLA_CENTS,
+    approved_order,
+    dead_endpoint,
+    lease,
+    rows,
+    snapshot,
+    work,
+)
+
+from lucyshop.approval import account, execute, get_order, propose
+from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+
+
+@pytest.fixture
+def supplier(tmp_path):
+    with supplier_process(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def past():
+    """A moment 60 s ago: a 30 s lease taken then has expired by now."""
+    return time.time() - 60
+
+
+@pytest.fixture
+def crashed(impl, db, add_work, policy, past):
+    """A holder claimed the work, proposed six vanilla tubs, got them approved, and died."""
+
+    def make(supplier_identity: str = "dairy"):
+        work_id = add_work("s1", "order six vanilla tubs")
+        held = impl.claim(db, "till", ttl=30, now=past)
+        order = approved_order(db, held, supplier_identity, policy, now=past + 1)
+        assert lease(db, work_id)["expires"] < time.time(), "the first holder's lease has expired"
+        return held, order
+
+    return make
+
+
+class Spy:
+    """A supplier client that counts what it was asked."""
+
+    def __init__(self, client):
+        self.client, self.identity, self.timeout = client, client.identity, client.timeout
+        self.lookups, self.orders = [], []
+
+    def lookup(self, operation):
+        self.lookups.append(operation)
+        return self.client.lookup(operation)
+
+    def order(self, operation, proposal):
+        self.orders.append(operation)
+        return self.client.order(operation, proposal)
+
+
+def outcome(db, work_id):
+    row = db.execute("SELECT * FROM outcomes WHERE work_id = ?", (work_id,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def test_there_is_no_model_to_pass(impl, db, add_work, supplier, policy):
+    parameters = inspect.signature(impl.recover_once).parameters
+    assert list(parameters) == ["db", "owner", "supplier", "policy", "ttl"], (
+        f"recover_once takes the records, an owner, a supplier and the policy: {list(parameters)}"
+    )
+    assert not any("model" in name for name in parameters), "recovery must not consult a model"
+    add_work()
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy, ttl=5)
+    assert got.status == "BLOCKED", (
+        f"with nothing but the records and a supplier, it decides: {got}"
+    )
+
+
+def test_an_approved_order_is_continued_to_accepted(impl, db, crashed, supplier, policy):
+    held, order = crashed()
+    client = Spy(supplier.client(timeout=1.0))
+
+    got = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
+
+    assert (got.status, got.work_id, got.generation) == ("DONE", held.work_id, 2), (
+        f"the replacement takes over at generation 2 and is DONE, got {got}"
+    )
+    assert [r["status"] for r in got.receipts] == ["ACCEPTED"], (
+        f"one ACCEPTED receipt: {got.receipts}"
+    )
+    assert client.orders == [order["operation"]], (
+        "the approved order was sent once, by its operation id"
+    )
+    stored = outcome(db, held.work_id)
+    assert (stored["generation"], stored["status"]) == (2, "DONE"), f"the outcome row: {stored}"
+    assert work(db, held.work_id)["state"] == "finished"
+    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    money = account(db)
+    assert (money["reserved_cents"], money["spent_cents"]) == (0, VANILLA_CENTS), (
+        f"the reservation moved to spent: {money}"
+    )
+    ledger = ledger_orders(supplier.database)
+    assert [o["operation"] for o in ledger] == [order["operation"]], (
+        f"the supplier's own ledger holds exactly the one order: {ledger}"
+    )
+    assert rows(db, "transcript") == [], "recovery from records writes no transcript"
+
+
+def test_a_second_recovery_after_done_is_idle(impl, db, crashed, supplier, policy):
+    crashed()
+    client = supplier.client()
+    assert impl.recover_once(db, owner="rescuer", supplier=client, policy=policy).status == "DONE"
+    before = snapshot(db)
+    again = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
+    assert again.status == "IDLE", f"nothing left to recover: IDLE, got {again}"
+    assert snapshot(db) == before, "an idle recovery changes nothing"
+    assert len(ledger_orders(supplier.database)) == 1, "still one order at the supplier"
+
+
+def test_an_order_already_sent_is_looked_up_not_sent_again(
+    impl, db, crashed, supplier, policy, past
+):
+    held, order = crashed()
+    supplier.set_faults(drop_next=1)  # the supplier commits, then the reply is lost
+    sent = execute(db, held, order["order_id"], supplier.client(), policy=policy, now=past + 2)
+    assert sent["status"] == "UNKNOWN", sent
+    client = Spy(supplier.client())
+
+    got = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
+
+    assert (got.status, got.generation) == ("DONE", 2), f"the lookup settles it: DONE, got {got}"
+    assert client.lookups == [order["operation"]] and client.orders == [], (
+        f"an uncertain order is looked up by its operation id, never sent again: "
+        f"lookups {client.lookups}, orders {client.orders}"
+    )
+    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert len(ledger_orders(supplier.database)) == 1, "still one order at the supplier"
+
+
+def test_work_without_an_order_is_blocked_for_a_person(impl, db, add_work, supplier, policy, past):
+    work_id = add_work()
+    impl.claim(db, "till", ttl=30, now=past)
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+    assert (got.status, got.work_id, got.generation) == ("BLOCKED", work_id, 2), (
+        f"no approved order: BLOCKED for an operator, got {got}"
+    )
+    assert got.reason, "a BLOCKED recovery says why"
+    stored = outcome(db, work_id)
+    assert (stored["generation"], stored["status"]) == (2, "BLOCKED"), f"the outcome row: {stored}"
+    assert work(db, work_id)["state"] == "finished"
+    assert ledger_orders(supplier.database) == [], "nothing was sent"
+
+
+def test_pending_work_without_an_order_is_blocked_at_generation_1(
+    impl, db, add_work, supplier, policy
+):
+    work_id = add_work()
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+    assert (got.status, got.work_id, got.generation) == ("BLOCKED", work_id, 1), f"got {got}"
+
+
+def test_a_proposal_nobody_approved_is_not_sent(impl, db, add_work, supplier, policy, past):
+    work_id = add_work()
+    held = impl.claim(db, "till", ttl=30, now=past)
+    draft = propose(
+        db,
+        held,
+        supplier="dairy",
+        proposal={"sku": "oat-milk", "quantity": 2, "unit_cents": 300},
+        now=past + 1,
+    )
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+    assert got.status == "BLOCKED", f"a DRAFT is not approved: BLOCKED, got {got}"
+    assert get_order(db, draft["order_id"])["status"] == "DRAFT"
+    assert ledger_orders(supplier.database) == [], "nothing was sent"
+    assert outcome(db, work_id)["status"] == "BLOCKED"
+
+
+def test_a_supplier_that_is_down_leaves_the_order_unknown_and_blocked(impl, db, crashed, policy):
+    held, order = crashed()
+    down = SupplierClient(dead_endpoint(), identity="dairy", timeout=0.5)
+
+    got = impl.recover_once(db, owner="rescuer", supplier=down, policy=policy)
+
+    assert (got.status, got.generation) == ("BLOCKED", 2), f"no answer: BLOCKED, got {got}"
+    assert get_order(db, order["order_id"])["status"] == "UNKNOWN", "the order may or may not exist"
+    money = account(db)
+    assert (money["reserved_cents"], money["spent_cents"]) == (VANILLA_CENTS, 0), (
+        f"the reservation is kept until the order is known: {money}"
+    )
+    stored = outcome(db, held.work_id)
+    assert (stored["generation"], stored["status"]) == (2, "BLOCKED")
+    assert got.reason, "a BLOCKED recovery says why"
+
+
+def test_nothing_eligible_is_idle(impl, db, supplier, policy):
+    before = snapshot(db)
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+    assert got.status == "IDLE", f"an empty shop: IDLE, got {got}"
+    assert snapshot(db) == before, "an idle recovery changes nothing"
+
+
+def test_a_live_holder_is_not_disturbed(impl, db, add_work, supplier, policy):
+    work_id = add_work()
+    live = impl.claim(db, "till", ttl=30)
+    before = snapshot(db)
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+    assert got.status == "IDLE", f"work under a live lease is not taken: IDLE, got {got}"
+    assert snapshot(db) == before and lease(db, work_id)["worker_id"] == live.worker_id

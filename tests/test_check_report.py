@@ -1,0 +1,179 @@
+"""``make check`` (``python -m lucyshop.lab.report``): one row per function, the right status, exit codes.
+
+Each case runs the report as a student would, in a child process, and reads its printed table.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lucyshop.lab.report import CHECKPOINT, FUNCTIONS, without_reference_source
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
+BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # claim: newest first
+
+
+def report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.report", *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def statuses(output: str) -> dict[str, tuple[str, str]]:
+    """function -> (status, the rest of its line), from the printed table."""
+    found = {}
+    for function in FUNCTIONS:
+        match = re.search(
+            rf"^  {re.escape(function)} +(NOT STARTED|FAILING|PASSING) +\d+/\d+(.*)$",
+            output,
+            re.MULTILINE,
+        )
+        assert match, f"no row for {function} in:\n{output}"
+        found[function] = (match.group(1), match.group(2).strip())
+    return found
+
+
+def test_the_solutions_pass_every_function():
+    result = report("--impl", "solutions", "--no-checkpoint")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {f: s for f, (s, _m) in statuses(result.stdout).items()} == dict.fromkeys(
+        FUNCTIONS, "PASSING"
+    )
+    assert "rerun:" not in result.stdout, "a passing row has nothing to rerun"
+
+
+def test_the_untouched_stubs_are_not_started_without_a_traceback():
+    result = report("--impl", "learner", "--no-checkpoint")
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = statuses(result.stdout)
+    assert {f: s for f, (s, _m) in rows.items()} == dict.fromkeys(FUNCTIONS, "NOT STARTED")
+    for function, (_status, message) in rows.items():
+        assert message.startswith(("read notebook 13a § ", "read notebook 13b § ")), (
+            function,
+            message,
+        )
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "FAILING" not in result.stdout
+    reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
+    assert len(reruns) == len(FUNCTIONS)
+    assert all(
+        r.startswith(".venv/bin/python -m pytest ") and r.endswith(" --impl learner")
+        for r in reruns
+    )
+
+
+def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path):
+    source = SOLUTIONS.read_text(encoding="utf-8")
+    assert source.count(BREAK[0]) == 1
+    broken = tmp_path / "broken.py"
+    broken.write_text(source.replace(*BREAK), encoding="utf-8")
+
+    result = report("--impl", str(broken), "--no-checkpoint")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = statuses(result.stdout)
+    assert rows["claim"][0] == "FAILING", rows["claim"]
+    assert rows["claim"][1], "a failing row says what it expected, in one line"
+    others = {f: s for f, (s, _m) in rows.items() if f != "claim"}
+    assert others == dict.fromkeys(others, "PASSING"), others
+    reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
+    assert len(reruns) == 1 and "tests/learner/test_claim.py::test_" in reruns[0], reruns
+    assert reruns[0].endswith(f"--impl {broken}"), reruns[0]
+    assert "Traceback" not in result.stdout
+
+    # The command it prints reruns exactly that one failing test.
+    command = reruns[0].split()
+    nodeid = command[command.index("pytest") + 1].strip("'")
+    again = subprocess.run(
+        [sys.executable, "-m", "pytest", nodeid, "--impl", str(broken), "-q", "--color=no"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 1 and "1 failed" in again.stdout.strip().splitlines()[-1], (
+        again.stdout[-2000:]
+    )
+
+
+def test_a_needed_function_that_is_not_started_is_named(tmp_path):
+    source = SOLUTIONS.read_text(encoding="utf-8")
+    stub = '    return f"{self.owner}#{self.generation}"\n'
+    assert source.count(stub) == 1
+    partial = tmp_path / "partial.py"
+    partial.write_text(
+        source.replace(
+            stub, '    raise NotStarted("Claim.worker_id", "13b § Who holds the work")\n'
+        ).replace(
+            "from lucyshop.queue import",
+            "from lucyshop.lab import NotStarted\nfrom lucyshop.queue import",
+        ),
+        encoding="utf-8",
+    )
+    result = report("--impl", str(partial), "--no-checkpoint")
+    rows = statuses(result.stdout)
+    assert rows["Claim.worker_id"][0] == "NOT STARTED", rows["Claim.worker_id"]
+    assert rows["claim"] == ("FAILING", "needs Claim.worker_id() first"), rows["claim"]
+    assert rows["percentile"][0] == "PASSING"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("def percentile(values, q)\n    return 1\n", "does not compile: line 1"),
+        ("from solutions.ch13_leases import *\n", "cannot be imported"),
+    ],
+    ids=["syntax-error", "imports-the-reference"],
+)
+def test_a_file_that_cannot_load_is_one_clear_line_and_exit_2(tmp_path, content, said):
+    bad = tmp_path / "bad.py"
+    bad.write_text(content, encoding="utf-8")
+    result = report("--impl", str(bad))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and str(bad) in lines[0], result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_unknown_path_is_exit_2(tmp_path):
+    result = report("--impl", str(tmp_path / "nowhere.py"))
+    assert result.returncode == 2
+    assert result.stdout.strip().splitlines() == [
+        f"make check: no implementation at '{tmp_path / 'nowhere.py'}': use 'learner', 'solutions' or the path of a .py file"
+    ]
+
+
+@pytest.mark.skipif(not (ROOT / CHECKPOINT).is_file(), reason="the checkpoint is not there")
+def test_the_checkpoint_runs_after_the_table_and_counts():
+    result = report("--impl", "learner")
+    assert result.returncode == 1, result.stdout + result.stderr
+    tail = result.stdout.strip().splitlines()
+    assert f"checkpoint: python {CHECKPOINT} --impl learner" in tail
+    assert tail[-1] == "checkpoint result: NOT STARTED (exit 3)", tail[-3:]
+
+
+def test_tracebacks_from_the_checkpoint_never_quote_the_reference():
+    reference = ROOT / "solutions" / "ch13_leases.py"
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "{ROOT / "checkpoints" / "ch13_worker_recovery.py"}", line 9, in main',
+        "    leases.claim(db, owner)",
+        f'  File "{reference}", line 200, in claim',
+        '    raise ValueError(f"owner must be ...")',
+        "ValueError: owner must be a non-empty label",
+    ]
+    kept = without_reference_source(lines)
+    assert '    raise ValueError(f"owner must be ...")' not in kept
+    assert kept == lines[:4] + lines[5:]

@@ -1,0 +1,179 @@
+"""The stubs and the reference have one shape: same names, signatures, docstrings and fields.
+
+Read as source (``ast``), never imported, so this holds whatever the bodies do. Every public
+learner function is its docstring and exactly ``raise NotStarted("<name>", "13a|13b § ...")``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LEARNER = ROOT / "learner" / "ch13_leases.py"
+SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def public(tree: ast.Module) -> dict[str, ast.AST]:
+    """Public top-level functions and classes, in file order."""
+    return {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and not node.name.startswith("_")
+    }
+
+
+def functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """Every public function and method, qualified (``Claim.worker_id``), in file order."""
+    found = {}
+    for name, node in public(tree).items():
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and not item.name.startswith("_"):
+                    found[f"{name}.{item.name}"] = item
+        else:
+            found[name] = node
+    return found
+
+
+def signature(node: ast.FunctionDef) -> dict[str, object]:
+    return {
+        "async": isinstance(node, ast.AsyncFunctionDef),
+        "args": ast.unparse(node.args),
+        "returns": ast.unparse(node.returns) if node.returns else None,
+        "decorators": [ast.unparse(d) for d in node.decorator_list],
+    }
+
+
+def fields(node: ast.ClassDef) -> list[tuple[str, str, str | None]]:
+    return [
+        (
+            ast.unparse(item.target),
+            ast.unparse(item.annotation),
+            ast.unparse(item.value) if item.value else None,
+        )
+        for item in node.body
+        if isinstance(item, ast.AnnAssign)
+    ]
+
+
+LEARNER_TREE = parse(LEARNER)
+SOLUTIONS_TREE = parse(SOLUTIONS)
+LEARNER_FUNCTIONS = functions(LEARNER_TREE)
+SOLUTIONS_FUNCTIONS = functions(SOLUTIONS_TREE)
+
+
+def test_the_same_public_functions_and_classes_in_the_same_order():
+    assert list(public(LEARNER_TREE)) == list(public(SOLUTIONS_TREE))
+    assert list(LEARNER_FUNCTIONS) == list(SOLUTIONS_FUNCTIONS)
+
+
+@pytest.mark.parametrize("name", list(SOLUTIONS_FUNCTIONS))
+def test_each_signature_is_identical(name):
+    assert name in LEARNER_FUNCTIONS, f"learner/ch13_leases.py lacks {name}"
+    assert signature(LEARNER_FUNCTIONS[name]) == signature(SOLUTIONS_FUNCTIONS[name])
+
+
+@pytest.mark.parametrize("name", list(SOLUTIONS_FUNCTIONS))
+def test_each_docstring_is_identical(name):
+    learner = ast.get_docstring(LEARNER_FUNCTIONS[name], clean=False)
+    assert learner, f"the stub of {name} has no docstring"
+    assert learner == ast.get_docstring(SOLUTIONS_FUNCTIONS[name], clean=False)
+
+
+@pytest.mark.parametrize("name", ["Claim", "Recovery"])
+def test_the_dataclasses_are_identical(name):
+    learner, reference = public(LEARNER_TREE)[name], public(SOLUTIONS_TREE)[name]
+    assert fields(learner) == fields(reference)
+    assert [ast.unparse(d) for d in learner.decorator_list] == [
+        ast.unparse(d) for d in reference.decorator_list
+    ]
+    assert ast.get_docstring(learner, clean=False) == ast.get_docstring(reference, clean=False)
+    assert [ast.unparse(b) for b in learner.bases] == [ast.unparse(b) for b in reference.bases]
+
+
+def test_the_public_constants_match_except_the_migrations_the_student_writes():
+    def constants(tree):
+        found = {}
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                found[node.targets[0].id] = (None, ast.unparse(node.value))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                found[node.target.id] = (ast.unparse(node.annotation), ast.unparse(node.value))
+        return {k: v for k, v in found.items() if not k.startswith("_")}
+
+    learner, reference = constants(LEARNER_TREE), constants(SOLUTIONS_TREE)
+    assert set(learner) == set(reference)
+    assert learner["LEASE_MIGRATIONS"][0] == reference["LEASE_MIGRATIONS"][0], "the same annotation"
+    assert learner["LEASE_MIGRATIONS"][1] == "{}", "the stub leaves the migrations to the student"
+    for name in set(reference) - {"LEASE_MIGRATIONS"}:
+        assert learner[name] == reference[name], name
+
+
+@pytest.mark.parametrize("name", list(SOLUTIONS_FUNCTIONS))
+def test_each_stub_is_its_docstring_and_one_raise_not_started(name):
+    node = LEARNER_FUNCTIONS[name]
+    body = node.body[1:]  # after the docstring
+    assert len(body) == 1 and isinstance(body[0], ast.Raise), (
+        f"the stub of {name} is its docstring and one raise, got {[ast.unparse(s) for s in body]}"
+    )
+    raised = body[0]
+    assert raised.cause is None
+    call = raised.exc
+    assert isinstance(call, ast.Call) and ast.unparse(call.func) == "NotStarted", ast.unparse(
+        raised
+    )
+    assert not call.keywords and len(call.args) == 2, ast.unparse(call)
+    assert all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args)
+    function, section = (a.value for a in call.args)
+    assert function == name, f"the stub of {name} names {function!r}"
+    assert section.startswith(("13a § ", "13b § ")) and len(section) > len("13a § "), section
+
+
+def test_part_a_stubs_point_to_13a_and_part_b_stubs_to_13b():
+    sections = {name: node.body[1].exc.args[1].value for name, node in LEARNER_FUNCTIONS.items()}
+    names = list(sections)
+    split = names.index("open_worker_shop")
+    assert all(sections[n].startswith("13a") for n in names[:split]), sections
+    assert all(sections[n].startswith("13b") for n in names[split:]), sections
+
+
+def test_notstarted_comes_from_the_lab_and_the_learner_never_imports_solutions():
+    imports = []
+    for node in ast.walk(LEARNER_TREE):
+        if isinstance(node, ast.Import):
+            imports += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            imports.append(node.module or "")
+            if node.module == "lucyshop.lab":
+                assert [a.name for a in node.names] == ["NotStarted"]
+    assert not [m for m in imports if m == "solutions" or m.startswith("solutions.")], imports
+    assert "lucyshop.lab" in imports, "the stubs raise lucyshop.lab.NotStarted"
+    names = {n.id for n in ast.walk(LEARNER_TREE) if isinstance(n, ast.Name)}
+    assert not names & {"solutions", "__import__", "importlib", "runpy"}, names & {"solutions"}
+    strings = [
+        n.value
+        for n in ast.walk(LEARNER_TREE)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+    assert not [s for s in strings if "solutions/" in s or s.startswith("solutions.")]
+
+
+def test_the_report_lists_every_function_in_file_order():
+    from lucyshop.lab.report import FUNCTIONS
+
+    assert list(FUNCTIONS) == list(LEARNER_FUNCTIONS)
+    for name in FUNCTIONS:
+        module = ROOT / "tests" / "learner" / f"test_{name.rpartition('.')[2]}.py"
+        assert module.is_file(), f"{name} has no test module {module.name}"
