@@ -1,0 +1,10 @@
+"""Part A, measured: how often a lease outlives a live worker, and how long a crash goes unseen.
+
+``python -m lucyshop.lab.experiment --out FILE`` runs four phases on real model turns (a pilot,
+false expiry, detection, recovery from a crashed transcript) with real worker processes and a
+real SQLite shop, and writes a receipt with every raw observation. ``python -m
+lucyshop.lab.experiment check FILE`` recomputes every figure in a receipt from those
+observations. The modules: ``tasks`` (what the model is asked), ``backend`` (which model),
+``worker`` (the child processes), ``phases`` (the parent's side of each phase), ``receipt``
+(figures, provenance and the check), ``run`` (the phases in order).
+"""

@@ -1,0 +1,120 @@
+"""``python -m lucyshop.lab.experiment``: run the Part A experiment, or check a receipt.
+
+    python -m lucyshop.lab.experiment --out FILE [--backend embedded|ollama] [--model M]
+        [--gguf PATH] [--recovery-models A,B] [--pilot 40] [--trials 20] [--max-tokens 256]
+        [--seed S] [--quick] [--impl solutions|learner|PATH]
+    python -m lucyshop.lab.experiment check FILE
+
+Exit status: 0 done (or the receipt checks), 1 the receipt fails its check, 2 the model or its
+server is missing (one sentence says how to get it), 3 the implementation is still a stub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lucyshop.lab.experiment.backend import BACKENDS, DEFAULT_OLLAMA_MODEL
+from lucyshop.lab.experiment.receipt import check
+from lucyshop.lab.experiment.run import Settings, run, summary
+from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_impl
+from lucyshop.lab.stubs import NotStarted
+from lucyshop.models import ModelUnavailable
+
+DEFAULTS = {"pilot": 40, "trials": 20}
+QUICK = {"pilot": 6, "trials": 3}
+
+
+def count(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"a count from 1 to 1000, not {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(
+        prog="python -m lucyshop.lab.experiment",
+        description="Part A on real model turns: pilot, false expiry, detection, recovery.",
+        epilog="python -m lucyshop.lab.experiment check FILE recomputes a receipt's figures.",
+    )
+    parse.add_argument("--out", type=Path, required=True, help="where to write the receipt (JSON)")
+    parse.add_argument("--backend", choices=BACKENDS, default="embedded")
+    parse.add_argument("--model", help=f"the Ollama model (default {DEFAULT_OLLAMA_MODEL})")
+    parse.add_argument(
+        "--gguf", help="the embedded backend's GGUF file (default: SmolLM2-135M-Instruct)"
+    )
+    parse.add_argument(
+        "--recovery-models", help="comma-separated models for phase 4 (default: the model)"
+    )
+    parse.add_argument("--pilot", type=count, help="pilot turns (default 40; --quick 6)")
+    parse.add_argument(
+        "--trials",
+        type=count,
+        help="trials per lease rule, detection kills and recovery samples (default 20; --quick 3)",
+    )
+    parse.add_argument(
+        "--max-tokens", type=count, default=256, help="token cap of every turn (default 256)"
+    )
+    parse.add_argument("--seed", type=int, default=13)
+    parse.add_argument(
+        "--quick", action="store_true", help="a small run: 6 pilot turns, 3 of everything else"
+    )
+    parse.add_argument("--impl", default="solutions", help="solutions (default), learner or a path")
+    return parse
+
+
+def settings_from(args: argparse.Namespace, parse: argparse.ArgumentParser) -> Settings:
+    if args.backend == "embedded" and args.model:
+        parse.error("--model names an Ollama model; the embedded backend takes --gguf PATH")
+    if args.backend == "ollama" and args.gguf:
+        parse.error("--gguf is for the embedded backend; name an Ollama model with --model")
+    model = args.gguf if args.backend == "embedded" else args.model or DEFAULT_OLLAMA_MODEL
+    names = [name.strip() for name in (args.recovery_models or "").split(",") if name.strip()]
+    recovery = tuple(dict.fromkeys(names)) or (model,)
+    sizes = QUICK if args.quick else DEFAULTS
+    try:
+        impl = impl_path(args.impl)
+    except ImplementationError as error:
+        parse.error(str(error))
+    return Settings(
+        out=args.out,
+        backend=args.backend,
+        model=model,
+        recovery_models=recovery,
+        pilot=args.pilot or sizes["pilot"],
+        trials=args.trials or sizes["trials"],
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        impl=impl,
+        quick=args.quick,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"]:
+        checking = argparse.ArgumentParser(
+            prog="python -m lucyshop.lab.experiment check",
+            description="Recompute every figure of a receipt.",
+        )
+        checking.add_argument("receipt", type=Path)
+        return check(checking.parse_args(argv[1:]).receipt, load_impl("solutions"))
+    parse = parser()
+    settings = settings_from(parse.parse_args(argv), parse)
+    block_for(settings.impl)  # this process, like its children, may use only the chosen file
+    try:
+        receipt = run(settings, argv)
+    except ModelUnavailable as missing:
+        print(missing, file=sys.stderr)
+        return 2
+    except NotStarted as stub:
+        print(f"NOT STARTED: {stub}", file=sys.stderr)
+        return 3
+    print(summary(receipt, settings.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""The parent's side of the four phases, each returning its raw observations and nothing derived.
+
+The pilot and the recovery samples are model turns in this process. False expiry and
+detection are about other processes: this side creates each shop file, starts the workers and
+the replacement (``worker.py``), kills a worker for detection, waits for what they report (every
+wait with a deadline) and reads the shop back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tqdm import tqdm
+
+from lucyshop.lab.experiment.backend import describe, model_argv, open_model
+from lucyshop.lab.experiment.tasks import (
+    OPERATION,
+    RECOVERY_TOOLS,
+    crashed_transcript,
+    kind_of,
+    turn_messages,
+)
+from lucyshop.lab.experiment.worker import SHOP, STOP
+from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file
+from lucyshop.models import ChatModel
+
+LOAD_SECONDS = 300.0  # starting a child and loading its model, on a busy machine
+TURN_SECONDS = 300.0  # one real turn at the token cap, on a busy machine
+EXIT_SECONDS = 30.0
+
+
+@dataclass
+class Lab:
+    """What the process phases share: the implementation, the model, the work directory, the children."""
+
+    leases: ModuleType
+    impl: Path
+    backend: str
+    model: str | None
+    max_tokens: int
+    scan: float
+    workdir: Path
+    children: Children
+    spawned: int = 0
+
+    def shop(self, name: str) -> tuple[Path, sqlite3.Connection]:
+        """A fresh directory and shop file, migrated here so that no two children race to do it."""
+        directory = self.workdir / name
+        directory.mkdir()
+        db, _ = self.leases.open_worker_shop(directory / SHOP)
+        return directory, db
+
+    def spawn(self, role: str, directory: Path, lease: float, *extra: str) -> subprocess.Popen[Any]:
+        """Start one ``worker.py`` role with the reference blocked; its stderr goes to a file."""
+        self.spawned += 1
+        argv = python_argv(
+            "lucyshop.lab.experiment.worker",
+            role,
+            "--dir",
+            str(directory),
+            "--lease",
+            repr(lease),
+            "--scan",
+            repr(self.scan),
+            "--max-tokens",
+            str(self.max_tokens),
+            *extra,
+            blocked=True,
+        )
+        with (directory / f"{role}-{self.spawned}.err").open("w") as stderr:
+            return self.children.spawn(
+                argv,
+                env=os.environ | {"LEASES_IMPL": str(self.impl)},
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+
+    def start_replacement(self, directory: Path, lease: float) -> subprocess.Popen[Any]:
+        proc = self.spawn("replacement", directory, lease)
+        wait_for_file(directory / "ready-replacement.json", timeout=LOAD_SECONDS, proc=proc)
+        return proc
+
+    def stop_replacement(self, proc: subprocess.Popen[Any], directory: Path) -> dict[int, dict]:
+        """Stop the scanner and return its takeovers by work id; it must have exited cleanly."""
+        (directory / STOP).touch()
+        expect_exit(proc, 0, "the replacement")
+        takeovers = [json.loads(path.read_text()) for path in directory.glob("takeover-*.json")]
+        return {record["work_id"]: record for record in takeovers}
+
+
+def expect_exit(proc: subprocess.Popen[Any], status: int, who: str) -> None:
+    got = wait_exit(proc, timeout=EXIT_SECONDS)
+    if got != status:
+        log = getattr(proc, "stderr_log", None)
+        tail = Path(log).read_text(errors="replace")[-2000:] if log else ""
+        raise RuntimeError(
+            f"{who} (pid {proc.pid}) exited with status {got}, not {status}:\n{tail}"
+        )
+
+
+# ------------------------------------------------------------------ 1. pilot
+
+
+def pilot(model: ChatModel, turns: int, max_tokens: int, bar: tqdm) -> list[dict[str, Any]]:
+    """``turns`` real turns over the eight task kinds: seconds, tokens and text of each."""
+    rows = []
+    for number in range(turns):
+        kind = kind_of(number)
+        reply = model.chat(turn_messages(kind), max_tokens=max_tokens)
+        rows.append(
+            {
+                "turn": number,
+                "kind": kind,
+                "seconds": reply.seconds,
+                "tokens": reply.tokens,
+                "text": reply.text,
+            }
+        )
+        bar.update()
+    return rows
+
+
+# ------------------------------------------------------------------ 2. false expiry
+
+
+def false_expiry(
+    lab: Lab, rule: str, lease: float, trials: int, seed: int, bar: tqdm
+) -> dict[str, Any]:
+    """One worker process runs ``trials`` trials under ``lease`` while a replacement scans.
+
+    Each row is the worker's own report (its claim, its turn, whether its finish was
+    accepted), the replacement's takeover of that item if there was one, and the outcome row
+    read back from the shop file.
+    """
+    directory, db = lab.shop(f"expiry-{rule}")
+    scanner = lab.start_replacement(directory, lease)
+    worker = lab.spawn(
+        "holder",
+        directory,
+        lease,
+        "--trials",
+        str(trials),
+        *model_argv(lab.backend, lab.model, seed),
+    )
+    ready = wait_for_file(directory / "ready-holder.json", timeout=LOAD_SECONDS, proc=worker)
+    rows = []
+    for trial in range(trials):
+        rows.append(
+            wait_for_file(
+                directory / f"trial-{trial}.json", timeout=lease + TURN_SECONDS, proc=worker
+            )
+        )
+        bar.update()
+    expect_exit(worker, 0, "the worker")
+    takeovers = lab.stop_replacement(scanner, directory)
+    for row in rows:
+        row["takeover"] = takeovers.pop(row["work_id"], None)
+        row["outcome"] = outcome(db, row["work_id"])
+    if takeovers:
+        raise RuntimeError(
+            f"the replacement took over work that no trial enqueued: {sorted(takeovers)}"
+        )
+    return {"lease": lease, "seed": seed, "worker_warm_up": ready["warm_up"], "trials": rows}
+
+
+def outcome(db: sqlite3.Connection, work_id: int) -> dict[str, Any] | None:
+    """The outcome row of one item, read from the shop file: who finished it, at which generation."""
+    row = db.execute(
+        "SELECT generation, status, result FROM outcomes WHERE work_id = ?", (work_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return {
+        "generation": row["generation"],
+        "status": row["status"],
+        "by": json.loads(row["result"])["by"],
+    }
+
+
+# ------------------------------------------------------------------ 3. detection
+
+
+def kill_offsets(typical: float, trials: int, seed: int) -> list[float]:
+    """When each worker dies, in seconds after its lease began: uniform within a typical turn."""
+    rng = random.Random(seed)
+    return [rng.uniform(0, typical) for _ in range(trials)]
+
+
+def detection(
+    lab: Lab, lease: float, offsets: Sequence[float], seeds: Sequence[int], bar: tqdm
+) -> dict[str, Any]:
+    """Per trial: a fresh worker claims one item and runs turns; it is SIGKILLed ``offset``
+    seconds after its lease began, and the replacement's takeover time is recorded."""
+    directory, _ = lab.shop("detection")
+    scanner = lab.start_replacement(directory, lease)
+    rows = []
+    for trial, (offset, seed) in enumerate(zip(offsets, seeds, strict=True)):
+        worker = lab.spawn(
+            "crash",
+            directory,
+            lease,
+            "--trial",
+            str(trial),
+            *model_argv(lab.backend, lab.model, seed),
+        )
+        claimed = wait_for_file(
+            directory / f"claimed-{trial}.json", timeout=LOAD_SECONDS, proc=worker
+        )
+        time.sleep(max(0.0, claimed["claimed_at"] + offset - time.time()))
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker of detection trial {trial} exited before its kill")
+        killed_at = time.time()
+        worker.send_signal(signal.SIGKILL)
+        status = wait_exit(worker, timeout=EXIT_SECONDS)
+        took = wait_for_file(
+            directory / f"takeover-{claimed['work_id']}.json",
+            timeout=lease + TURN_SECONDS,
+            proc=scanner,
+        )
+        rows.append(
+            {
+                "trial": trial,
+                "seed": seed,
+                "work_id": claimed["work_id"],
+                "generation": claimed["generation"],
+                "lease": claimed["lease"],
+                "claimed_at": claimed["claimed_at"],
+                "expires": claimed["expires"],
+                "planned_offset": offset,
+                "killed_at": killed_at,
+                "exit_status": status,
+                "turns": turns_of(directory / f"turns-{trial}.jsonl"),
+                "takeover": took,
+            }
+        )
+        bar.update()
+    lab.stop_replacement(scanner, directory)
+    return {"lease": lease, "trials": rows}
+
+
+def turns_of(path: Path) -> list[dict[str, Any]]:
+    """The killed worker's turns from its log: each has a start, and an end unless it was cut short."""
+    turns: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        turns.setdefault(record["turn"], {}).update(record)
+    return [turns[number] for number in sorted(turns)]
+
+
+# ------------------------------------------------------------------ 4. recovery
+
+
+def recovery(
+    backend: str, model: str | None, seed: int, samples: int, max_tokens: int, bar: tqdm
+) -> dict[str, Any]:
+    """``samples`` replies to the crashed transcript from one model: text and tool calls of each."""
+    chat = open_model(backend, model, seed=seed)
+    messages = crashed_transcript(OPERATION)
+    rows = []
+    for _ in range(samples):
+        reply = chat.chat(messages, RECOVERY_TOOLS, max_tokens=max_tokens)
+        rows.append(
+            {
+                "text": reply.text,
+                "tokens": reply.tokens,
+                "seconds": reply.seconds,
+                "calls": [
+                    {"name": call.name, "arguments": call.arguments} for call in reply.tool_calls
+                ],
+            }
+        )
+        bar.update()
+    return describe(chat) | {"seed": seed, "samples": rows}

@@ -1,0 +1,211 @@
+"""The experiment end to end: open the models, run the four phases in order, write the receipt.
+
+The leases under test come from the pilot, so the phases cannot be reordered: the pilot's
+turns give p50, p90 and the maximum; false expiry runs a worker under each of the three rules;
+detection runs under the safe one (twice the maximum) with the pilot median as the typical turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from lucyshop.lab.experiment import phases
+from lucyshop.lab.experiment.backend import TEMPERATURE, describe, open_model, warm_up
+from lucyshop.lab.experiment.receipt import RULES, TARGETS, figures, provenance, rule_leases, write
+from lucyshop.lab.experiment.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
+from lucyshop.lab.loader import ROOT, load_impl
+from lucyshop.lab.processes import Children
+
+SCAN_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Settings:
+    out: Path
+    backend: str
+    model: str | None
+    recovery_models: tuple[str | None, ...]
+    pilot: int
+    trials: int
+    max_tokens: int
+    seed: int
+    impl: Path
+    quick: bool
+
+
+def seeds_for(seed: int, trials: int, models: int) -> dict[str, Any]:
+    """Every seed of a run, from one: far apart, so that no two processes repeat a sample."""
+    return {
+        "pilot": seed,
+        "false_expiry": {rule: seed + 100_000 * (number + 1) for number, rule in enumerate(RULES)},
+        "kill_offsets": seed,
+        "detection": [seed + 400_000 + 1_000 * trial for trial in range(trials)],
+        "recovery": [seed + 500_000 + 10_000 * model for model in range(models)],
+    }
+
+
+def bar(total: int, what: str, unit: str) -> tqdm:
+    return tqdm(total=total, desc=what, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+
+def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
+    """Run the four phases and write the receipt to ``settings.out``; return it."""
+    started, load_start = time.time(), os.getloadavg()
+    record = provenance(argv, started, load_start)
+    leases = load_impl(settings.impl)
+    seeds = seeds_for(settings.seed, settings.trials, len(settings.recovery_models))
+    model = open_model(settings.backend, settings.model, seed=seeds["pilot"])
+    warm = warm_up(model)
+    for other in settings.recovery_models:  # a missing model fails now, not after the phases
+        if other != settings.model:
+            warm_up(open_model(settings.backend, other, seed=0))
+
+    with bar(settings.pilot, "1 pilot", "turn") as progress:
+        pilot = phases.pilot(model, settings.pilot, settings.max_tokens, progress)
+    main_model = describe(model)
+    del model  # the workers load their own
+    turns = [row["seconds"] for row in pilot]
+    rules = rule_leases(turns, leases)
+
+    with tempfile.TemporaryDirectory(prefix="ch13-experiment-") as tmp, Children() as children:
+        lab = phases.Lab(
+            leases,
+            settings.impl,
+            settings.backend,
+            settings.model,
+            settings.max_tokens,
+            SCAN_SECONDS,
+            Path(tmp),
+            children,
+        )
+        with bar(len(RULES) * settings.trials, "2 false expiry", "trial") as progress:
+            expiry = {
+                rule: phases.false_expiry(
+                    lab, rule, rules[rule], settings.trials, seeds["false_expiry"][rule], progress
+                )
+                for rule in RULES
+            }
+        offsets = phases.kill_offsets(
+            leases.percentile(turns, 50), settings.trials, seeds["kill_offsets"]
+        )
+        with bar(settings.trials, "3 detection", "kill") as progress:
+            detection = phases.detection(
+                lab, rules["twice_max"], offsets, seeds["detection"], progress
+            )
+
+    models: dict[str, Any] = {}
+    with bar(settings.trials * len(settings.recovery_models), "4 recovery", "sample") as progress:
+        for seed, name in zip(seeds["recovery"], settings.recovery_models, strict=True):
+            sampled = phases.recovery(
+                settings.backend, name, seed, settings.trials, settings.max_tokens, progress
+            )
+            if sampled["name"] in models:
+                raise ValueError(f"two recovery models are both named {sampled['name']!r}")
+            models[sampled["name"]] = sampled
+
+    observations = {
+        "warm_up": warm,
+        "pilot": pilot,
+        "false_expiry": expiry,
+        "detection": detection,
+        "recovery": {
+            "operation": OPERATION,
+            "messages": crashed_transcript(OPERATION),
+            "tools": RECOVERY_TOOLS,
+            "models": models,
+        },
+    }
+    chosen = {
+        "backend": settings.backend,
+        "model": main_model,
+        "recovery_models": list(models),
+        "pilot_turns": settings.pilot,
+        "trials_per_rule": settings.trials,
+        "detection_trials": settings.trials,
+        "recovery_samples": settings.trials,
+        "max_tokens": settings.max_tokens,
+        "temperature": TEMPERATURE,
+        "scan_seconds": SCAN_SECONDS,
+        "seed": settings.seed,
+        "seeds": seeds,
+        "quick": settings.quick,
+        "impl": _impl(settings.impl),
+        "task_kinds": list(KINDS),
+        "targets": list(TARGETS),
+        "rules": RULES,
+    }
+    ended = time.time()
+    record |= {
+        "started_utc": _utc(started),
+        "ended_utc": _utc(ended),
+        "seconds": ended - started,
+        "loadavg_end": list(os.getloadavg()),
+    }
+    receipt = {
+        "provenance": record,
+        "settings": chosen,
+        "figures": figures(observations, chosen, leases),
+        "observations": observations,
+    }
+    write(settings.out, receipt)
+    return receipt
+
+
+def _impl(path: Path) -> dict[str, str]:
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return {"path": str(shown), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def _utc(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
+
+
+def summary(receipt: dict[str, Any], out: Path) -> str:
+    """The headline figures, one line each, for the terminal."""
+    figures_, chosen = receipt["figures"], receipt["settings"]
+    pilot = figures_["pilot"]
+    shortest = " / ".join(f"{value:.3f}" for value in pilot["shortest_lease"].values())
+    lines = [
+        (
+            f"pilot: {pilot['turns']} turns of {chosen['model']['name']}, p50 {pilot['p50']:.3f} s, "
+            f"p90 {pilot['p90']:.3f} s, p100 {pilot['p100']:.3f} s"
+        ),
+        (
+            f"shortest lease for a false-expiry share of at most "
+            f"{' / '.join(pilot['shortest_lease'])}: {shortest} s"
+        ),
+    ]
+    for rule, named in RULES.items():
+        row = figures_["false_expiry"][rule]
+        lines.append(
+            f"lease at {named}, {row['lease']:.3f} s: false expiry predicted {row['predicted_share']:.3f}, "
+            f"measured {row['measured_share']:.3f} ({row['false_expiries']} of {row['trials']}), "
+            f"stale completions accepted {row['stale_completions_accepted']}"
+        )
+    found = figures_["detection"]
+    lines.append(
+        f"detection under the {found['lease']:.3f} s lease (typical turn {found['typical_turn']:.3f} s, "
+        f"scan {found['scan']:g} s, {found['trials']} kills): predicted {found['predicted_delay']:.3f} s, "
+        f"measured mean {found['measured_mean_delay']:.3f} s, difference {found['difference']:+.3f} s"
+    )
+    for name, counts in figures_["recovery"].items():
+        lines.append(
+            f"recovery, {name}, {counts['samples']} samples: placed again {counts['placed_again']}, "
+            f"looked up with the right key {counts['looked_up_right_key']}, neither {counts['neither']}"
+        )
+    lines.append(
+        f"receipt: {out} ({receipt['provenance']['seconds']:.0f} s); "
+        f"check it with: python -m lucyshop.lab.experiment check {out}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""The Part A experiment: a real quick run passes its receipt check, and the check catches edits.
+
+The quick run is real (embedded SmolLM2, worker and replacement processes, SIGKILL) and runs
+once per module; it takes a minute or more on two cores.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lucyshop.lab.experiment.receipt import check, figures
+from lucyshop.lab.loader import ROOT, load_impl
+
+EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
+COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
+RUN_SECONDS = 540
+CHECK_SECONDS = 60
+
+
+@pytest.fixture(scope="module")
+def quick_receipt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
+    out = tmp_path_factory.mktemp("experiment") / "receipt.json"
+    done = python([*EXPERIMENT, "--out", str(out), "--quick"], timeout=RUN_SECONDS)
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def python(
+    argv: list[str], *, timeout: float, **options: object
+) -> subprocess.CompletedProcess[str]:
+    """Run a command from the repository root, bounded, capturing its text."""
+    return subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, **options
+    )
+
+
+def run_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return python([*EXPERIMENT, "check", str(path)], timeout=CHECK_SECONDS)
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    observed, settings = receipt["observations"], receipt["settings"]
+    assert (settings["pilot_turns"], settings["trials_per_rule"], settings["quick"]) == (6, 3, True)
+    assert len(observed["pilot"]) == 6
+    assert all(turn["seconds"] > 0 and turn["tokens"] > 0 for turn in observed["pilot"])
+    for rule in ("median", "p90", "twice_max"):
+        trials = observed["false_expiry"][rule]["trials"]
+        assert len(trials) == 3
+        assert all(row["outcome"]["status"] == "DONE" for row in trials)  # read back from the shop
+        assert receipt["figures"]["false_expiry"][rule]["stale_completions_accepted"] == 0
+    kills = observed["detection"]["trials"]
+    assert [row["exit_status"] for row in kills] == [-9, -9, -9]
+    assert all(row["takeover"]["took_at"] >= row["expires"] for row in kills)
+    assert len(next(iter(observed["recovery"]["models"].values()))["samples"]) == 3
+    assert receipt["provenance"]["loadavg_start"] and receipt["provenance"]["loadavg_end"]
+    assert len(receipt["settings"]["model"]["sha256"]) == 64
+
+    checked = run_check(quick_receipt)
+    assert checked.returncode == 0, checked.stdout
+    assert "ok    pilot.p50 = " in checked.stdout
+    assert "ok    detection.measured_mean_delay = " in checked.stdout
+    assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt check passed")
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_a_tampered_figure_fails_the_check_naming_it(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["figures"]["pilot"]["p50"] += 0.001
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(receipt))
+    assert check(tampered, load_impl("solutions")) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  pilot.p50: receipt says" in out
+    assert "FAILED: 1 of" in out and f"check {tampered}" in out
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_a_stale_completion_accepted_fails_the_check(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    forged = copy.deepcopy(receipt["observations"])
+    row = forged["false_expiry"]["median"]["trials"][0]
+    row["finish"] = "accepted"  # the worker's finish went through after the replacement took over
+    row["takeover"] = {
+        "work_id": row["work_id"],
+        "generation": row["generation"] + 1,
+        "worker_id": f"replacement#{row['generation'] + 1}",
+        "took_at": row["expires"],
+    }
+    receipt["observations"] = forged
+    leases = load_impl("solutions")
+    receipt["figures"] = figures(forged, receipt["settings"], leases)  # consistent arithmetic
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(receipt))
+    assert check(stale, leases) == 1
+    assert (
+        "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)"
+        in capsys.readouterr().out
+    )
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: Path) -> None:
+    drawn = python(
+        [
+            sys.executable,
+            "-m",
+            "lucyshop.lab.plots",
+            str(quick_receipt),
+            "--out-dir",
+            str(tmp_path),
+        ],
+        timeout=120,
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    for name in ("ch13-outlive-curve.png", "ch13-detection-delays.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_the_committed_receipt_passes_the_check() -> None:
+    if not COMMITTED.exists():
+        pytest.skip(f"{COMMITTED.relative_to(ROOT)} is not there yet")
+    checked = run_check(COMMITTED)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    receipt = json.loads(COMMITTED.read_text())
+    assert receipt["settings"]["backend"] == "embedded" and not receipt["settings"]["quick"]
+    assert [
+        receipt["figures"]["false_expiry"][rule]["trials"]
+        for rule in ("median", "p90", "twice_max")
+    ] == [20, 20, 20]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
+    pytest.importorskip("ollama", reason="the 'ollama' extra is not installed")
+    host = f"127.0.0.1:{_free_port()}"  # bound, then closed: nothing listens
+    out = tmp_path / "receipt.json"
+    done = python(
+        [*EXPERIMENT, "--out", str(out), "--backend", "ollama", "--model", "qwen2.5:0.5b"],
+        timeout=60,
+        env={**os.environ, "OLLAMA_HOST": host},
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Ollama" in lines[0] and "ollama pull qwen2.5:0.5b" in lines[0]
+    assert not out.exists()
