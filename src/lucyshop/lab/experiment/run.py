@@ -59,11 +59,25 @@ def bar(total: int, what: str, unit: str) -> tqdm:
     return tqdm(total=total, desc=what, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
 
+def require_started(leases: Any) -> None:
+    """Raise NotStarted before the first model turn if a function the phases need is still a stub."""
+    leases.percentile([1.0], 50)
+    leases.false_expiry_share([1.0], 1.0)
+    leases.shortest_lease([1.0], 0)
+    leases.detection_delay(1.0, 1.0, 0.05)
+    with tempfile.TemporaryDirectory(prefix="ch13-probe-") as tmp:
+        db, queue = leases.open_worker_shop(Path(tmp) / "probe.db")
+        leases.enqueue(queue, "probe", "probe", "a probe before the real turns")
+        leases.finish(db, leases.claim(db, "probe", ttl=60), "DONE", {"probe": True})
+        db.close()
+
+
 def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
     """Run the four phases and write the receipt to ``settings.out``; return it."""
     started, load_start = time.time(), os.getloadavg()
     record = provenance(argv, started, load_start)
     leases = load_impl(settings.impl)
+    require_started(leases)
     seeds = seeds_for(settings.seed, settings.trials, len(settings.recovery_models))
     model = open_model(settings.backend, settings.model, seed=seeds["pilot"])
     warm = warm_up(model)
