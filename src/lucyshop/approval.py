@@ -285,8 +285,11 @@ def execute(
     order targets this supplier; a conclusive order just returns its receipt; a SENDING or
     UNKNOWN order is looked up by its operation id first (it may already be there). Then one
     transaction re-checks every authority and marks SENDING, commits, and only then sends.
-    A transport failure leaves the order UNKNOWN with its reservation kept.
+    A transport failure leaves the order UNKNOWN with its reservation kept. Without an
+    injected ``now``, the clock is read again under the write lock: a slow lookup or a wait
+    for the lock must not let a send through on a reading taken before it.
     """
+    injected = now is not None
     now = _now(now)
     order = get_order(db, order_id)
     if order["work_id"] != held.work_id:
@@ -305,6 +308,7 @@ def execute(
             record_receipt(db, order_id, found)
             return found
     with immediate(db):
+        now = now if injected else time.time()
         order = get_order(db, order_id)
         left = require_holder(db, held, now)
         if order["status"] not in ("APPROVED", *UNCERTAIN):

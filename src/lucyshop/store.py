@@ -21,10 +21,14 @@ def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqli
     """Open a shop file in autocommit mode (no hidden transactions), WAL, synchronous=FULL."""
     db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
     db.row_factory = sqlite3.Row
-    db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = FULL")
-    db.execute("PRAGMA foreign_keys = ON")
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error:
+        db.close()  # a corrupt or foreign file: do not leave the handle open
+        raise
     return db
 
 

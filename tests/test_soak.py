@@ -1,0 +1,115 @@
+"""The chaos soak: a short run passes every invariant, and a run against a mutant fails one by name.
+
+``make soak`` runs two minutes; here a 20-second run with a fixed seed proves the harness and
+the reference together, and a 10-second run against the reference with the fence taken out of
+``finish`` proves the soak can fail (a soak that cannot fail proves nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mutants import BY_NAME
+
+ROOT = Path(__file__).resolve().parents[1]
+INVARIANTS = (
+    "every assignment finished exactly once, with exactly one outcome row",
+    "the supplier ledger holds one order per accepted operation and none the shop does not know",
+    "spent cents equal the accepted amounts; reserved cents equal what is still uncertain",
+    "no transcript row or outcome was written by a superseded generation",
+    "every stale write was refused by the fence",
+    "each claim advanced the lease generation by exactly one",
+)
+
+
+def soak(tmp: Path, *args: str, timeout: float = 110) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Run the soak as its own process, its run directory under ``tmp``; return it and its JSON report."""
+    report = tmp / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.soak", *args, "--report", str(report)],
+        check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        env=os.environ | {"TMPDIR": str(tmp)})
+    return result, json.loads(report.read_text()) if report.exists() else None
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def no_process_left(tmp: Path) -> None:
+    deadline = time.monotonic() + 5
+    while (left := processes_mentioning(str(tmp))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"the soak left processes running: {left}"
+
+
+@pytest.fixture(scope="module")
+def short_soak(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("soak")
+    result, report = soak(tmp, "--seconds", "20", "--seed", "13", "--items", "60")
+    return tmp, result, report
+
+
+def test_short_soak_passes_every_invariant(short_soak):
+    tmp, result, report = short_soak
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report is not None and report["passed"] is True
+    assert [v["invariant"] for v in report["verdicts"]] == list(INVARIANTS)
+    assert all(v["ok"] for v in report["verdicts"])
+    lines = result.stdout.splitlines()
+    assert [line.split("  ")[0] for line in lines if line[:4] in ("PASS", "FAIL")] == ["PASS"] * len(INVARIANTS)
+    assert "soak passed" in result.stdout
+    no_process_left(tmp)
+
+
+def test_short_soak_really_killed_paused_and_refused(short_soak):
+    _, result, report = short_soak
+    assert report["kills"] > 0 and report["pauses"] > 0 and report["resumes"] == report["pauses"]
+    assert report["kills"] - report["workers"] <= report["restarts"] <= report["kills"]  # a restart may be due at the end
+    assert report["takeovers"] > 0
+    assert report["stale_writes_refused"] > 0
+    # one order per assignment, each once; only what the drain found unstarted has none
+    assert report["orders"] + report["assignments_without_order"] == report["items"] == 60
+    assert report["uncertain_left"] == 0 and report["reserved_cents"] == 0
+    # the printed report carries the same figures and a command that reruns exactly this run
+    assert re.search(rf"kills {report['kills']}, pauses {report['pauses']}\b", result.stdout)
+    assert f"stale writes refused {report['stale_writes_refused']} " in result.stdout
+    assert "rerun: python -m lucyshop.lab.soak --seconds 20 --seed 13 --impl solutions" in result.stdout
+
+
+def test_soak_fails_the_reference_without_the_finish_fence(tmp_path):
+    mutant = BY_NAME["finish_fence"].write(tmp_path)
+    result, report = soak(tmp_path, "--seconds", "10", "--seed", "2", "--items", "40", "--impl", str(mutant),
+                          "--chaos-every", "0.5", "--pause-share", "0.7")
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL  ")]
+    assert failed, result.stdout
+    named = [inv for inv in INVARIANTS if any(line.startswith(f"FAIL  {inv}: ") for line in failed)]
+    assert named, failed
+    assert any("work ids" in line for line in failed), failed
+    assert report is not None and report["passed"] is False
+    assert "soak FAILED: " in result.stdout and "kept for inspection: " in result.stdout
+    no_process_left(tmp_path)
+
+
+def test_soak_of_the_stubs_says_not_started(tmp_path):
+    result, report = soak(tmp_path, "--seconds", "5", "--impl", "learner", timeout=60)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "NOT STARTED" in result.stdout and report is None
+    no_process_left(tmp_path)
