@@ -39,7 +39,7 @@ setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
 	@$(PY) -m lucyshop.lab.demo
 
-check: $(VENV)/.dev ## check your learner file (IMPL=path to check another file)
+check: $(VENV)/.model ## check your learner file and exercise answers (IMPL=path to check another file)
 	@$(PY) -m lucyshop.lab.report --impl $(IMPL)
 
 test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks

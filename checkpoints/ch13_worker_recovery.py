@@ -415,7 +415,8 @@ def child_main(args: argparse.Namespace) -> int:
         write_ready(directory / "stale.json", {k: v or "ACCEPTED: the write went through" for k, v in report.items()})
         return 0
     except NotStarted as stub:
-        write_ready(directory / "ready.json", {"not_started": stub.function, "message": str(stub)})
+        write_ready(directory / "ready.json", {"not_started": stub.function, "section": stub.section,
+                                              "where": stub.where})
         return 3
     except ReferenceBlocked as blocked:
         write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
@@ -451,7 +452,7 @@ def _child_record(child: Any, path: Path, stderr: Path) -> dict[str, Any]:
     record = wait_for_file(path, timeout=DEADLINE, proc=child)
     path.unlink()
     if "not_started" in record:
-        raise NotStarted(record["not_started"], record["message"].split("read notebook ", 1)[-1].split(",")[0])
+        raise NotStarted(record["not_started"], record["section"], record["where"])
     if "reference_blocked" in record:
         raise ReferenceBlocked(record["reference_blocked"])
     return record

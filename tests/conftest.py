@@ -1,4 +1,4 @@
-"""Suite-wide guard: no test may leave a process behind."""
+"""Suite-wide: the implementation options, and a guard that no test leaves a process behind."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import time
 from pathlib import Path
 
 import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Options of the learner and exercise suites (here, so both can be collected in one run)."""
+    group = parser.getgroup("chapter 13")
+    group.addoption("--impl", default=None,
+                    help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)")
+    group.addoption("--block-reference", action="store_true",
+                    help="make solutions/ unreadable in this process, except the implementation chosen")
 
 
 def descendants(pid: int) -> set[int]:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab.report import CHECKPOINT, FUNCTIONS, without_reference_source
+from lucyshop.lab.report import CHECKPOINT, subjects, without_reference_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
+ROWS = [label for label, *_ in subjects()]  # every function, then every exercise
 BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # claim: newest first
 
 
@@ -31,9 +32,9 @@ def report(*args: str) -> subprocess.CompletedProcess:
 
 
 def statuses(output: str) -> dict[str, tuple[str, str]]:
-    """function -> (status, the rest of its line), from the printed table."""
+    """row -> (status, the rest of its line), from the printed table."""
     found = {}
-    for function in FUNCTIONS:
+    for function in ROWS:
         match = re.search(
             rf"^  {re.escape(function)} +(NOT STARTED|FAILING|PASSING) +\d+/\d+(.*)$",
             output,
@@ -48,7 +49,7 @@ def test_the_solutions_pass_every_function():
     result = report("--impl", "solutions", "--no-checkpoint")
     assert result.returncode == 0, result.stdout + result.stderr
     assert {f: s for f, (s, _m) in statuses(result.stdout).items()} == dict.fromkeys(
-        FUNCTIONS, "PASSING"
+        ROWS, "PASSING"
     )
     assert "rerun:" not in result.stdout, "a passing row has nothing to rerun"
 
@@ -57,16 +58,16 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback():
     result = report("--impl", "learner", "--no-checkpoint")
     assert result.returncode == 1, result.stdout + result.stderr
     rows = statuses(result.stdout)
-    assert {f: s for f, (s, _m) in rows.items()} == dict.fromkeys(FUNCTIONS, "NOT STARTED")
+    assert {f: s for f, (s, _m) in rows.items()} == dict.fromkeys(ROWS, "NOT STARTED")
     for function, (_status, message) in rows.items():
-        assert message.startswith(("read notebook 13a § ", "read notebook 13b § ")), (
+        assert message.startswith(("read notebook 13a § ", "read notebook 13b § ", "read notebook 13c § ")), (
             function,
             message,
         )
     assert "Traceback" not in result.stdout + result.stderr
     assert "FAILING" not in result.stdout
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
-    assert len(reruns) == len(FUNCTIONS)
+    assert len(reruns) == len(ROWS)
     assert all(
         r.startswith(".venv/bin/python -m pytest ") and r.endswith(" --impl learner")
         for r in reruns
@@ -76,8 +77,9 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback():
 def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path):
     source = SOLUTIONS.read_text(encoding="utf-8")
     assert source.count(BREAK[0]) == 1
-    broken = tmp_path / "broken.py"
+    broken = tmp_path / "ch13_leases.py"  # with the reference's answers beside it, as a student's would be
     broken.write_text(source.replace(*BREAK), encoding="utf-8")
+    (tmp_path / "exercises.py").write_text((ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8")
 
     result = report("--impl", str(broken), "--no-checkpoint")
 

@@ -47,20 +47,6 @@ IMPL_PATH = pytest.StashKey[Path]()  # the resolved implementation file, set at 
 FUNCTION_OF_MODULE = {"test_worker_id": "Claim.worker_id"}
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("chapter 13")
-    group.addoption(
-        "--impl",
-        default=None,
-        help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)",
-    )
-    group.addoption(
-        "--block-reference",
-        action="store_true",
-        help="make solutions/ unreadable in this process, except the file --impl names",
-    )
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: starts several processes (deselect with -m 'not slow')"

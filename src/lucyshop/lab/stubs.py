@@ -1,17 +1,25 @@
 """The error every unfinished learner function raises."""
 
+import os
+import sys
+
 
 class NotStarted(NotImplementedError):
     """A learner stub that has not been written yet.
 
-    It names the function and the notebook section that teaches it, so the first thing a
-    student sees is where to read, not a traceback into code they have not touched.
+    It names the function, the notebook section that teaches it, and the file the stub is in,
+    so the first thing a student sees is where to read, not a traceback into code they have
+    not touched.
     """
 
-    def __init__(self, function: str, section: str) -> None:
+    def __init__(self, function: str, section: str, where: str | None = None) -> None:
         self.function = function
         self.section = section
+        if where is None:  # the file of the stub that raised: the student's file
+            stub = sys._getframe(1).f_code.co_filename
+            where = stub if os.path.relpath(stub).startswith("..") else os.path.relpath(stub)
+        self.where = where
         super().__init__(
             f"{function}() is not started: read notebook {section}, "
-            f"then replace the `raise NotStarted(...)` line in learner/ch13_leases.py"
+            f"then replace the `raise NotStarted(...)` line in {where}"
         )

@@ -1,0 +1,336 @@
+"""Exercises 13: your answers to the exercise book (notebook 13c).
+
+You own this file, beside your ``ch13_leases.py``. Each exercise is one function (two for
+exercises 3 and 5) that raises ``NotStarted``; replace the ``raise NotStarted(...)`` line with
+your answer, keeping the signature, and replace the "Explain in your own words" paragraph of
+its docstring with your explanation of what it shows. Notebook 13c, section "Exercise N",
+says what each one asks.
+
+Check your work at any time:
+
+    make check                                                   # a row per exercise
+    .venv/bin/python -m pytest tests/exercises --impl learner -q
+    .venv/bin/python -m pytest tests/exercises/test_exercise_3.py --impl learner -q
+
+Each check calls your function, then judges what it returned *and* what the databases hold
+(it opens the files whose paths you return). Exercises 5 and 6 are measurements: the checks
+run them in ``quick`` form, and their receipts must be in the format that
+``lucyshop.lab.exercise_receipts`` describes; it recomputes every figure from the raw
+observations you store. Run one answer on its own with ``python learner/exercises.py N``.
+
+Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the file
+``$LEASES_IMPL`` names), never ``import solutions``: the checks run with the reference
+blocked. You may also use the runtime (``lucyshop.store``, ``lucyshop.approval``,
+``lucyshop.supplier``, ``lucyshop.lab.processes``) and the pieces of the Part A experiment
+(``lucyshop.lab.experiment``: its tasks, model backends, phases and worker roles). A child
+process you start with ``python_argv(str(HERE), ..., blocked=True)`` may run this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from lucyshop.lab import NotStarted
+from lucyshop.lab.loader import ENV, impl_path, load_impl
+from lucyshop.store import migrate
+
+HERE = Path(__file__).resolve()
+
+
+def chapter_path() -> Path:
+    """The chapter file these answers use: ``$LEASES_IMPL``, else the one beside this file."""
+    return impl_path(os.environ.get(ENV) or HERE.with_name("ch13_leases.py"))
+
+
+_CHAPTER: dict[Path, ModuleType] = {}
+
+
+def chapter() -> ModuleType:
+    """The chapter-13 functions, loaded once per process with ``load_impl``."""
+    path = chapter_path()
+    if path not in _CHAPTER:
+        _CHAPTER[path] = load_impl(path)
+    return _CHAPTER[path]
+
+
+# ================================================================ Exercise 1
+
+
+def exercise_1_reuse_owner_label(directory: Path) -> dict:
+    """Reuse the owner label: acquire, let the lease expire, reacquire under the same owner.
+
+    One shop, one work item, the owner label ``lucy-worker`` both times and real time (a
+    0.2 s lease, waited out). The first execution then comes back and tries its transcript,
+    its completion and a supplier proposal with its old claim; each is refused.
+
+    Returns a dict with (at least) ``shop`` and ``log_file`` (the paths, to read back),
+    ``work_id``, ``worker_ids`` (both executions'), ``refused`` (``transcript``,
+    ``completion`` and ``supplier``: each ``'PermissionError: why'``) and ``telling_line``
+    (the log line that shows the two executions apart, as written to the log file).
+
+    Explain in your own words (replace this paragraph with your answer): why can the owner
+    label not tell the two executions apart, what refused the old claim's completion, and
+    which log line shows the executions apart?
+    """
+    raise NotStarted("exercise_1_reuse_owner_label", "13c § Exercise 1 Reuse the owner label")
+
+
+# ================================================================ Exercise 2
+
+
+def exercise_2_cancel_while_delayed(directory: Path) -> dict:
+    """Cancel while a result is delayed, twice: a held turn, then an order the supplier accepted.
+
+    Part one: a worker thread claims a turn, writes its first transcript row and is held
+    before its completion; the operator cancels through ``cancel``; then the turn is released
+    and its completion is refused. Part two: a real supplier process accepts the order and
+    holds its reply longer than the client's timeout; the operator cancels while the worker
+    waits; the worker's send ends UNKNOWN. Its claim can neither send again nor finish. The
+    money stays reserved while the supplier cannot be asked (a lookup against an address
+    nobody answers), and ``reconcile`` finds the receipt by lookup alone.
+
+    Returns ``{"delayed_turn": ..., "accepted_order": ...}``. Each part has ``shop`` and
+    ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and
+    for the order also ``send_again``: ``'PermissionError: why'`` each). The order part also
+    has ``ledger_file`` (the supplier's), ``operation``, ``amount_cents``, ``after_cancel``
+    and ``after_unreachable`` (each ``{"order": status, "account": {...}}``) and
+    ``reconcile`` (the rows ``reconcile`` returned once the supplier answered).
+
+    Explain in your own words (replace this paragraph with your answer): how does a worker
+    that is still running learn it was cancelled, why is its late completion refused, and
+    why does the accepted order stay UNKNOWN, its money reserved, until a lookup settles it?
+    """
+    raise NotStarted(
+        "exercise_2_cancel_while_delayed", "13c § Exercise 2 Cancel while a result is delayed"
+    )
+
+
+# ================================================================ Exercise 3
+
+
+def observe_without_fence(
+    db: sqlite3.Connection, held: Any, message: Any, *, now: float | None = None
+) -> int:
+    """A copy of ``observe`` with one fence removed: the holder check before the insert.
+
+    Everything else is as the chapter's ``observe``: one immediate transaction, the writer's
+    generation on the row, JSON only. ``now`` is accepted and, with the check gone, unused.
+    """
+    raise NotStarted("observe_without_fence", "13c § Exercise 3 Remove one fence from a copy")
+
+
+def exercise_3_remove_one_fence(directory: Path) -> dict:
+    """Remove one fence from a copy: the same stale write, through the copy and through ``observe``.
+
+    Two fresh shops run one script in injected time (``now=``, so the expiry is exact and
+    said so): claim, let the lease run out, reacquire as generation 2, write generation 2's
+    row; then generation 1 comes back with a late transcript row and a completion. In the
+    first shop the late row goes through ``observe_without_fence``; in the second through the
+    chapter's ``observe``.
+
+    Returns ``{"without_fence": ..., "with_fence": ...}``, each with ``shop``, ``work_id``,
+    ``late_write`` and ``stale_completion`` (``''`` when the write went through, else
+    ``'PermissionError: why'``).
+
+    Explain in your own words (replace this paragraph with your answer): why does the stale
+    row get into the transcript although finish still refuses the same claim, and what do
+    you read back once the fence is restored?
+    """
+    raise NotStarted("exercise_3_remove_one_fence", "13c § Exercise 3 Remove one fence from a copy")
+
+
+# ================================================================ Exercise 4
+
+
+def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
+    """Sessions vs the account ceiling: two sessions hold work at once and both want to spend.
+
+    One shop, an account ceiling of 5000 cents, and three items: Anna's, Ben's, and a second
+    message from Anna. Two worker threads (own connections) claim at the same moment (a
+    barrier); each gets one session's item, and a third claim for Anna's second message gets
+    nothing. Each proposes its order (2700 and 2500 cents: each fits, together they do not),
+    and both approvals are recorded at the same moment.
+
+    Returns a dict with ``shop``, ``ceiling_cents``, ``held_at_once`` (the running work rows
+    read while both claims were held: ``work_id``, ``session_id``, ``worker_id``),
+    ``third_claim`` (the ``worker_id`` it got, or None) and ``workers`` (per worker thread:
+    ``work_id``, ``order_id``, ``amount_cents`` and ``approval``: ``'APPROVED'`` or
+    ``'PermissionError: why'``).
+
+    Explain in your own words (replace this paragraph with your answer): what does the
+    session rule protect and what does it not, and which check keeps the account within its
+    ceiling?
+    """
+    raise NotStarted(
+        "exercise_4_sessions_vs_ceiling", "13c § Exercise 4 Sessions vs the account ceiling"
+    )
+
+
+# ================================================================ Exercise 5
+
+# Given, not part of the answer: where renewals are recorded. One row per granted renewal.
+RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE lease_renewals(
+            seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+            work_id       INTEGER NOT NULL REFERENCES work(work_id),
+            generation    INTEGER NOT NULL,
+            progress      INTEGER NOT NULL CHECK (progress >= 0),
+            progressed_at REAL NOT NULL,  -- when this execution's progress last advanced
+            renewed_at    REAL NOT NULL,
+            expires       REAL NOT NULL
+        )""",
+    ),
+}
+
+
+def prepare_renewals(db: sqlite3.Connection) -> None:
+    """Add the ``lease_renewals`` table to a shop opened with ``open_worker_shop`` (idempotent)."""
+    migrate(db, "renewals", RENEWAL_MIGRATIONS)
+
+
+def renew(
+    db: sqlite3.Connection,
+    held: Any,
+    *,
+    ttl: float,
+    progress: int,
+    bound: float | None = None,
+    now: float | None = None,
+) -> Any:
+    """Extend the held lease to ``now + ttl``, fenced, and return the claim with its new expiry.
+
+    One immediate transaction: ``assert_current`` (so only the current, unexpired holder may
+    renew: a renewal never revives a lease that has run out or moved on), then the renewal.
+    ``progress`` is how far the turn has got (a count that only grows, e.g. steps finished).
+    With a ``bound``, the lease is never carried more than ``bound`` seconds past the moment
+    progress last advanced: the expiry is capped there, and once it is reached the renewal is
+    refused (PermissionError) and the lease left to run out. Without one, any live renewer can
+    keep the lease forever. A renewal never shortens a lease. Each granted renewal is one row
+    of ``lease_renewals`` (see ``prepare_renewals``).
+    """
+    raise NotStarted("renew", "13c § Exercise 5 Renew the lease, and measure what it costs")
+
+
+def exercise_5_renewal(
+    out: Path,
+    *,
+    quick: bool = False,
+    backend: str = "embedded",
+    model: str | None = None,
+    seed: int = 13,
+    workdir: Path | None = None,
+    progress: bool = False,
+) -> dict:
+    """Renew the lease at the pilot median, and measure what renewal buys and what it costs.
+
+    Real model turns, real processes, real time. A pilot of real turns gives the median
+    (the lease) and the maximum (the bound: twice it, which is also the safe lease without
+    renewal). Then, with the experiment's replacement scanning every 50 ms: false expiry
+    under the median lease for one worker process whose trials interleave three arms (no
+    renewal, a renewing thread every third of the lease, the same bounded by progress);
+    detection of a SIGKILLed renewing worker; and two hung turns (a step that never returns)
+    whose renewers keep running, one unbounded and one bounded. ``out`` gets the receipt
+    (the format ``lucyshop.lab.exercise_receipts`` describes and checks); ``workdir`` (an
+    empty directory; default a temporary one) keeps the shops to read back.
+
+    Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
+    (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each
+    holding the ``shop.db`` its phase used, with ``lease_renewals``).
+
+    Explain in your own words (replace this paragraph with your answer): what does renewal
+    buy (false expiry, detection delay) and what does it cost, why can a hung turn keep its
+    lease forever, and how does tying renewal to progress fix it? Use your receipt's
+    figures.
+    """
+    raise NotStarted(
+        "exercise_5_renewal", "13c § Exercise 5 Renew the lease, and measure what it costs"
+    )
+
+
+# ================================================================ Exercise 6
+
+
+def exercise_6_records(
+    out: Path,
+    *,
+    quick: bool = False,
+    backend: str = "embedded",
+    models: Sequence[str] | None = None,
+    seed: int = 13,
+    workdir: Path | None = None,
+    progress: bool = False,
+    ollama: bool = True,
+) -> dict:
+    """Give the replacement the records: the recovery measurement again, with and without them.
+
+    First the records are made for real: a shop whose worker sent the order to a real
+    supplier process that committed it and lost the reply, so the shop's row says UNKNOWN
+    with its money reserved, and the supplier's ledger holds the order. Then each model
+    answers the experiment's crashed transcript (its recovery phase, unchanged) and the same
+    transcript with the records in its last message: the operation key, its UNKNOWN status
+    and the lookup-first rule, all read from that row. Same seeds, same tools
+    (``place_order``, ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None:
+    its default), and, with ``ollama``, the qwen2.5 models of an Ollama server if one
+    answers. Counts: placed again, looked up with the right key, neither. ``out`` gets the
+    receipt (the format ``lucyshop.lab.exercise_receipts`` describes and checks).
+
+    Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
+    ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
+
+    Explain in your own words (replace this paragraph with your answer): how did the models'
+    answers change when the records were in the message, and why does the chapter's recovery
+    read the records itself instead of asking a model? Use your receipt's figures.
+    """
+    raise NotStarted("exercise_6_records", "13c § Exercise 6 Give the replacement the records")
+
+
+# ================================================================ command line
+
+EXERCISES = {
+    "1": exercise_1_reuse_owner_label,
+    "2": exercise_2_cancel_while_delayed,
+    "3": exercise_3_remove_one_fence,
+    "4": exercise_4_sessions_vs_ceiling,
+    "5": exercise_5_renewal,
+    "6": exercise_6_records,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python learner/exercises.py N [DIR | RECEIPT]``: run one answer, print what it returned.
+
+    Exercises 1-4 get DIR (default: a temporary directory); 5 and 6 run quick and write
+    RECEIPT (default: ``exerciseN-receipt.json`` here).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (1, 2) or args[0] not in EXERCISES:
+        print("usage: python learner/exercises.py 1|2|3|4|5|6 [DIR for 1-4 | RECEIPT for 5-6]")
+        return 2
+    function = EXERCISES[args[0]]
+    try:
+        if args[0] in ("5", "6"):
+            out = Path(args[1]) if len(args) == 2 else Path(f"exercise{args[0]}-receipt.json")
+            result = function(out, quick=True)
+        elif len(args) == 2:
+            result = function(Path(args[1]))
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"ch13-exercise{args[0]}-") as tmp:
+                result = function(Path(tmp))
+    except NotStarted as stub:
+        print(f"NOT STARTED  exercise {args[0]}: {stub}")
+        return 3
+    print(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Exercise 5, renew the lease: a fenced renewal, and a quick real run judged by its receipt and rows.
+
+The quick run (real model turns, real processes, real time) takes a minute or two; every test
+of it shares one run. Nothing here compares a measured duration with a threshold: the figures
+are judged by recomputing them from the receipt's raw observations, and the behaviour by the
+rows the run left in its shops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lucyshop.lab.exercise_receipts import check_receipt
+from lucyshop.lab.loader import ROOT
+
+EXERCISE = "exercise_5_renewal"
+COMMITTED = ROOT / "evidence" / "ch13-exercise5-renewal-receipt.json"
+T = 1_000.0
+
+pytestmark = pytest.mark.timeout(900)
+
+
+# ---------------------------------------------------------------- renew, on its own (injected time)
+
+
+@pytest.fixture
+def shop(exercises, tmp_path):
+    leases = exercises.chapter()
+    db, queue = leases.open_worker_shop(tmp_path / "shop.db")
+    exercises.prepare_renewals(db)
+    leases.enqueue(queue, "s-1", "session-a", "a long turn")
+    yield leases, db
+    db.close()
+
+
+def test_renew_extends_the_current_holders_lease(exercises, shop, query):
+    leases, db = shop
+    held = leases.claim(db, "till", ttl=10, now=T)
+    renewed = exercises.renew(db, held, ttl=10, progress=0, now=T + 5)
+    assert renewed.expires == T + 15 and renewed.generation == held.generation
+    assert query(db, "SELECT expires FROM assignment_leases") == [{"expires": T + 15}]
+    assert [r["renewed_at"] for r in query(db, "SELECT renewed_at FROM lease_renewals")] == [T + 5]
+
+
+def test_renew_is_refused_to_a_stale_generation(exercises, shop, query):
+    leases, db = shop
+    old = leases.claim(db, "till", ttl=10, now=T)
+    leases.claim(db, "till", ttl=10, now=T + 11)
+    before = query(db, "SELECT * FROM assignment_leases")
+    with pytest.raises(PermissionError):
+        exercises.renew(db, old, ttl=10, progress=0, now=T + 12)
+    assert query(db, "SELECT * FROM assignment_leases") == before
+    assert query(db, "SELECT * FROM lease_renewals") == []
+
+
+def test_renew_never_revives_an_expired_lease(exercises, shop, query):
+    leases, db = shop
+    held = leases.claim(db, "till", ttl=10, now=T)
+    with pytest.raises(PermissionError):
+        exercises.renew(db, held, ttl=10, progress=0, now=T + 10.5)
+    assert query(db, "SELECT expires FROM assignment_leases") == [{"expires": T + 10}]
+
+
+def test_a_bounded_renewal_stops_when_progress_stops(exercises, shop, query):
+    leases, db = shop
+    held = leases.claim(db, "till", ttl=10, now=T)
+    exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T)  # progress starts here
+    capped = exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T + 8)
+    assert capped.expires == T + 12, "never more than the bound past the last progress"
+    with pytest.raises(PermissionError):
+        exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T + 12)
+    assert len(query(db, "SELECT seq FROM lease_renewals")) == 2
+
+
+def test_progress_moves_the_bound_and_only_grows(exercises, shop, query):
+    leases, db = shop
+    held = leases.claim(db, "till", ttl=10, now=T)
+    exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T)
+    moved = exercises.renew(db, held, ttl=10, progress=1, bound=12, now=T + 8)
+    assert moved.expires == T + 18
+    with pytest.raises(ValueError):
+        exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T + 9)
+    assert [
+        r["progress"] for r in query(db, "SELECT progress FROM lease_renewals ORDER BY seq")
+    ] == [0, 1]
+
+
+# ---------------------------------------------------------------- the measured answer (quick)
+
+
+@pytest.fixture
+def result(ran):
+    return ran
+
+
+def renewals(db, query, work_id):
+    return query(
+        db,
+        "SELECT generation, progressed_at, renewed_at, expires FROM lease_renewals"
+        " WHERE work_id = ? ORDER BY seq",
+        work_id,
+    )
+
+
+def test_the_receipt_recomputes_from_its_observations(result, leases):
+    assert check_receipt(result["receipt"], leases) == []
+
+
+def test_the_receipt_records_its_provenance(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
+    record, settings = receipt["provenance"], receipt["settings"]
+    assert record["exercise"] == receipt["exercise"] == 5
+    for key in (
+        "command",
+        "started_utc",
+        "python",
+        "platform",
+        "cpu_count",
+        "libraries",
+        "loadavg_start",
+        "loadavg_end",
+    ):
+        assert record.get(key) not in (None, "", []), key
+    assert settings["model"]["name"] and settings["impl"]["sha256"]
+    if settings["backend"] == "embedded":
+        assert len(settings["model"]["sha256"]) == 64
+    assert settings["quick"] is True and settings["max_tokens"] > 0 and "temperature" in settings
+
+
+def test_only_the_holders_generation_renews_and_no_stale_completion_lands(result, read, query):
+    db = read(Path(result["shops"]["false-expiry"]) / "shop.db")
+    work = query(
+        db,
+        "SELECT w.work_id, l.generation AS lease, o.generation AS outcome FROM work w"
+        " JOIN assignment_leases l USING (work_id) LEFT JOIN outcomes o USING (work_id)",
+    )
+    assert work and all(row["outcome"] == row["lease"] for row in work), (
+        "each outcome is its last holder's"
+    )
+    for row in work:
+        assert {r["generation"] for r in renewals(db, query, row["work_id"])} <= {1}
+
+
+def test_the_plain_arm_never_renews_and_the_renewing_arms_do(result, read, query):
+    db = read(Path(result["shops"]["false-expiry"]) / "shop.db")
+    trials = result["observations"]["false_expiry"]
+    assert all(renewals(db, query, row["work_id"]) == [] for row in trials["plain"])
+    assert all(
+        renewals(db, query, row["work_id"]) for arm in ("renewed", "bounded") for row in trials[arm]
+    )
+
+
+def test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease(result, read, query):
+    hung = result["observations"]["hung"]["unbounded"]
+    assert hung["takeover_by_check"] is None, "no replacement took it over while its renewer ran"
+    db = read(Path(result["shops"]["hung"]) / "shop.db")
+    later = [
+        r
+        for r in renewals(db, query, hung["hung"]["work_id"])
+        if r["renewed_at"] > hung["hung"]["hung_at"]
+    ]
+    assert later, "renewals went on after the turn hung"
+    bounded_took = result["observations"]["hung"]["bounded"]["takeover"]["took_at"]
+    assert any(r["renewed_at"] > bounded_took for r in later), (
+        "still renewing after the bounded one was taken over"
+    )
+
+
+def test_the_bounded_renewer_lets_a_hung_turn_be_taken_over(result, read, query):
+    hung = result["observations"]["hung"]["bounded"]
+    db = read(Path(result["shops"]["hung"]) / "shop.db")
+    work_id = hung["hung"]["work_id"]
+    outcome = query(db, "SELECT generation FROM outcomes WHERE work_id = ?", work_id)
+    assert outcome and outcome[0]["generation"] > hung["hung"]["generation"], (
+        "the replacement finished it"
+    )
+    rows = renewals(db, query, work_id)
+    assert all(r["expires"] <= r["progressed_at"] + hung["bound"] + 1e-6 for r in rows), (
+        "capped at the bound"
+    )
+    assert all(r["renewed_at"] < hung["takeover"]["took_at"] for r in rows), (
+        "no renewal after the takeover"
+    )
+    assert any(not attempt["granted"] for attempt in hung["attempts"]), "its renewer was refused"
+
+
+def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):
+    assert COMMITTED.is_file(), f"{COMMITTED} is missing: run python solutions/exercises.py 5"
+    assert check_receipt(COMMITTED, leases) == []
+    assert load_receipt(COMMITTED)["settings"]["quick"] is False

@@ -1,0 +1,77 @@
+"""Exercise 6, give the replacement the records: the recovery measurement with and without them.
+
+One quick run (real model samples) is shared by the tests. The counts are judged by
+recomputing them from the receipt's raw samples; the records by reading the shop and the
+supplier's ledger they came from.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lucyshop.lab.exercise_receipts import check_receipt
+from lucyshop.lab.loader import ROOT
+from lucyshop.supplier import ledger_orders
+
+EXERCISE = "exercise_6_records"
+COMMITTED = ROOT / "evidence" / "ch13-exercise6-records-receipt.json"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture
+def result(ran):
+    return ran
+
+
+def test_the_receipt_recomputes_from_its_observations(result, leases):
+    assert check_receipt(result["receipt"], leases) == []
+
+
+def test_the_receipt_records_its_provenance(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
+    record, settings = receipt["provenance"], receipt["settings"]
+    assert record["exercise"] == receipt["exercise"] == 6
+    for key in (
+        "command",
+        "started_utc",
+        "python",
+        "platform",
+        "cpu_count",
+        "libraries",
+        "loadavg_start",
+        "loadavg_end",
+    ):
+        assert record.get(key) not in (None, "", []), key
+    models = receipt["observations"]["models"]
+    assert models and list(models) == settings["models"]
+    for model in models.values():
+        if model["backend"] == "embedded":
+            assert len(model["sha256"]) == 64
+    assert settings["quick"] is True and settings["max_tokens"] > 0 and "temperature" in settings
+
+
+def test_the_records_given_are_the_shops_own(result, read, query, load_receipt):
+    db = read(result["shop"])
+    orders = query(db, "SELECT operation, status, amount_cents FROM assistant_orders")
+    assert len(orders) == 1 and orders[0]["status"] == "UNKNOWN"
+    account = query(db, "SELECT reserved_cents FROM spending_account")[0]
+    assert account["reserved_cents"] == orders[0]["amount_cents"], "its money is still reserved"
+    assert [row["operation"] for row in ledger_orders(result["ledger_file"])] == [
+        orders[0]["operation"]
+    ]
+    message = load_receipt(result["receipt"])["observations"]["messages"]["records"][-1]["content"]
+    assert orders[0]["operation"] in message and "UNKNOWN" in message
+
+
+def test_every_model_answered_both_transcripts(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
+    for name, counts in receipt["figures"]["models"].items():
+        for arm in ("plain", "records"):
+            assert counts[arm]["samples"] == receipt["settings"]["samples"] > 0, (name, arm)
+
+
+def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):
+    assert COMMITTED.is_file(), f"{COMMITTED} is missing: run python solutions/exercises.py 6"
+    assert check_receipt(COMMITTED, leases) == []
+    assert load_receipt(COMMITTED)["settings"]["quick"] is False
