@@ -165,7 +165,7 @@ def check_loadable(path: Path, env: dict[str, str]) -> None:
 
 
 def run_suite(
-    path: Path, env: dict[str, str], timeout: float
+    path: Path, env: dict[str, str], timeout: float, paths: Sequence[str] = SUITES
 ) -> tuple[int | None, str, list[dict]]:
     with tempfile.TemporaryDirectory(prefix="lucyshop-check-") as tmp:
         outcomes = Path(tmp) / "outcomes.jsonl"
@@ -173,7 +173,7 @@ def run_suite(
             sys.executable,
             "-m",
             "pytest",
-            *SUITES,
+            *paths,
             "--impl",
             str(path),
             "--block-reference",
@@ -320,6 +320,19 @@ def run_checkpoint(path: Path, spec: str, env: dict[str, str], timeout: float) -
     result = CHECKPOINT_RESULTS.get(status, "ERROR")
     print(f"checkpoint result: {result} (exit {status})")
     return status == 0
+
+
+def verdict(label: str, spec: str | None = None, timeout: float = SUITE_TIMEOUT) -> str:
+    """One row of the table, for a notebook's check cell: its status and what is still wrong."""
+    spec = spec or os.environ.get(ENV) or "learner"
+    path = impl_path(spec)
+    _label, directory, module, _stubs = next(s for s in subjects() if s[0] == label)
+    env = os.environ | {ENV: str(path)}
+    status, _output, records = run_suite(path, env, timeout, paths=(f"{directory}/{module}.py",))
+    row = next(r for r in build_rows(records, spec, finished=status is not None, timeout=timeout)
+               if r.function == label)
+    shown_row = f"{label}: {row.status} ({row.passed}/{row.total} checks)"
+    return shown_row if row.status == "PASSING" else f"{shown_row}\n  {row.message}\n  rerun: {row.rerun}"
 
 
 # ---------------------------------------------------------------- main
