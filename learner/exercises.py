@@ -40,7 +40,7 @@ from typing import Any
 
 from lucyshop.lab import NotStarted
 from lucyshop.lab.loader import ENV, impl_path, load_impl
-from lucyshop.store import migrate
+from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 
 HERE = Path(__file__).resolve()
 
@@ -175,27 +175,6 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
 
 
 # ================================================================ Exercise 5
-
-# Given, not part of the answer: where renewals are recorded. One row per granted renewal.
-RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE lease_renewals(
-            seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-            work_id       INTEGER NOT NULL REFERENCES work(work_id),
-            generation    INTEGER NOT NULL,
-            progress      INTEGER NOT NULL CHECK (progress >= 0),
-            progressed_at REAL NOT NULL,  -- when this execution's progress last advanced
-            renewed_at    REAL NOT NULL,
-            expires       REAL NOT NULL
-        )""",
-    ),
-}
-
-
-def prepare_renewals(db: sqlite3.Connection) -> None:
-    """Add the ``lease_renewals`` table to a shop opened with ``open_worker_shop`` (idempotent)."""
-    migrate(db, "renewals", RENEWAL_MIGRATIONS)
-
 
 def renew(
     db: sqlite3.Connection,

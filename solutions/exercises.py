@@ -65,8 +65,9 @@ from lucyshop.lab.processes import (
     wait_until,
     write_ready,
 )
+from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 from lucyshop.lab.stubs import NotStarted
-from lucyshop.store import connect, immediate, migrate
+from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
 
 HERE = Path(__file__).resolve()
@@ -683,27 +684,6 @@ def _spending_worker(
 
 
 # ================================================================ Exercise 5
-
-# Given, not part of the answer: where renewals are recorded. One row per granted renewal.
-RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE lease_renewals(
-            seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-            work_id       INTEGER NOT NULL REFERENCES work(work_id),
-            generation    INTEGER NOT NULL,
-            progress      INTEGER NOT NULL CHECK (progress >= 0),
-            progressed_at REAL NOT NULL,  -- when this execution's progress last advanced
-            renewed_at    REAL NOT NULL,
-            expires       REAL NOT NULL
-        )""",
-    ),
-}
-
-
-def prepare_renewals(db: sqlite3.Connection) -> None:
-    """Add the ``lease_renewals`` table to a shop opened with ``open_worker_shop`` (idempotent)."""
-    migrate(db, "renewals", RENEWAL_MIGRATIONS)
-
 
 def renew(
     db: sqlite3.Connection,

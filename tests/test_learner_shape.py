@@ -177,3 +177,29 @@ def test_the_report_lists_every_function_in_file_order():
     for name in FUNCTIONS:
         module = ROOT / "tests" / "learner" / f"test_{name.rpartition('.')[2]}.py"
         assert module.is_file(), f"{name} has no test module {module.name}"
+
+
+EXERCISE_LEARNER = functions(parse(ROOT / "learner" / "exercises.py"))
+EXERCISE_ANSWERS = functions(parse(ROOT / "solutions" / "exercises.py"))
+EXERCISE_STUBS = {  # the learner's exercise functions that are stubs (the rest is given code)
+    name: node for name, node in EXERCISE_LEARNER.items()
+    if any(isinstance(n, ast.Raise) and "NotStarted" in ast.unparse(n) for n in node.body)
+}
+
+
+def test_every_exercise_stub_has_an_answer_in_the_same_order():
+    assert len(EXERCISE_STUBS) >= 8
+    assert [n for n in EXERCISE_ANSWERS if n in EXERCISE_STUBS] == list(EXERCISE_STUBS)
+
+
+@pytest.mark.parametrize("name", list(EXERCISE_STUBS))
+def test_each_exercise_stub_keeps_its_answers_signature(name):
+    assert signature(EXERCISE_STUBS[name]) == signature(EXERCISE_ANSWERS[name])
+
+
+@pytest.mark.parametrize("name", list(EXERCISE_STUBS))
+def test_each_exercise_stub_keeps_the_answers_docstring_up_to_its_explanation(name):
+    """The answer's docstring ends with 'What it shows:'; the stub's asks for the student's own words."""
+    answer = ast.get_docstring(EXERCISE_ANSWERS[name], clean=False) or ""
+    stub = ast.get_docstring(EXERCISE_STUBS[name], clean=False) or ""
+    assert stub.split("Explain in your own words")[0].rstrip() == answer.split("What it shows:")[0].rstrip()

@@ -35,7 +35,7 @@ APPROVAL_MIGRATIONS = {
             expires   REAL NOT NULL
         )""",
         # One account. The CHECKs make overspending impossible even for a buggy caller.
-        f"""CREATE TABLE spending_account(
+        """CREATE TABLE spending_account(
             account_id     INTEGER PRIMARY KEY CHECK (account_id = 1),
             limit_cents    INTEGER NOT NULL CHECK (limit_cents >= 0),
             reserved_cents INTEGER NOT NULL DEFAULT 0 CHECK (reserved_cents >= 0),
