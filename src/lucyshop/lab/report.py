@@ -99,15 +99,9 @@ class CannotCheck(Exception):
 # ---------------------------------------------------------------- running things
 
 
-def run_bounded(
-    argv: Sequence[str], *, env: dict[str, str], timeout: float
-) -> tuple[int | None, str]:
-    """Run ``argv`` from the kit's root in its own process group; (exit status or None, output).
-
-    At the deadline the whole group (the suite and anything it started) is killed, so a
-    hung child of a student's code cannot outlive the check.
-    """
-    proc = subprocess.Popen(
+def start_bounded(argv: Sequence[str], *, env: dict[str, str]) -> subprocess.Popen:
+    """Start ``argv`` from the kit's root in its own process group, its output captured."""
+    return subprocess.Popen(
         list(argv),
         cwd=ROOT,
         env=env,
@@ -118,6 +112,14 @@ def run_bounded(
         errors="replace",
         start_new_session=True,
     )
+
+
+def finish_bounded(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str]:
+    """Wait for ``proc`` until the deadline; (exit status or None, output).
+
+    At the deadline, or on any interruption, the whole group (the process and anything it
+    started) is killed, so a hung child of a student's code cannot outlive the check.
+    """
     try:
         output, _ = proc.communicate(timeout=timeout)
         return proc.returncode, output
@@ -129,6 +131,10 @@ def run_bounded(
         _kill_group(proc)
         proc.communicate()
         raise
+
+
+def run_bounded(argv: Sequence[str], *, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+    return finish_bounded(start_bounded(argv, env=env), timeout)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -304,13 +310,16 @@ def without_reference_source(lines: list[str]) -> list[str]:
     return kept
 
 
-def run_checkpoint(path: Path, spec: str, env: dict[str, str], timeout: float) -> bool:
+def start_checkpoint(path: Path, env: dict[str, str]) -> subprocess.Popen:
+    """The checkpoint runs beside the suite: it mostly waits for real leases, so this is nearly free."""
+    return start_bounded([sys.executable, str(CHECKPOINT), "--impl", str(path)], env=env)
+
+
+def report_checkpoint(proc: subprocess.Popen, spec: str, timeout: float) -> bool:
     command = f"python {CHECKPOINT} --impl {shlex.quote(spec)}"
     print()
     print(f"checkpoint: {command}")
-    status, output = run_bounded(
-        [sys.executable, str(CHECKPOINT), "--impl", str(path)], env=env, timeout=timeout
-    )
+    status, output = finish_bounded(proc, timeout)
     lines = without_reference_source(output.rstrip().splitlines())
     for line in lines[-CHECKPOINT_LINES:]:
         print(f"  {line}")
@@ -368,28 +377,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"make check: {shown(path)}, with the reference solutions blocked")
     print()
-    status, output, records = run_suite(path, env, args.timeout)
+    checkpoint = None
+    if not args.no_checkpoint and (ROOT / CHECKPOINT).is_file():
+        checkpoint = start_checkpoint(path, env)
+    try:
+        ok = show_table(path, spec, env, args.timeout)
+        if ok is None:
+            return 2
+        if args.no_checkpoint:
+            return 0 if ok else 1
+        if checkpoint is None:
+            print()
+            print(f"checkpoint: {CHECKPOINT} is not there; skipped")
+            return 0 if ok else 1
+        checkpoint_ok = report_checkpoint(checkpoint, spec, args.checkpoint_timeout)
+        return 0 if ok and checkpoint_ok else 1
+    finally:
+        if checkpoint is not None and checkpoint.poll() is None:
+            _kill_group(checkpoint)
+            checkpoint.communicate()
+
+
+def show_table(path: Path, spec: str, env: dict[str, str], timeout: float) -> bool | None:
+    """Run both suites and print the table; True when every row passes, None when they could not run."""
+    status, output, records = run_suite(path, env, timeout)
     if status is not None and status not in (0, 1):
         last = [line for line in output.strip().splitlines() if line.strip()]
         print(
             f"make check: the learner suite could not run (pytest exit {status}): {last[-1] if last else ''}"
         )
-        return 2
-    rows = build_rows(records, spec, finished=status is not None, timeout=args.timeout)
+        return None
+    rows = build_rows(records, spec, finished=status is not None, timeout=timeout)
     print_table(rows)
     if status is None:
-        print(f"the learner suite was stopped after {args.timeout:g}s")
-    ok = status == 0 and all(row.status == "PASSING" for row in rows)
-
-    if args.no_checkpoint:
-        return 0 if ok else 1
-    if not (ROOT / CHECKPOINT).is_file():
-        print()
-        print(f"checkpoint: {CHECKPOINT} is not there; skipped")
-        return 0 if ok else 1
-    checkpoint_ok = run_checkpoint(path, spec, env, args.checkpoint_timeout)
-    return 0 if ok and checkpoint_ok else 1
+        print(f"the learner suite was stopped after {timeout:g}s")
+    return status == 0 and all(row.status == "PASSING" for row in rows)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
