@@ -46,7 +46,7 @@ test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mut
 	@LEASES_IMPL=solutions $(PY) -m pytest -q
 
 lab: $(VENV)/.dev ## open JupyterLab on the notebooks
-	@$(PY) -m jupyterlab notebooks
+	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.experiment --out evidence/ch13-leases-receipt.json
