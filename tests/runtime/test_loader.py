@@ -157,7 +157,14 @@ def test_not_started_names_the_function_and_the_section_and_is_not_implemented()
     message = str(error)
     assert message.startswith("claim() is not started")
     assert "13b § Claim work in one transaction" in message
-    assert "learner/ch13_leases.py" in message
+    assert message.endswith("line in tests/runtime/test_loader.py")  # the file that raised it
+
+
+def test_a_learner_stub_names_the_learner_file():
+    with pytest.raises(NotStarted) as stub:
+        load_impl("learner").claim(None, "owner")
+    assert stub.value.where == "learner/ch13_leases.py"
+    assert str(stub.value).endswith("line in learner/ch13_leases.py")
 
 
 # ---------------------------------------------------------------- the reference blocker
