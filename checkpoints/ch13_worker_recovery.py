@@ -42,13 +42,20 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lucyshop import approval
 from lucyshop.lab.loader import ReferenceBlocked, block_for, impl_path, load_impl
-from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file, wait_until, write_ready
+from lucyshop.lab.processes import (
+    Children,
+    python_argv,
+    wait_exit,
+    wait_for_file,
+    wait_until,
+    write_ready,
+)
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.supplier import ledger_orders, supplier_process
 
@@ -573,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
                       f"      saw      {failed.seen!r}\n      rerun: {rerun} --case {number}")
                 continue
-            except Exception as error:  # a student's code may raise anything; say where
+            except Exception as error:  # noqa: BLE001 - a student's code may raise anything; say where
                 results[name] = "fail"
                 where = traceback.extract_tb(error.__traceback__)[-1]
                 run.cases[name] = {"result": "fail", "error": f"{type(error).__name__}: {error}"}
@@ -610,7 +617,7 @@ def write_evidence(path: Path, run: Run, outcome: int, argv: list[str] | None) -
     evidence = {
         "schema": 1,
         "command": [sys.executable, *(sys.argv if argv is None else [str(HERE), *argv])],
-        "started_utc": datetime.fromtimestamp(run.started, timezone.utc).isoformat(),
+        "started_utc": datetime.fromtimestamp(run.started, UTC).isoformat(),
         "host": platform.node(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,

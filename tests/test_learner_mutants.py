@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from mutants import MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from learner_support import OPERATOR, VANILLA_CENTS, approved_order, lease, refuses, rows, snapshot, work
+from learner_support import (
+    OPERATOR,
+    VANILLA_CENTS,
+    approved_order,
+    lease,
+    refuses,
+    rows,
+    snapshot,
+    work,
+)
 
 from lucyshop.approval import account, approve, execute, get_order, propose
 

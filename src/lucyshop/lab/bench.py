@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +209,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
               file=sys.stderr)
     return {
         "schema": 1,
-        "measured_utc": datetime.now(timezone.utc).isoformat(),
+        "measured_utc": datetime.now(UTC).isoformat(),
         "command": sys.argv,
         "host": platform.node(),
         "platform": platform.platform(),

@@ -81,7 +81,6 @@ class _ImportBlocker(importlib.abc.MetaPathFinder):
                 f"reference blocked: this process may not import {name!r}; "
                 "the checkpoint runs your own functions, not the solutions"
             )
-        return None
 
 
 _blocked_allow: set[str] | None = None
