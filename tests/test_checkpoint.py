@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from mutants import MUTANTS
+from procs import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
@@ -23,19 +24,6 @@ def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.Co
     env = os.environ | {"TMPDIR": str(tmp)}
     return subprocess.run([sys.executable, str(CHECKPOINT), *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
-
-
-def processes_mentioning(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(f"{entry.name}: {cmdline}")
-    return found
 
 
 @pytest.fixture(scope="module")

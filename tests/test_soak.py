@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from mutants import BY_NAME
+from procs import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 INVARIANTS = (
@@ -37,19 +38,6 @@ def soak(tmp: Path, *args: str, timeout: float = 110) -> tuple[subprocess.Comple
         check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
         env=os.environ | {"TMPDIR": str(tmp)})
     return result, json.loads(report.read_text()) if report.exists() else None
-
-
-def processes_mentioning(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(f"{entry.name}: {cmdline}")
-    return found
 
 
 def no_process_left(tmp: Path) -> None:
