@@ -7,6 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from impls import IMPL_PATH, chapter_of
+
+from lucyshop.lab.loader import ENV, ImplementationError, block_for
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -16,6 +19,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)")
     group.addoption("--block-reference", action="store_true",
                     help="make solutions/ unreadable in this process, except the implementation chosen")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: starts several processes (deselect with -m 'not slow')")
+    try:
+        path = chapter_of(config.getoption("--impl") or os.environ.get(ENV) or "learner")
+    except ImplementationError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[IMPL_PATH] = path
+    if config.getoption("--block-reference"):
+        block_for(path)
 
 
 def descendants(pid: int) -> set[int]:

@@ -32,52 +32,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from impls import EXERCISES, IMPL_PATH
 
-from lucyshop.lab.loader import (
-    ENV,
-    IMPLEMENTATIONS,
-    ROOT,
-    ImplementationError,
-    block_for,
-    impl_path,
-    load_impl,
-)
+from lucyshop.lab.loader import ENV, ROOT, load_impl
 
-CHAPTER = "ch13_leases.py"
-EXERCISES = "exercises.py"
 MODULE = "ch13_exercises"
 EVIDENCE = ROOT / "evidence"
-
-
-def chapter_of(spec: str | os.PathLike) -> Path:
-    """The chapter file that ``spec`` names: ``learner``, ``solutions``, a directory, or a file
-    in one (``exercises.py`` stands for the ``ch13_leases.py`` beside it)."""
-    spec = str(spec)
-    if spec in IMPLEMENTATIONS:
-        return impl_path(spec)
-    path = Path(spec).expanduser().resolve()
-    if path.is_dir():
-        path = path / CHAPTER
-    elif path.name == EXERCISES:
-        path = path.with_name(CHAPTER)
-    return impl_path(path)
-
-
-IMPL_PATH = pytest.StashKey[Path]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "slow: starts several processes (deselect with -m 'not slow')"
-    )
-    spec = config.getoption("--impl") or os.environ.get(ENV) or "learner"
-    try:
-        chapter = chapter_of(spec)
-    except ImplementationError as error:
-        raise pytest.UsageError(str(error)) from None
-    config.stash[IMPL_PATH] = chapter
-    if config.getoption("--block-reference"):
-        block_for(chapter)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

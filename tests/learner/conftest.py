@@ -28,9 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from impls import IMPL_PATH
 
 from lucyshop.approval import SpendingPolicy, approve, propose
-from lucyshop.lab.loader import ENV, ImplementationError, block_for, impl_path, load_impl
+from lucyshop.lab.loader import ENV, load_impl
 
 # The test modules import the helpers below as ``from learner_support import ...``. The name
 # ``conftest`` is shared by every conftest.py and means whichever pytest loaded last, so
@@ -41,24 +42,9 @@ OPERATOR = "lucy"
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 VANILLA_CENTS = 2700
 
-IMPL_PATH = pytest.StashKey[Path]()  # the resolved implementation file, set at configure
 
 # The function each test module is about, where the module name alone does not say it.
 FUNCTION_OF_MODULE = {"test_worker_id": "Claim.worker_id"}
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "slow: starts several processes (deselect with -m 'not slow')"
-    )
-    spec = config.getoption("--impl") or os.environ.get(ENV) or "learner"
-    try:
-        path = impl_path(spec)
-    except ImplementationError as error:
-        raise pytest.UsageError(str(error)) from None
-    config.stash[IMPL_PATH] = path
-    if config.getoption("--block-reference"):
-        block_for(path)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
