@@ -62,7 +62,9 @@ from lucyshop.supplier import ledger_orders, supplier_process
 HERE = Path(__file__).resolve()
 OWNER = "lucy-worker"  # the replacement runs under the same service name: only generations differ
 OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000)
+POLICY = approval.SpendingPolicy(
+    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
+)
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
 ASSIGNMENT = "Order six tubs of vanilla for the weekend"
@@ -92,7 +94,9 @@ class Run:
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def event(self, case: str, what: str, **facts: Any) -> None:
-        self.timeline.append({"t": round(time.time() - self.started, 4), "case": case, "event": what, **facts})
+        self.timeline.append(
+            {"t": round(time.time() - self.started, 4), "case": case, "event": what, **facts}
+        )
 
 
 # ------------------------------------------------------------------ case 0
@@ -100,7 +104,18 @@ class Run:
 
 def case_arithmetic(run: Run, leases: Any) -> dict[str, Any]:
     """Part A on numbers small enough to check by hand."""
-    turns = [0.9, 0.3, 0.5, 1.2, 0.4, 0.7, 2.0, 0.6, 0.8, 1.0]  # sorted: .3 .4 .5 .6 .7 .8 .9 1 1.2 2
+    turns = [
+        0.9,
+        0.3,
+        0.5,
+        1.2,
+        0.4,
+        0.7,
+        2.0,
+        0.6,
+        0.8,
+        1.0,
+    ]  # sorted: .3 .4 .5 .6 .7 .8 .9 1 1.2 2
     expect("percentile(turns, 50)", leases.percentile(turns, 50), 0.7)
     expect("percentile(turns, 90)", leases.percentile(turns, 90), 1.2)
     expect("percentile(turns, 100)", leases.percentile(turns, 100), 2.0)
@@ -113,7 +128,11 @@ def case_arithmetic(run: Run, leases: Any) -> dict[str, Any]:
     expect("fenced(1, 2)", leases.fenced(1, 2), True)
     expect("fenced(2, 2)", leases.fenced(2, 2), False)
     run.event("arithmetic", "checked", detection_delay=delay)
-    return {"p50": leases.percentile(turns, 50), "p90": leases.percentile(turns, 90), "detection_delay": delay}
+    return {
+        "p50": leases.percentile(turns, 50),
+        "p90": leases.percentile(turns, 90),
+        "detection_delay": delay,
+    }
 
 
 # ------------------------------------------------------------------ case 1
@@ -127,28 +146,50 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     t0, ttl = 1_000_000.0, 30.0
     old = leases.claim(db, OWNER, ttl=ttl, now=t0)
     expect("first claim generation", (old.work_id, old.generation), (first, 1))
-    expect("competing claim while the lease is alive", leases.claim(db, "rival", ttl=ttl, now=t0 + 1), None)
+    expect(
+        "competing claim while the lease is alive",
+        leases.claim(db, "rival", ttl=ttl, now=t0 + 1),
+        None,
+    )
     new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 0.001)  # injected: just past expiry
     expect("same owner reacquires expired work", (new.work_id, new.generation), (first, 2))
     refused = {}
     for boundary, write in (
-        ("transcript", lambda: leases.observe(db, old, {"role": "assistant", "text": "stale"}, now=t0 + ttl + 1)),
+        (
+            "transcript",
+            lambda: leases.observe(
+                db, old, {"role": "assistant", "text": "stale"}, now=t0 + ttl + 1
+            ),
+        ),
         ("completion", lambda: leases.finish(db, old, "DONE", {"by": "stale"}, now=t0 + ttl + 1)),
     ):
         refused[boundary] = _refusal(write)
     expect("generation-1 writes refused", refused_at(refused), ["completion", "transcript"])
-    expect("second turn of the session waits", leases.claim(db, "rival", ttl=ttl, now=t0 + ttl + 2), None)
+    expect(
+        "second turn of the session waits",
+        leases.claim(db, "rival", ttl=ttl, now=t0 + ttl + 2),
+        None,
+    )
     leases.observe(db, new, {"role": "assistant", "text": "current"}, now=t0 + ttl + 2)
     leases.finish(db, new, "DONE", {"by": "generation 2"}, now=t0 + ttl + 3)
     nxt = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 4)
     expect("next turn claimed", (nxt.work_id, nxt.generation), (second, 1))
-    generations = [r[0] for r in db.execute("SELECT generation FROM transcript WHERE work_id = ?", (first,))]
+    generations = [
+        r[0] for r in db.execute("SELECT generation FROM transcript WHERE work_id = ?", (first,))
+    ]
     expect("transcript generations of the first turn", generations, [2])
-    outcome = db.execute("SELECT generation, status FROM outcomes WHERE work_id = ?", (first,)).fetchone()
+    outcome = db.execute(
+        "SELECT generation, status FROM outcomes WHERE work_id = ?", (first,)
+    ).fetchone()
     expect("outcome written by generation 2", tuple(outcome), (2, "DONE"))
     run.event("fence", "stale generation refused", **refused)
-    return {"time": "injected with now=", "generations": [old.generation, new.generation],
-            "next_turn_generation": nxt.generation, "refused": refused, "transcript_generations": generations}
+    return {
+        "time": "injected with now=",
+        "generations": [old.generation, new.generation],
+        "next_turn_generation": nxt.generation,
+        "refused": refused,
+        "transcript_generations": generations,
+    }
 
 
 # ------------------------------------------------------------------ cases 2-5: real processes
@@ -168,8 +209,13 @@ def case_killed(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         facts = shop.settled(ready, recovery, before)
         again = leases.recover_once(shop.db, owner=OWNER, supplier=shop.client, policy=POLICY)
         expect("a second recovery", again.status, "IDLE")
-        return facts | {"child_pid": ready["pid"], "exit_status": status, "waited_seconds": waited,
-                        "model_calls": calls, "second_recovery": again.status}
+        return facts | {
+            "child_pid": ready["pid"],
+            "exit_status": status,
+            "waited_seconds": waited,
+            "model_calls": calls,
+            "second_recovery": again.status,
+        }
 
 
 def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
@@ -181,11 +227,14 @@ def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
         stale = shop.release(child, ready)
-        expect("stale writes refused", refused_at(stale),
-               ["completion", "supplier", "transcript"])
+        expect("stale writes refused", refused_at(stale), ["completion", "supplier", "transcript"])
         facts |= shop.unchanged_after_stale(ready)
-        return facts | {"child_pid": ready["pid"], "waited_seconds": waited, "model_calls": calls,
-                        "stale_child_reported": stale}
+        return facts | {
+            "child_pid": ready["pid"],
+            "waited_seconds": waited,
+            "model_calls": calls,
+            "stale_child_reported": stale,
+        }
 
 
 def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
@@ -197,8 +246,13 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     with Shop(run, leases, directory, "paused") as shop, Children() as children:
         child, ready = shop.start_holder(children, "paused")
         child.send_signal(signal.SIGSTOP)
-        expect("holder is stopped", wait_until(lambda: _state(child.pid) == "T", timeout=DEADLINE,
-                                               what="the holder to stop"), True)
+        expect(
+            "holder is stopped",
+            wait_until(
+                lambda: _state(child.pid) == "T", timeout=DEADLINE, what="the holder to stop"
+            ),
+            True,
+        )
         run.event("paused", "holder stopped", pid=child.pid)
         before = approval.account(shop.db)
         waited = shop.wait_for_expiry(ready)
@@ -208,16 +262,29 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         child.send_signal(signal.SIGCONT)
         run.event("paused", "holder continued", pid=child.pid)
         stale = shop.release(child, ready)
-        expect("stale writes refused while the replacement holds the work",
-               refused_at(stale),
-               ["completion", "supplier", "transcript"])
-        expect("supplier ledger after the stale send", len(ledger_orders(shop.supplier.database)), 0)
+        expect(
+            "stale writes refused while the replacement holds the work",
+            refused_at(stale),
+            ["completion", "supplier", "transcript"],
+        )
+        expect(
+            "supplier ledger after the stale send", len(ledger_orders(shop.supplier.database)), 0
+        )
         receipt = approval.execute(shop.db, takeover, ready["order_id"], shop.client, policy=POLICY)
         leases.finish(shop.db, takeover, "DONE", {"receipt": receipt["status"]})
-        run.event("paused", "replacement finished", status=receipt["status"], generation=takeover.generation)
+        run.event(
+            "paused",
+            "replacement finished",
+            status=receipt["status"],
+            generation=takeover.generation,
+        )
         recovery = leases.Recovery("DONE", takeover.work_id, takeover.generation)
         facts = shop.settled(ready, recovery, before)
-        return facts | {"child_pid": ready["pid"], "waited_seconds": waited, "stale_child_reported": stale}
+        return facts | {
+            "child_pid": ready["pid"],
+            "waited_seconds": waited,
+            "stale_child_reported": stale,
+        }
 
 
 def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
@@ -225,8 +292,11 @@ def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     with Shop(run, leases, directory, "post-commit") as shop, Children() as children:
         shop.supplier.set_faults(delay_next=1, delay_seconds=DEADLINE)
         child, ready = shop.start_holder(children, "sending")
-        wait_until(lambda: ledger_orders(shop.supplier.database), timeout=DEADLINE,
-                   what="the supplier to commit the order")
+        wait_until(
+            lambda: ledger_orders(shop.supplier.database),
+            timeout=DEADLINE,
+            what="the supplier to commit the order",
+        )
         run.event("post-commit", "supplier committed; reply held back")
         child.send_signal(signal.SIGKILL)
         status = wait_exit(child, timeout=DEADLINE)
@@ -237,8 +307,13 @@ def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         before = approval.account(shop.db)
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
-        return facts | {"child_pid": ready["pid"], "exit_status": status, "order_after_crash": order,
-                        "waited_seconds": waited, "model_calls": calls}
+        return facts | {
+            "child_pid": ready["pid"],
+            "exit_status": status,
+            "order_after_crash": order,
+            "waited_seconds": waited,
+            "model_calls": calls,
+        }
 
 
 def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
@@ -246,34 +321,68 @@ def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     with Shop(run, leases, directory, "cancel") as shop, Children() as children:
         shop.supplier.set_faults(drop_next=1)  # the first order is committed, its reply lost
         child, ready = shop.start_holder(children, "cancel")
-        sent, unsent = (approval.get_order(shop.db, ready[k]) for k in ("order_id", "second_order_id"))
-        expect("orders before the cancel", (sent["status"], unsent["status"]), ("UNKNOWN", "APPROVED"))
-        cancelled = leases.cancel(shop.db, shop.work_id, actor=OPERATOR, policy=POLICY,
-                                  reason="the customer called to cancel")
+        sent, unsent = (
+            approval.get_order(shop.db, ready[k]) for k in ("order_id", "second_order_id")
+        )
+        expect(
+            "orders before the cancel", (sent["status"], unsent["status"]), ("UNKNOWN", "APPROVED")
+        )
+        cancelled = leases.cancel(
+            shop.db,
+            shop.work_id,
+            actor=OPERATOR,
+            policy=POLICY,
+            reason="the customer called to cancel",
+        )
         run.event("cancel", "operator cancelled", generation=cancelled["generation"])
-        lease = shop.db.execute("SELECT generation FROM assignment_leases WHERE work_id = ?",
-                                (shop.work_id,)).fetchone()[0]
+        lease = shop.db.execute(
+            "SELECT generation FROM assignment_leases WHERE work_id = ?", (shop.work_id,)
+        ).fetchone()[0]
         expect("lease generation advanced by the cancel", lease, ready["generation"] + 1)
-        outcome = shop.db.execute("SELECT status FROM outcomes WHERE work_id = ?", (shop.work_id,)).fetchone()[0]
+        outcome = shop.db.execute(
+            "SELECT status FROM outcomes WHERE work_id = ?", (shop.work_id,)
+        ).fetchone()[0]
         expect("outcome", outcome, "CANCELED")
         after = [approval.get_order(shop.db, o["order_id"])["status"] for o in (sent, unsent)]
         expect("sent order left for reconcile, unsent one revoked", after, ["UNKNOWN", "REVOKED"])
-        expect("reservation kept for the uncertain order", approval.account(shop.db)["reserved_cents"],
-               sent["amount_cents"])
+        expect(
+            "reservation kept for the uncertain order",
+            approval.account(shop.db)["reserved_cents"],
+            sent["amount_cents"],
+        )
         stale = shop.release(child, ready)
-        expect("holder's writes refused after the cancel", refused_at(stale), ["completion", "supplier", "transcript"])
+        expect(
+            "holder's writes refused after the cancel",
+            refused_at(stale),
+            ["completion", "supplier", "transcript"],
+        )
         settled = leases.reconcile(shop.db, shop.client)
         run.event("cancel", "reconciled", orders=[(r["operation"], r["after"]) for r in settled])
-        expect("reconcile settles the sent order", [(r["operation"], r["after"]) for r in settled],
-               [(sent["operation"], "ACCEPTED")])
+        expect(
+            "reconcile settles the sent order",
+            [(r["operation"], r["after"]) for r in settled],
+            [(sent["operation"], "ACCEPTED")],
+        )
         ledger = [row["operation"] for row in ledger_orders(shop.supplier.database)]
         expect("supplier ledger", ledger, [sent["operation"]])
         money = approval.account(shop.db)
-        expect("money after reconcile", (money["reserved_cents"], money["spent_cents"]), (0, sent["amount_cents"]))
-        return {"child_pid": ready["pid"], "generations": [ready["generation"], lease], "outcome": outcome,
-                "orders_after_cancel": after, "reconciled": settled, "ledger_count": len(ledger),
-                "ledger_operations": ledger, "stale_child_reported": stale,
-                "reserved_cents": money["reserved_cents"], "spent_cents": money["spent_cents"]}
+        expect(
+            "money after reconcile",
+            (money["reserved_cents"], money["spent_cents"]),
+            (0, sent["amount_cents"]),
+        )
+        return {
+            "child_pid": ready["pid"],
+            "generations": [ready["generation"], lease],
+            "outcome": outcome,
+            "orders_after_cancel": after,
+            "reconciled": settled,
+            "ledger_count": len(ledger),
+            "ledger_operations": ledger,
+            "stale_child_reported": stale,
+            "reserved_cents": money["reserved_cents"],
+            "spent_cents": money["spent_cents"],
+        }
 
 
 class Shop:
@@ -298,16 +407,35 @@ class Shop:
     def start_holder(self, children: Children, mode: str) -> tuple[Any, dict[str, Any]]:
         """Start a worker child; return it once its ready record says it holds approved work."""
         ready_file = self.directory / "ready.json"
-        argv = python_argv(str(HERE), "--child", mode, "--shop", str(self.directory / "shop.db"),
-                           "--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity,
-                           "--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout),
-                           "--dir", str(self.directory))
+        argv = python_argv(
+            str(HERE),
+            "--child",
+            mode,
+            "--shop",
+            str(self.directory / "shop.db"),
+            "--endpoint",
+            self.supplier.endpoint,
+            "--identity",
+            self.supplier.identity,
+            "--lease",
+            str(self.run.lease),
+            "--timeout",
+            str(self.run.client_timeout),
+            "--dir",
+            str(self.directory),
+        )
         env = os.environ | {"LEASES_IMPL": str(self.run.impl)}
         with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
             child = children.spawn(argv, env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.directory / "child.err")
-        self.run.event(self.case, "holder ready", pid=ready["pid"], generation=ready["generation"],
-                       operation=ready["operation"], lease_expires=ready["expires"])
+        self.run.event(
+            self.case,
+            "holder ready",
+            pid=ready["pid"],
+            generation=ready["generation"],
+            operation=ready["operation"],
+            lease_expires=ready["expires"],
+        )
         expect("holder's generation", ready["generation"], 1)
         return child, ready
 
@@ -319,8 +447,11 @@ class Shop:
     def wait_for_expiry(self, ready: dict[str, Any]) -> float:
         """Sleep until the holder's lease has really run out; return the seconds waited."""
         start = time.time()
-        wait_until(lambda: time.time() > ready["expires"], timeout=self.run.lease + DEADLINE,
-                   what="the holder's lease to expire")
+        wait_until(
+            lambda: time.time() > ready["expires"],
+            timeout=self.run.lease + DEADLINE,
+            what="the holder's lease to expire",
+        )
         waited = round(time.time() - start, 3)
         self.run.event(self.case, "lease expired", waited_seconds=waited)
         return waited
@@ -332,33 +463,55 @@ class Shop:
             self.db.backup(copy)  # the records as the replacement found them, for the status report
         copy.close()
         with refused_models() as guard:
-            recovery = self.leases.recover_once(self.db, owner=OWNER, supplier=self.client, policy=POLICY)
-        self.run.event(self.case, "replacement finished", status=recovery.status,
-                       generation=recovery.generation, model_calls=guard.calls)
+            recovery = self.leases.recover_once(
+                self.db, owner=OWNER, supplier=self.client, policy=POLICY
+            )
+        self.run.event(
+            self.case,
+            "replacement finished",
+            status=recovery.status,
+            generation=recovery.generation,
+            model_calls=guard.calls,
+        )
         expect("recovery", (recovery.status, recovery.generation), ("DONE", 2))
         expect("model calls during recovery", guard.calls, 0)
         return recovery, waited, guard.calls
 
-    def settled(self, ready: dict[str, Any], recovery: Any, before: dict[str, int]) -> dict[str, Any]:
+    def settled(
+        self, ready: dict[str, Any], recovery: Any, before: dict[str, int]
+    ) -> dict[str, Any]:
         """Read both databases back: one order at the supplier, the money moved, no transcript."""
         ledger = ledger_orders(self.supplier.database)  # the supplier's own file, not our records
         operations = [row["operation"] for row in ledger]
         expect("supplier ledger operations", operations, [ready["operation"]])
         after = approval.account(self.db)
         amount = approval.get_order(self.db, ready["order_id"])["amount_cents"]
-        expect("reserved before -> after", (before["reserved_cents"], after["reserved_cents"]), (amount, 0))
+        expect(
+            "reserved before -> after",
+            (before["reserved_cents"], after["reserved_cents"]),
+            (amount, 0),
+        )
         expect("spent after", after["spent_cents"] - before["spent_cents"], amount)
-        work = self.db.execute("SELECT state FROM work WHERE work_id = ?", (self.work_id,)).fetchone()[0]
-        outcome = self.db.execute("SELECT generation, status FROM outcomes WHERE work_id = ?",
-                                  (self.work_id,)).fetchone()
+        work = self.db.execute(
+            "SELECT state FROM work WHERE work_id = ?", (self.work_id,)
+        ).fetchone()[0]
+        outcome = self.db.execute(
+            "SELECT generation, status FROM outcomes WHERE work_id = ?", (self.work_id,)
+        ).fetchone()
         transcript = self.db.execute("SELECT count(*) FROM transcript").fetchone()[0]
         expect("work state", work, "finished")
         expect("outcome", tuple(outcome), (2, "DONE"))
         expect("transcript rows", transcript, 0)
-        return {"generations": [ready["generation"], recovery.generation], "work_state": work,
-                "outcome": outcome["status"], "ledger_count": len(ledger), "ledger_operations": operations,
-                "reserved_cents": [before["reserved_cents"], after["reserved_cents"]],
-                "spent_cents": [before["spent_cents"], after["spent_cents"]], "transcript_rows": transcript}
+        return {
+            "generations": [ready["generation"], recovery.generation],
+            "work_state": work,
+            "outcome": outcome["status"],
+            "ledger_count": len(ledger),
+            "ledger_operations": operations,
+            "reserved_cents": [before["reserved_cents"], after["reserved_cents"]],
+            "spent_cents": [before["spent_cents"], after["spent_cents"]],
+            "transcript_rows": transcript,
+        }
 
     def release(self, child: Any, ready: dict[str, Any]) -> dict[str, str]:
         """Let a still-living holder go on; return what it reports of its three writes."""
@@ -371,11 +524,15 @@ class Shop:
     def unchanged_after_stale(self, ready: dict[str, Any]) -> dict[str, Any]:
         ledger = ledger_orders(self.supplier.database)
         expect("supplier ledger after the stale writes", len(ledger), 1)
-        outcome = self.db.execute("SELECT generation, status FROM outcomes WHERE work_id = ?",
-                                  (self.work_id,)).fetchone()
+        outcome = self.db.execute(
+            "SELECT generation, status FROM outcomes WHERE work_id = ?", (self.work_id,)
+        ).fetchone()
         expect("outcome after the stale writes", tuple(outcome), (2, "DONE"))
-        expect("transcript rows after the stale writes",
-               self.db.execute("SELECT count(*) FROM transcript").fetchone()[0], 0)
+        expect(
+            "transcript rows after the stale writes",
+            self.db.execute("SELECT count(*) FROM transcript").fetchone()[0],
+            0,
+        )
         return {"ledger_count_after_stale": len(ledger)}
 
 
@@ -398,16 +555,29 @@ def child_main(args: argparse.Namespace) -> int:
         held = leases.claim(db, OWNER, ttl=args.lease)
         client = supplier_client(args)
         order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
-        approval.approve(db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
+        approval.approve(
+            db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+        )
         pending = order
         if args.child == "cancel":
             approval.execute(db, held, order["order_id"], client, policy=POLICY)
             pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
-            approval.approve(db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY)
-        write_ready(directory / "ready.json", {
-            "pid": os.getpid(), "work_id": held.work_id, "generation": held.generation,
-            "worker_id": held.worker_id, "expires": held.expires, "order_id": order["order_id"],
-            "operation": order["operation"], "second_order_id": pending["order_id"]})
+            approval.approve(
+                db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY
+            )
+        write_ready(
+            directory / "ready.json",
+            {
+                "pid": os.getpid(),
+                "work_id": held.work_id,
+                "generation": held.generation,
+                "worker_id": held.worker_id,
+                "expires": held.expires,
+                "order_id": order["order_id"],
+                "operation": order["operation"],
+                "second_order_id": pending["order_id"],
+            },
+        )
         if args.child == "sending":
             approval.execute(db, held, order["order_id"], client, policy=POLICY)
         if args.child in ("killed", "sending"):
@@ -415,15 +585,24 @@ def child_main(args: argparse.Namespace) -> int:
             return 1
         wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
         report = {
-            "transcript": _refusal(lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})),
+            "transcript": _refusal(
+                lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})
+            ),
             "completion": _refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
-            "supplier": _refusal(lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)),
+            "supplier": _refusal(
+                lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)
+            ),
         }
-        write_ready(directory / "stale.json", {k: v or "ACCEPTED: the write went through" for k, v in report.items()})
+        write_ready(
+            directory / "stale.json",
+            {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
+        )
         return 0
     except NotStarted as stub:
-        write_ready(directory / "ready.json", {"not_started": stub.function, "section": stub.section,
-                                              "where": stub.where})
+        write_ready(
+            directory / "ready.json",
+            {"not_started": stub.function, "section": stub.section, "where": stub.where},
+        )
         return 3
     except ReferenceBlocked as blocked:
         write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
@@ -524,8 +703,12 @@ def summary(name: str, facts: dict[str, Any]) -> str:
     if "waited_seconds" in facts:
         parts.append(f"waited {facts['waited_seconds']:.2f}s")
     if "orders_after_cancel" in facts:
-        parts.append("orders " + "/".join(facts["orders_after_cancel"]) + " after cancel, reconciled "
-                     + "/".join(r["after"] for r in facts["reconciled"]))
+        parts.append(
+            "orders "
+            + "/".join(facts["orders_after_cancel"])
+            + " after cancel, reconciled "
+            + "/".join(r["after"] for r in facts["reconciled"])
+        )
     if "p50" in facts:
         parts.append(f"p50 {facts['p50']} p90 {facts['p90']} delay {facts['detection_delay']:.3f}")
     return ", ".join(parts)
@@ -535,9 +718,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--impl", default=os.environ.get("LEASES_IMPL", "learner"))
     parser.add_argument("--evidence", type=Path)
-    parser.add_argument("--lease", type=float, default=2.0, help="real lease in seconds (default 2)")
+    parser.add_argument(
+        "--lease", type=float, default=2.0, help="real lease in seconds (default 2)"
+    )
     parser.add_argument("--case", type=int, action="append", choices=sorted(CASES))
-    parser.add_argument("--keep", type=Path, help="keep each case's shop and ledger under this directory")
+    parser.add_argument(
+        "--keep", type=Path, help="keep each case's shop and ledger under this directory"
+    )
     for name in ("--child", "--shop", "--endpoint", "--identity", "--dir"):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
@@ -557,7 +744,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rerun = f"python checkpoints/ch13_worker_recovery.py --impl {shlex.quote(str(args.impl))}"
     results: dict[str, str] = {}
-    print(f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)")
+    print(
+        f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)"
+    )
     for number in sorted(set(args.case or CASES)):
         name, case = CASES[number]
         with case_directory(args.keep, number) as tmp:
@@ -575,25 +764,35 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             except CheckFailed as failed:
                 results[name] = "fail"
-                run.cases[name] = {"result": "fail", "check": failed.check,
-                                   "expected": repr(failed.expected), "seen": repr(failed.seen)}
-                print(f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
-                      f"      saw      {failed.seen!r}\n      rerun: {rerun} --case {number}")
+                run.cases[name] = {
+                    "result": "fail",
+                    "check": failed.check,
+                    "expected": repr(failed.expected),
+                    "seen": repr(failed.seen),
+                }
+                print(
+                    f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
+                    f"      saw      {failed.seen!r}\n      rerun: {rerun} --case {number}"
+                )
                 continue
             except Exception as error:  # noqa: BLE001 - a student's code may raise anything; say where
                 results[name] = "fail"
                 where = traceback.extract_tb(error.__traceback__)[-1]
                 run.cases[name] = {"result": "fail", "error": f"{type(error).__name__}: {error}"}
-                print(f"FAIL  {number} {name}: {type(error).__name__}: {error}\n"
-                      f"      at {where.filename}:{where.lineno}\n      rerun: {rerun} --case {number}")
+                print(
+                    f"FAIL  {number} {name}: {type(error).__name__}: {error}\n"
+                    f"      at {where.filename}:{where.lineno}\n      rerun: {rerun} --case {number}"
+                )
                 continue
         results[name] = "pass"
         run.cases[name] = {"result": "pass"} | facts
         print(f"PASS  {number} {name}: {summary(name, facts)}")
     outcome = 1 if "fail" in results.values() else 3 if "not started" in results.values() else 0
-    print({0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome]
-          + f" ({sum(v == 'pass' for v in results.values())}/{len(results)} cases, "
-          f"{time.time() - run.started:.1f}s)")
+    print(
+        {0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome]
+        + f" ({sum(v == 'pass' for v in results.values())}/{len(results)} cases, "
+        f"{time.time() - run.started:.1f}s)"
+    )
     if args.evidence:
         write_evidence(args.evidence, run, outcome, argv)
         print(f"evidence: {args.evidence}")

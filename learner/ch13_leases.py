@@ -134,7 +134,9 @@ def enqueue(queue: WorkQueue, source_id: str, session_id: str, text: str) -> int
     raise NotStarted("enqueue", "13b § Admit the assignments")
 
 
-def claim(db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None) -> Claim | None:
+def claim(
+    db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None
+) -> Claim | None:
     """Take the oldest eligible work item in one immediate transaction, or return None.
 
     Eligible: pending work, or running work whose lease has expired (its holder is dead or
@@ -165,7 +167,9 @@ def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | N
     raise NotStarted("observe", "13b § Fence the transcript")
 
 
-def finish(db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None) -> None:
+def finish(
+    db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None
+) -> None:
     """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
 
     One transaction: the holder check, the outcome row at the writer's generation, and the
@@ -186,7 +190,12 @@ class Recovery:
 
 
 def recover_once(
-    db: sqlite3.Connection, *, owner: str, supplier: Supplier, policy: SpendingPolicy, ttl: float = 30
+    db: sqlite3.Connection,
+    *,
+    owner: str,
+    supplier: Supplier,
+    policy: SpendingPolicy,
+    ttl: float = 30,
 ) -> Recovery:
     """Take over one expired or pending item and continue it from the records alone.
 
@@ -209,7 +218,13 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
 
 
 def cancel(
-    db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str, now: float | None = None
+    db: sqlite3.Connection,
+    work_id: int,
+    *,
+    actor: str,
+    policy: SpendingPolicy,
+    reason: str,
+    now: float | None = None,
 ) -> dict:
     """The operator's controlled path to stop work, in one transaction.
 

@@ -176,6 +176,7 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
 
 # ================================================================ Exercise 5
 
+
 def renew(
     db: sqlite3.Connection,
     held: Any,

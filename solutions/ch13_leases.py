@@ -96,11 +96,16 @@ def fenced(writer_generation: int, current_generation: int) -> bool:
     Generations only grow; a writer *ahead* of the current generation means the records are
     corrupt, so that is a ValueError rather than an answer.
     """
-    for name, value in (("writer_generation", writer_generation), ("current_generation", current_generation)):
+    for name, value in (
+        ("writer_generation", writer_generation),
+        ("current_generation", current_generation),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} is a whole number from 1: {value!r}")
     if writer_generation > current_generation:
-        raise ValueError(f"generation {writer_generation} is ahead of the current {current_generation}")
+        raise ValueError(
+            f"generation {writer_generation} is ahead of the current {current_generation}"
+        )
     return writer_generation < current_generation
 
 
@@ -162,10 +167,14 @@ def enqueue(queue: WorkQueue, source_id: str, session_id: str, text: str) -> int
     admission = queue.admit(source_id, session_id, text)
     if admission.status in ("accepted", "duplicate"):
         return admission.work_id
-    raise ValueError(f"work {source_id!r} was not admitted ({admission.status}): {admission.reason}")
+    raise ValueError(
+        f"work {source_id!r} was not admitted ({admission.status}): {admission.reason}"
+    )
 
 
-def claim(db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None) -> Claim | None:
+def claim(
+    db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None
+) -> Claim | None:
     """Take the oldest eligible work item in one immediate transaction, or return None.
 
     Eligible: pending work, or running work whose lease has expired (its holder is dead or
@@ -192,7 +201,9 @@ def claim(db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | N
         ).fetchone()
         if row is None:
             return None
-        held = Claim(row["work_id"], row["session_id"], row["text"], owner, row["generation"] + 1, now + ttl)
+        held = Claim(
+            row["work_id"], row["session_id"], row["text"], owner, row["generation"] + 1, now + ttl
+        )
         db.execute(
             "UPDATE work SET state = 'running', worker_id = ? WHERE work_id = ?",
             (held.worker_id, held.work_id),
@@ -254,7 +265,9 @@ def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | N
         return int(cursor.lastrowid)
 
 
-def finish(db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None) -> None:
+def finish(
+    db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None
+) -> None:
     """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
 
     One transaction: the holder check, the outcome row at the writer's generation, and the
@@ -284,7 +297,12 @@ class Recovery:
 
 
 def recover_once(
-    db: sqlite3.Connection, *, owner: str, supplier: Supplier, policy: SpendingPolicy, ttl: float = 30
+    db: sqlite3.Connection,
+    *,
+    owner: str,
+    supplier: Supplier,
+    policy: SpendingPolicy,
+    ttl: float = 30,
 ) -> Recovery:
     """Take over one expired or pending item and continue it from the records alone.
 
@@ -308,10 +326,17 @@ def recover_once(
     settled = [o for o in orders if o["status"] in CONCLUSIVE]
     if not settled:
         problems.append("no approved order to continue: the next step needs a person")
-    problems += [f"order {o['order_id']} is {o['status']}" for o in orders if o["status"] in UNCERTAIN]
+    problems += [
+        f"order {o['order_id']} is {o['status']}" for o in orders if o["status"] in UNCERTAIN
+    ]
     status = "BLOCKED" if problems else "DONE"
     reason = "; ".join(problems)
-    finish(db, held, status, {"orders": [(o["operation"], o["status"]) for o in orders], "reason": reason})
+    finish(
+        db,
+        held,
+        status,
+        {"orders": [(o["operation"], o["status"]) for o in orders], "reason": reason},
+    )
     return Recovery(status, held.work_id, held.generation, tuple(receipts), reason)
 
 
@@ -330,14 +355,22 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     ).fetchall()
     report = []
     for row in rows:
-        entry = {"order_id": row["order_id"], "operation": row["operation"], "before": row["status"]}
+        entry = {
+            "order_id": row["order_id"],
+            "operation": row["operation"],
+            "before": row["status"],
+        }
         try:
             found = supplier.lookup(row["operation"])
         except ConnectionError as error:
-            report.append(entry | {"after": row["status"], "note": f"supplier unavailable: {error}"})
+            report.append(
+                entry | {"after": row["status"], "note": f"supplier unavailable: {error}"}
+            )
             continue
         if found is None:
-            report.append(entry | {"after": row["status"], "note": "the supplier never saw this operation"})
+            report.append(
+                entry | {"after": row["status"], "note": "the supplier never saw this operation"}
+            )
             continue
         settled = record_receipt(db, row["order_id"], found)
         report.append(entry | {"after": settled["status"], "note": "settled by lookup"})
@@ -345,7 +378,13 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
 
 
 def cancel(
-    db: sqlite3.Connection, work_id: int, *, actor: str, policy: SpendingPolicy, reason: str, now: float | None = None
+    db: sqlite3.Connection,
+    work_id: int,
+    *,
+    actor: str,
+    policy: SpendingPolicy,
+    reason: str,
+    now: float | None = None,
 ) -> dict:
     """The operator's controlled path to stop work, in one transaction.
 
@@ -385,7 +424,10 @@ def cancel(
         )
         if row["state"] == "pending":
             db.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (work_id,))
-        db.execute("UPDATE work SET state = 'finished', worker_id = ? WHERE work_id = ?", (authority, work_id))
+        db.execute(
+            "UPDATE work SET state = 'finished', worker_id = ? WHERE work_id = ?",
+            (authority, work_id),
+        )
         unsent = db.execute(
             "SELECT order_id, operation, status, amount_cents FROM assistant_orders"
             " WHERE work_id = ? AND status IN ('DRAFT', 'APPROVED') ORDER BY order_id",
@@ -398,12 +440,20 @@ def cancel(
             " WHERE work_id = ? AND status IN ('DRAFT', 'APPROVED')",
             (actor, now, work_id),
         )
-        uncertain = [r["operation"] for r in db.execute(
-            "SELECT operation FROM assistant_orders WHERE work_id = ? AND status IN ('SENDING', 'UNKNOWN')",
-            (work_id,),
-        )]
-        result = {"actor": actor, "reason": reason, "revoked": [o["operation"] for o in unsent],
-                  "released_cents": released, "left_for_reconcile": uncertain}
+        uncertain = [
+            r["operation"]
+            for r in db.execute(
+                "SELECT operation FROM assistant_orders WHERE work_id = ? AND status IN ('SENDING', 'UNKNOWN')",
+                (work_id,),
+            )
+        ]
+        result = {
+            "actor": actor,
+            "reason": reason,
+            "revoked": [o["operation"] for o in unsent],
+            "released_cents": released,
+            "left_for_reconcile": uncertain,
+        }
         db.execute(
             "INSERT INTO outcomes(work_id, generation, status, result) VALUES (?, ?, 'CANCELED', ?)",
             (work_id, generation, _json(result, "result")),
@@ -422,18 +472,30 @@ def _durations(values: Iterable[float]) -> list[float]:
 
 
 def _seconds(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"{name} must be a finite number of seconds >= 0: {value!r}")
     return float(value)
 
 
 def _check_owner(owner: Any) -> None:
     if not isinstance(owner, str) or not owner.strip() or "#" in owner or len(owner) > 100:
-        raise ValueError(f"owner must be a non-empty label of at most 100 characters without '#': {owner!r}")
+        raise ValueError(
+            f"owner must be a non-empty label of at most 100 characters without '#': {owner!r}"
+        )
 
 
 def _ttl(ttl: Any) -> float:
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL:
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, (int, float))
+        or not math.isfinite(ttl)
+        or not 0 < ttl <= MAX_TTL
+    ):
         raise ValueError(f"ttl must be finite, above 0 and at most {MAX_TTL:g} seconds: {ttl!r}")
     return float(ttl)
 

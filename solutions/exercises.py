@@ -685,6 +685,7 @@ def _spending_worker(
 
 # ================================================================ Exercise 5
 
+
 def renew(
     db: sqlite3.Connection,
     held: Any,

@@ -15,14 +15,22 @@ from lucyshop.lab.loader import ENV, ImplementationError, block_for
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Options of the learner and exercise suites (here, so both can be collected in one run)."""
     group = parser.getgroup("chapter 13")
-    group.addoption("--impl", default=None,
-                    help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)")
-    group.addoption("--block-reference", action="store_true",
-                    help="make solutions/ unreadable in this process, except the implementation chosen")
+    group.addoption(
+        "--impl",
+        default=None,
+        help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)",
+    )
+    group.addoption(
+        "--block-reference",
+        action="store_true",
+        help="make solutions/ unreadable in this process, except the implementation chosen",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: starts several processes (deselect with -m 'not slow')")
+    config.addinivalue_line(
+        "markers", "slow: starts several processes (deselect with -m 'not slow')"
+    )
     try:
         path = chapter_of(config.getoption("--impl") or os.environ.get(ENV) or "learner")
     except ImplementationError as error:

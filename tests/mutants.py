@@ -18,7 +18,9 @@ class Mutant:
     name: str
     old: str
     new: str
-    checkpoint_case: str | None = None  # the checkpoint case that must fail, if the checkpoint must catch it
+    checkpoint_case: str | None = (
+        None  # the checkpoint case that must fail, if the checkpoint must catch it
+    )
     needs_contention: bool = False  # only the multi-process contention test can see it
 
     def source(self) -> str:
@@ -38,35 +40,89 @@ class Mutant:
 MUTANTS = [
     Mutant("assert_current_state", '    if row["state"] != "running":\n', "    if False:\n"),
     Mutant("assert_current_identity", "    if holder != held.owner:\n", "    if False:\n"),
-    Mutant("assert_current_generation", '    if row["generation"] != held.generation:\n', "    if False:\n",
-           checkpoint_case="fence"),
+    Mutant(
+        "assert_current_generation",
+        '    if row["generation"] != held.generation:\n',
+        "    if False:\n",
+        checkpoint_case="fence",
+    ),
     Mutant("assert_current_expiry", '    if row["expires"] <= now:\n', "    if False:\n"),
-    Mutant("claim_generation_increment", 'row["generation"] + 1, now + ttl)', 'max(row["generation"], 1), now + ttl)',
-           checkpoint_case="fence"),
-    Mutant("claim_session_clause", "                  AND NOT EXISTS (", "                  AND 1 OR NOT EXISTS (",
-           checkpoint_case="fence"),
-    Mutant("claim_expiry_clause", "(w.state = 'running' AND l.expires <= :now)", "w.state = 'running'",
-           checkpoint_case="killed holder"),
-    Mutant("observe_fence", "        assert_current(db, held, now)\n        cursor = db.execute(",
-           "        cursor = db.execute(", checkpoint_case="live stale holder"),
-    Mutant("finish_fence", "        assert_current(db, held, now)\n        db.execute(\n            \"INSERT INTO outcomes",
-           "        db.execute(\n            \"INSERT INTO outcomes", checkpoint_case="live stale holder"),
-    Mutant("worker_id_without_generation", 'return f"{self.owner}#{self.generation}"', "return self.owner",
-           checkpoint_case="paused holder"),
-    Mutant("percentile_rank_off_by_one", "return ordered[rank - 1]", "return ordered[min(rank, len(ordered) - 1)]",
-           checkpoint_case="arithmetic"),
-    Mutant("false_expiry_at_or_above", "if turn > lease)", "if turn >= lease)", checkpoint_case="arithmetic"),
-    Mutant("percentile_rank_truncated", "math.ceil(q * len(ordered) / 100))", "int(q * len(ordered) / 100))"),
+    Mutant(
+        "claim_generation_increment",
+        'row["generation"] + 1, now + ttl)',
+        'max(row["generation"], 1), now + ttl)',
+        checkpoint_case="fence",
+    ),
+    Mutant(
+        "claim_session_clause",
+        "                  AND NOT EXISTS (",
+        "                  AND 1 OR NOT EXISTS (",
+        checkpoint_case="fence",
+    ),
+    Mutant(
+        "claim_expiry_clause",
+        "(w.state = 'running' AND l.expires <= :now)",
+        "w.state = 'running'",
+        checkpoint_case="killed holder",
+    ),
+    Mutant(
+        "observe_fence",
+        "        assert_current(db, held, now)\n        cursor = db.execute(",
+        "        cursor = db.execute(",
+        checkpoint_case="live stale holder",
+    ),
+    Mutant(
+        "finish_fence",
+        '        assert_current(db, held, now)\n        db.execute(\n            "INSERT INTO outcomes',
+        '        db.execute(\n            "INSERT INTO outcomes',
+        checkpoint_case="live stale holder",
+    ),
+    Mutant(
+        "worker_id_without_generation",
+        'return f"{self.owner}#{self.generation}"',
+        "return self.owner",
+        checkpoint_case="paused holder",
+    ),
+    Mutant(
+        "percentile_rank_off_by_one",
+        "return ordered[rank - 1]",
+        "return ordered[min(rank, len(ordered) - 1)]",
+        checkpoint_case="arithmetic",
+    ),
+    Mutant(
+        "false_expiry_at_or_above",
+        "if turn > lease)",
+        "if turn >= lease)",
+        checkpoint_case="arithmetic",
+    ),
+    Mutant(
+        "percentile_rank_truncated",
+        "math.ceil(q * len(ordered) / 100))",
+        "int(q * len(ordered) / 100))",
+    ),
     # Each statement of the claim in its own autocommit transaction: two processes can both
     # read the same item as eligible.
-    Mutant("claim_not_in_one_transaction",
-           "    now = _clock(now)\n    with immediate(db):\n        # Oldest first",
-           "    now = _clock(now)\n    if True:\n        # Oldest first", needs_contention=True),
-    Mutant("detection_scan_sign", "return lease - turn / 2 + scan / 2", "return lease - turn / 2 - scan / 2",
-           checkpoint_case="arithmetic"),
+    Mutant(
+        "claim_not_in_one_transaction",
+        "    now = _clock(now)\n    with immediate(db):\n        # Oldest first",
+        "    now = _clock(now)\n    if True:\n        # Oldest first",
+        needs_contention=True,
+    ),
+    Mutant(
+        "detection_scan_sign",
+        "return lease - turn / 2 + scan / 2",
+        "return lease - turn / 2 - scan / 2",
+        checkpoint_case="arithmetic",
+    ),
 ]
 
-MUTANTS.append(Mutant("cancel_generation", '        generation = row["generation"] + 1\n',
-                      '        generation = row["generation"]\n', checkpoint_case="cancel"))
+MUTANTS.append(
+    Mutant(
+        "cancel_generation",
+        '        generation = row["generation"] + 1\n',
+        '        generation = row["generation"]\n',
+        checkpoint_case="cancel",
+    )
+)
 
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}

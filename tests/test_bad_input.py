@@ -38,10 +38,19 @@ from lucyshop.supplier import (
 )
 
 OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000)
+POLICY = approval.SpendingPolicy(
+    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
+)
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 LEASES = load_impl("solutions")
-TABLES = ("work", "assignment_leases", "transcript", "outcomes", "assistant_orders", "spending_account")
+TABLES = (
+    "work",
+    "assignment_leases",
+    "transcript",
+    "outcomes",
+    "assistant_orders",
+    "spending_account",
+)
 
 
 # ------------------------------------------------------------------ the world each row runs in
@@ -61,7 +70,10 @@ class World:
     hanging: str  # endpoint of a server that accepts and never answers
 
     def read_back(self) -> dict[str, Any]:
-        rows = {t: [tuple(r) for r in self.db.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in TABLES}
+        rows = {
+            t: [tuple(r) for r in self.db.execute(f"SELECT * FROM {t} ORDER BY rowid")]
+            for t in TABLES
+        }
         return rows | {"ledger": ledger_orders(self.supplier.database)}
 
 
@@ -121,7 +133,9 @@ def world(tmp_path, supplier, garbage, hanging) -> Iterator[World]:
     pending = LEASES.enqueue(queue, "bad-3", "session-c", "order more next week")
     held = LEASES.claim(db, "ann", ttl=600)
     order = approval.propose(db, held, supplier=supplier.identity, proposal=VANILLA)
-    order = approval.approve(db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
+    order = approval.approve(
+        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+    )
     done = LEASES.claim(db, "bob", ttl=600)
     LEASES.finish(db, done, "DONE", {"said": "hello"})
     assert (held.work_id, done.work_id) == (first, finished)
@@ -138,7 +152,9 @@ class HTTPRefusal(Exception):
     """A status of 400 or more from the supplier, as an exception so the table reads one way."""
 
 
-def raw(endpoint: str, method: str, path: str, body: bytes | None = None, *, length: int | None = None) -> Any:
+def raw(
+    endpoint: str, method: str, path: str, body: bytes | None = None, *, length: int | None = None
+) -> Any:
     """One hand-built request; ``length`` announces a body that is never sent (only the headers go)."""
     parts = urlsplit(endpoint)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
@@ -205,7 +221,9 @@ def unchanged_modules(call: Callable[[], Any]) -> Any:
 
 def broken_learner(w: World) -> Any:
     path = w.tmp / "broken_ch13_leases.py"
-    path.write_text('"""A learner file with a typo."""\n\ndef claim(db, owner, *, ttl=90, now=None:\n    pass\n')
+    path.write_text(
+        '"""A learner file with a typo."""\n\ndef claim(db, owner, *, ttl=90, now=None:\n    pass\n'
+    )
     return unchanged_modules(lambda: load_impl(path))
 
 
@@ -215,12 +233,17 @@ def order_left_unknown(before: dict[str, Any], after: dict[str, Any], w: World) 
     status, updated = columns.index("status"), columns.index("updated")
     (row_before,), (row_after,) = before["assistant_orders"], after["assistant_orders"]
     assert (row_before[status], row_after[status]) == ("APPROVED", "UNKNOWN")
-    assert approval.account(w.db) == {"limit_cents": 100_000, "reserved_cents": 2700, "spent_cents": 0}
+    assert approval.account(w.db) == {
+        "limit_cents": 100_000,
+        "reserved_cents": 2700,
+        "spent_cents": 0,
+    }
     same = list(row_after)
     same[status], same[updated] = row_before[status], row_before[updated]
     assert tuple(same) == row_before
-    assert {k: v for k, v in after.items() if k != "assistant_orders"} == \
-        {k: v for k, v in before.items() if k != "assistant_orders"}
+    assert {k: v for k, v in after.items() if k != "assistant_orders"} == {
+        k: v for k, v in before.items() if k != "assistant_orders"
+    }
 
 
 def execute_against(endpoint_of: Callable[[World], str], timeout: float) -> Callable[[World], Any]:
@@ -229,12 +252,16 @@ def execute_against(endpoint_of: Callable[[World], str], timeout: float) -> Call
     execute catches the client's SupplierUnavailable itself (an unanswered send may still have
     reached the supplier), so this row's answer is a receipt, not an exception.
     """
+
     def act(w: World) -> Any:
         client = SupplierClient(endpoint_of(w), identity=w.supplier.identity, timeout=timeout)
-        receipt = within(timeout * 2 + 1, lambda: approval.execute(
-            w.db, w.held, w.order["order_id"], client, policy=POLICY))
+        receipt = within(
+            timeout * 2 + 1,
+            lambda: approval.execute(w.db, w.held, w.order["order_id"], client, policy=POLICY),
+        )
         assert receipt["status"] == "UNKNOWN", receipt
         return receipt
+
     return act
 
 
@@ -245,9 +272,13 @@ def execute_against(endpoint_of: Callable[[World], str], timeout: float) -> Call
 class Bad:
     id: str
     act: Callable[[World], Any]
-    error: type[BaseException] | None  # None: the call returns, and ``fragment`` is in what it returned
+    error: (
+        type[BaseException] | None
+    )  # None: the call returns, and ``fragment`` is in what it returned
     fragment: str
-    changed: Callable[[dict, dict, World], None] | None = None  # the only change allowed; default none
+    changed: Callable[[dict, dict, World], None] | None = (
+        None  # the only change allowed; default none
+    )
 
 
 def claim_as(owner: Any) -> Callable[[World], Any]:
@@ -274,79 +305,209 @@ TABLE = [
     Bad("owner-int", claim_as(5), ValueError, "owner must be"),
     Bad("owner-none", claim_as(None), ValueError, "owner must be"),
     # leases
-    *(Bad(f"ttl-{name}", claim_for(ttl), ValueError, "ttl must be finite, above 0 and at most 3600")
-      for name, ttl in (("nan", float("nan")), ("inf", float("inf")), ("minus-inf", float("-inf")),
-                        ("zero", 0), ("negative", -1), ("3601", 3601), ("bool", True), ("string", "10"))),
+    *(
+        Bad(
+            f"ttl-{name}",
+            claim_for(ttl),
+            ValueError,
+            "ttl must be finite, above 0 and at most 3600",
+        )
+        for name, ttl in (
+            ("nan", float("nan")),
+            ("inf", float("inf")),
+            ("minus-inf", float("-inf")),
+            ("zero", 0),
+            ("negative", -1),
+            ("3601", 3601),
+            ("bool", True),
+            ("string", "10"),
+        )
+    ),
     # transcript messages
-    Bad("message-nan", lambda w: LEASES.observe(w.db, w.held, {"x": float("nan")}), ValueError, "must be JSON"),
+    Bad(
+        "message-nan",
+        lambda w: LEASES.observe(w.db, w.held, {"x": float("nan")}),
+        ValueError,
+        "must be JSON",
+    ),
     Bad("message-set", lambda w: LEASES.observe(w.db, w.held, {1, 2}), ValueError, "must be JSON"),
-    Bad("message-object", lambda w: LEASES.observe(w.db, w.held, object()), ValueError, "must be JSON"),
+    Bad(
+        "message-object",
+        lambda w: LEASES.observe(w.db, w.held, object()),
+        ValueError,
+        "must be JSON",
+    ),
     # outcome statuses
-    *(Bad(f"status-{name}", finish_as(status), ValueError, "status is one of DONE, BLOCKED, CANCELED")
-      for name, status in (("lowercase-done", "done"), ("empty", ""), ("none", None))),
+    *(
+        Bad(
+            f"status-{name}",
+            finish_as(status),
+            ValueError,
+            "status is one of DONE, BLOCKED, CANCELED",
+        )
+        for name, status in (("lowercase-done", "done"), ("empty", ""), ("none", None))
+    ),
     # proposals: the shop and the supplier share one validator
-    *(Bad(f"proposal-{name}", propose_this(bad), ValueError, fragment)
-      for name, bad, fragment in (
-          ("missing-field", proposal(unit_cents=...), "exactly the fields"),
-          ("extra-field", proposal(note="rush"), "exactly the fields"),
-          ("quantity-0", proposal(quantity=0), "quantity must be a whole number from 1 to 1000"),
-          ("quantity-1001", proposal(quantity=1001), "quantity must be a whole number from 1 to 1000"),
-          ("quantity-bool", proposal(quantity=True), "quantity must be"),
-          ("sku-capitals", proposal(sku="Vanilla-Tub"), "sku must be lower-case"))),
+    *(
+        Bad(f"proposal-{name}", propose_this(bad), ValueError, fragment)
+        for name, bad, fragment in (
+            ("missing-field", proposal(unit_cents=...), "exactly the fields"),
+            ("extra-field", proposal(note="rush"), "exactly the fields"),
+            ("quantity-0", proposal(quantity=0), "quantity must be a whole number from 1 to 1000"),
+            (
+                "quantity-1001",
+                proposal(quantity=1001),
+                "quantity must be a whole number from 1 to 1000",
+            ),
+            ("quantity-bool", proposal(quantity=True), "quantity must be"),
+            ("sku-capitals", proposal(sku="Vanilla-Tub"), "sku must be lower-case"),
+        )
+    ),
     # operation ids, refused by the client before anything is sent ...
-    Bad("client-operation-empty", lambda w: w.supplier.client().lookup(""), ValueError, "an operation id is"),
-    Bad("client-operation-spaces", lambda w: w.supplier.client().order("two words", VANILLA), ValueError,
-        "an operation id is"),
-    Bad("client-operation-129-chars", lambda w: w.supplier.client().lookup("a" * 129), ValueError,
-        "an operation id is"),
+    Bad(
+        "client-operation-empty",
+        lambda w: w.supplier.client().lookup(""),
+        ValueError,
+        "an operation id is",
+    ),
+    Bad(
+        "client-operation-spaces",
+        lambda w: w.supplier.client().order("two words", VANILLA),
+        ValueError,
+        "an operation id is",
+    ),
+    Bad(
+        "client-operation-129-chars",
+        lambda w: w.supplier.client().lookup("a" * 129),
+        ValueError,
+        "an operation id is",
+    ),
     # ... and by the server when a client sends them anyway
-    Bad("server-operation-empty", lambda w: raw(w.supplier.endpoint, "POST", "/orders/",
-                                                json.dumps(VANILLA).encode()), HTTPRefusal, "400: an operation id"),
-    Bad("server-operation-spaces", lambda w: raw(w.supplier.endpoint, "GET", "/orders/two%20words"),
-        HTTPRefusal, "400: an operation id"),
-    Bad("server-operation-129-chars", lambda w: raw(w.supplier.endpoint, "POST", "/orders/" + "a" * 129,
-                                                    json.dumps(VANILLA).encode()), HTTPRefusal, "400: an operation id"),
+    Bad(
+        "server-operation-empty",
+        lambda w: raw(w.supplier.endpoint, "POST", "/orders/", json.dumps(VANILLA).encode()),
+        HTTPRefusal,
+        "400: an operation id",
+    ),
+    Bad(
+        "server-operation-spaces",
+        lambda w: raw(w.supplier.endpoint, "GET", "/orders/two%20words"),
+        HTTPRefusal,
+        "400: an operation id",
+    ),
+    Bad(
+        "server-operation-129-chars",
+        lambda w: raw(
+            w.supplier.endpoint, "POST", "/orders/" + "a" * 129, json.dumps(VANILLA).encode()
+        ),
+        HTTPRefusal,
+        "400: an operation id",
+    ),
     # bodies
-    Bad("body-oversized", lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-big",
-                                        length=MAX_BODY_BYTES + 1),
-        HTTPRefusal, f"413: the body is {MAX_BODY_BYTES + 1} bytes; the limit is {MAX_BODY_BYTES}"),
-    Bad("body-malformed-json", lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-bad", b'{"sku": "vanil'),
-        HTTPRefusal, "400: the body is not JSON"),
-    Bad("body-not-a-proposal", lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-list", b"[1, 2]"),
-        HTTPRefusal, "400: a proposal must be a JSON object"),
+    Bad(
+        "body-oversized",
+        lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-big", length=MAX_BODY_BYTES + 1),
+        HTTPRefusal,
+        f"413: the body is {MAX_BODY_BYTES + 1} bytes; the limit is {MAX_BODY_BYTES}",
+    ),
+    Bad(
+        "body-malformed-json",
+        lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-bad", b'{"sku": "vanil'),
+        HTTPRefusal,
+        "400: the body is not JSON",
+    ),
+    Bad(
+        "body-not-a-proposal",
+        lambda w: raw(w.supplier.endpoint, "POST", "/orders/op-list", b"[1, 2]"),
+        HTTPRefusal,
+        "400: a proposal must be a JSON object",
+    ),
     # suppliers that answer garbage, or nothing
-    Bad("supplier-garbage-order", lambda w: SupplierClient(w.garbage, identity="dairy", timeout=2).order(
-        "op-garbage", VANILLA), SupplierUnavailable, "garbage reply"),
-    Bad("supplier-garbage-execute", execute_against(lambda w: w.garbage, 2.0), None,
-        "the supplier did not confirm the order", changed=order_left_unknown),
-    Bad("supplier-hangs-lookup", lambda w: within(1.0, lambda: SupplierClient(
-        w.hanging, identity="dairy", timeout=0.3).lookup("op-hang")), SupplierUnavailable, "timed out"),
-    Bad("supplier-hangs-execute", execute_against(lambda w: w.hanging, 0.3), None,
-        "the supplier did not confirm the order", changed=order_left_unknown),
+    Bad(
+        "supplier-garbage-order",
+        lambda w: SupplierClient(w.garbage, identity="dairy", timeout=2).order(
+            "op-garbage", VANILLA
+        ),
+        SupplierUnavailable,
+        "garbage reply",
+    ),
+    Bad(
+        "supplier-garbage-execute",
+        execute_against(lambda w: w.garbage, 2.0),
+        None,
+        "the supplier did not confirm the order",
+        changed=order_left_unknown,
+    ),
+    Bad(
+        "supplier-hangs-lookup",
+        lambda w: within(
+            1.0, lambda: SupplierClient(w.hanging, identity="dairy", timeout=0.3).lookup("op-hang")
+        ),
+        SupplierUnavailable,
+        "timed out",
+    ),
+    Bad(
+        "supplier-hangs-execute",
+        execute_against(lambda w: w.hanging, 0.3),
+        None,
+        "the supplier did not confirm the order",
+        changed=order_left_unknown,
+    ),
     # the database itself
-    Bad("database-locked-claim", lambda w: locked(w, lambda db: LEASES.claim(db, "carol", ttl=30)),
-        sqlite3.OperationalError, "database is locked"),
-    Bad("database-locked-observe", lambda w: locked(w, lambda db: LEASES.observe(db, w.held, {"text": "hi"})),
-        sqlite3.OperationalError, "database is locked"),
+    Bad(
+        "database-locked-claim",
+        lambda w: locked(w, lambda db: LEASES.claim(db, "carol", ttl=30)),
+        sqlite3.OperationalError,
+        "database is locked",
+    ),
+    Bad(
+        "database-locked-observe",
+        lambda w: locked(w, lambda db: LEASES.observe(db, w.held, {"text": "hi"})),
+        sqlite3.OperationalError,
+        "database is locked",
+    ),
     Bad("database-corrupt-file", corrupt, sqlite3.DatabaseError, "file is not a database"),
     # choosing an implementation
-    Bad("impl-unknown-path", lambda w: unchanged_modules(lambda: load_impl(w.tmp / "no_such_file.py")),
-        ImplementationError, "no implementation at"),
-    Bad("impl-unknown-name", lambda w: unchanged_modules(lambda: load_impl("solution")),
-        ImplementationError, "use 'learner', 'solutions' or the path"),
+    Bad(
+        "impl-unknown-path",
+        lambda w: unchanged_modules(lambda: load_impl(w.tmp / "no_such_file.py")),
+        ImplementationError,
+        "no implementation at",
+    ),
+    Bad(
+        "impl-unknown-name",
+        lambda w: unchanged_modules(lambda: load_impl("solution")),
+        ImplementationError,
+        "use 'learner', 'solutions' or the path",
+    ),
     Bad("impl-syntax-error", broken_learner, ImplementationError, "does not compile: line 3"),
     # cancel: only an operator, only real, unfinished work
-    Bad("cancel-by-non-operator", lambda w: LEASES.cancel(w.db, w.held.work_id, actor="ann", policy=POLICY,
-                                                          reason="changed my mind"),
-        PermissionError, "'ann' is not an operator"),
-    Bad("cancel-unknown-work", lambda w: LEASES.cancel(w.db, 999, actor=OPERATOR, policy=POLICY, reason="typo"),
-        PermissionError, "there is no work 999"),
-    Bad("cancel-finished-work", lambda w: LEASES.cancel(w.db, w.finished, actor=OPERATOR, policy=POLICY,
-                                                        reason="too late"),
-        PermissionError, "is already finished"),
-    Bad("cancel-without-reason", lambda w: LEASES.cancel(w.db, w.pending, actor=OPERATOR, policy=POLICY,
-                                                         reason="  "),
-        ValueError, "a cancellation needs a reason"),
+    Bad(
+        "cancel-by-non-operator",
+        lambda w: LEASES.cancel(
+            w.db, w.held.work_id, actor="ann", policy=POLICY, reason="changed my mind"
+        ),
+        PermissionError,
+        "'ann' is not an operator",
+    ),
+    Bad(
+        "cancel-unknown-work",
+        lambda w: LEASES.cancel(w.db, 999, actor=OPERATOR, policy=POLICY, reason="typo"),
+        PermissionError,
+        "there is no work 999",
+    ),
+    Bad(
+        "cancel-finished-work",
+        lambda w: LEASES.cancel(w.db, w.finished, actor=OPERATOR, policy=POLICY, reason="too late"),
+        PermissionError,
+        "is already finished",
+    ),
+    Bad(
+        "cancel-without-reason",
+        lambda w: LEASES.cancel(w.db, w.pending, actor=OPERATOR, policy=POLICY, reason="  "),
+        ValueError,
+        "a cancellation needs a reason",
+    ),
 ]
 
 

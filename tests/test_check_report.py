@@ -60,7 +60,9 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback():
     rows = statuses(result.stdout)
     assert {f: s for f, (s, _m) in rows.items()} == dict.fromkeys(ROWS, "NOT STARTED")
     for function, (_status, message) in rows.items():
-        assert message.startswith(("read notebook 13a § ", "read notebook 13b § ", "read notebook 13c § ")), (
+        assert message.startswith(
+            ("read notebook 13a § ", "read notebook 13b § ", "read notebook 13c § ")
+        ), (
             function,
             message,
         )
@@ -77,9 +79,13 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback():
 def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path):
     source = SOLUTIONS.read_text(encoding="utf-8")
     assert source.count(BREAK[0]) == 1
-    broken = tmp_path / "ch13_leases.py"  # with the reference's answers beside it, as a student's would be
+    broken = (
+        tmp_path / "ch13_leases.py"
+    )  # with the reference's answers beside it, as a student's would be
     broken.write_text(source.replace(*BREAK), encoding="utf-8")
-    (tmp_path / "exercises.py").write_text((ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8")
+    (tmp_path / "exercises.py").write_text(
+        (ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8"
+    )
 
     result = report("--impl", str(broken), "--no-checkpoint")
 

@@ -16,14 +16,28 @@ from procs import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
-CASES = {"arithmetic": 0, "fence": 1, "killed holder": 2, "live stale holder": 3, "paused holder": 4,
-         "crash after remote acceptance": 5, "cancel": 6}
+CASES = {
+    "arithmetic": 0,
+    "fence": 1,
+    "killed holder": 2,
+    "live stale holder": 3,
+    "paused holder": 4,
+    "crash after remote acceptance": 5,
+    "cancel": 6,
+}
 
 
 def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     env = os.environ | {"TMPDIR": str(tmp)}
-    return subprocess.run([sys.executable, str(CHECKPOINT), *args], check=False, capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(CHECKPOINT), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +51,9 @@ def reference_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
 def test_reference_passes_every_case(reference_run):
     result, evidence = reference_run
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == ["PASS"] * 7
+    assert [
+        line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
+    ] == ["PASS"] * 7
     assert evidence["exit_status"] == 0
     assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
 
@@ -45,7 +61,9 @@ def test_reference_passes_every_case(reference_run):
 def test_killed_holder_evidence_is_what_was_observed(reference_run):
     _, evidence = reference_run
     killed = evidence["cases"]["killed holder"]
-    ready = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "holder ready")
+    ready = next(
+        e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "holder ready"
+    )
     assert killed["exit_status"] == -signal.SIGKILL
     assert killed["child_pid"] == ready["pid"] and killed["child_pid"] != os.getpid()
     assert killed["generations"] == [1, 2]
@@ -56,8 +74,14 @@ def test_killed_holder_evidence_is_what_was_observed(reference_run):
     assert killed["second_recovery"] == "IDLE"
     # The wait was real: the lease ran out on the wall clock, not by rewriting time.
     assert killed["waited_seconds"] > 0
-    expired = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "lease expired")
-    replaced = next(e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "replacement finished")
+    expired = next(
+        e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "lease expired"
+    )
+    replaced = next(
+        e
+        for e in evidence["timeline"]
+        if e["case"] == "killed" and e["event"] == "replacement finished"
+    )
     assert ready["t"] < expired["t"] <= replaced["t"]
     assert expired["t"] - ready["t"] >= evidence["lease_seconds"] * 0.5
 
@@ -70,8 +94,13 @@ def test_stale_holders_report_their_own_refusals(reference_run):
         for boundary, report in case["stale_child_reported"].items():
             assert report.startswith("PermissionError"), (name, boundary, report)
         assert case["ledger_count"] == 1
-    assert "superseded by generation 2" in evidence["cases"]["paused holder"]["stale_child_reported"]["transcript"]
-    assert "finished" in evidence["cases"]["live stale holder"]["stale_child_reported"]["transcript"]
+    assert (
+        "superseded by generation 2"
+        in evidence["cases"]["paused holder"]["stale_child_reported"]["transcript"]
+    )
+    assert (
+        "finished" in evidence["cases"]["live stale holder"]["stale_child_reported"]["transcript"]
+    )
 
 
 def test_post_commit_crash_is_settled_by_lookup(reference_run):
@@ -101,11 +130,18 @@ def test_untouched_stubs_exit_3_naming_the_first_stub(tmp_path):
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.checkpoint_case], ids=lambda m: m.name)
 def test_checkpoint_catches_mutant(mutant, tmp_path):
-    result = run_checkpoint("--impl", str(mutant.write(tmp_path)), "--case", str(CASES[mutant.checkpoint_case]),
-                            tmp=tmp_path)
+    result = run_checkpoint(
+        "--impl",
+        str(mutant.write(tmp_path)),
+        "--case",
+        str(CASES[mutant.checkpoint_case]),
+        tmp=tmp_path,
+    )
     assert result.returncode == 1, result.stdout
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
-    assert any(line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case for line in failed), failed
+    assert any(
+        line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case for line in failed
+    ), failed
     assert "rerun: python checkpoints/ch13_worker_recovery.py" in result.stdout
 
 
@@ -121,11 +157,15 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
     """The cheat only happens in worker children: the blocker is in place there too."""
     source = (ROOT / "solutions" / "ch13_leases.py").read_text()
     cheat = tmp_path / "child_cheat.py"
-    cheat.write_text(source.replace(
-        "    _check_owner(owner)\n",
-        "    if '--child' in __import__('sys').argv:\n"
-        f"        __import__('runpy').run_path({str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
-        "    _check_owner(owner)\n", 1))
+    cheat.write_text(
+        source.replace(
+            "    _check_owner(owner)\n",
+            "    if '--child' in __import__('sys').argv:\n"
+            f"        __import__('runpy').run_path({str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
+            "    _check_owner(owner)\n",
+            1,
+        )
+    )
     result = run_checkpoint("--impl", str(cheat), "--case", "2", tmp=tmp_path)
     assert result.returncode == 1
     assert "FAIL  2 killed holder: reference blocked" in result.stdout
@@ -137,8 +177,13 @@ def test_no_process_survives_a_run_or_an_interrupt(tmp_path):
     assert result.returncode == 0, result.stdout
     assert processes_mentioning(marker) == []
     env = os.environ | {"TMPDIR": marker}
-    proc = subprocess.Popen([sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", "3"],
-                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", "3"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(processes_mentioning(marker)) < 2:
         time.sleep(0.05)  # until the supplier and the worker child are both up

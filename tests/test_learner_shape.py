@@ -182,7 +182,8 @@ def test_the_report_lists_every_function_in_file_order():
 EXERCISE_LEARNER = functions(parse(ROOT / "learner" / "exercises.py"))
 EXERCISE_ANSWERS = functions(parse(ROOT / "solutions" / "exercises.py"))
 EXERCISE_STUBS = {  # the learner's exercise functions that are stubs (the rest is given code)
-    name: node for name, node in EXERCISE_LEARNER.items()
+    name: node
+    for name, node in EXERCISE_LEARNER.items()
     if any(isinstance(n, ast.Raise) and "NotStarted" in ast.unparse(n) for n in node.body)
 }
 
@@ -202,4 +203,7 @@ def test_each_exercise_stub_keeps_the_answers_docstring_up_to_its_explanation(na
     """The answer's docstring ends with 'What it shows:'; the stub's asks for the student's own words."""
     answer = ast.get_docstring(EXERCISE_ANSWERS[name], clean=False) or ""
     stub = ast.get_docstring(EXERCISE_STUBS[name], clean=False) or ""
-    assert stub.split("Explain in your own words")[0].rstrip() == answer.split("What it shows:")[0].rstrip()
+    assert (
+        stub.split("Explain in your own words")[0].rstrip()
+        == answer.split("What it shows:")[0].rstrip()
+    )

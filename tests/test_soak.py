@@ -30,13 +30,20 @@ INVARIANTS = (
 )
 
 
-def soak(tmp: Path, *args: str, timeout: float = 110) -> tuple[subprocess.CompletedProcess, dict | None]:
+def soak(
+    tmp: Path, *args: str, timeout: float = 110
+) -> tuple[subprocess.CompletedProcess, dict | None]:
     """Run the soak as its own process, its run directory under ``tmp``; return it and its JSON report."""
     report = tmp / "report.json"
     result = subprocess.run(
         [sys.executable, "-m", "lucyshop.lab.soak", *args, "--report", str(report)],
-        check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-        env=os.environ | {"TMPDIR": str(tmp)})
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=os.environ | {"TMPDIR": str(tmp)},
+    )
     return result, json.loads(report.read_text()) if report.exists() else None
 
 
@@ -61,7 +68,9 @@ def test_short_soak_passes_every_invariant(short_soak):
     assert [v["invariant"] for v in report["verdicts"]] == list(INVARIANTS)
     assert all(v["ok"] for v in report["verdicts"])
     lines = result.stdout.splitlines()
-    assert [line.split("  ")[0] for line in lines if line[:4] in ("PASS", "FAIL")] == ["PASS"] * len(INVARIANTS)
+    assert [line.split("  ")[0] for line in lines if line[:4] in ("PASS", "FAIL")] == [
+        "PASS"
+    ] * len(INVARIANTS)
     assert "soak passed" in result.stdout
     no_process_left(tmp)
 
@@ -69,7 +78,9 @@ def test_short_soak_passes_every_invariant(short_soak):
 def test_short_soak_really_killed_paused_and_refused(short_soak):
     _, result, report = short_soak
     assert report["kills"] > 0 and report["pauses"] > 0 and report["resumes"] == report["pauses"]
-    assert report["kills"] - report["workers"] <= report["restarts"] <= report["kills"]  # a restart may be due at the end
+    assert (
+        report["kills"] - report["workers"] <= report["restarts"] <= report["kills"]
+    )  # a restart may be due at the end
     assert report["takeovers"] > 0
     assert report["stale_writes_refused"] > 0
     # one order per assignment, each once; only what the drain found unstarted has none
@@ -78,13 +89,29 @@ def test_short_soak_really_killed_paused_and_refused(short_soak):
     # the printed report carries the same figures and a command that reruns exactly this run
     assert re.search(rf"kills {report['kills']}, pauses {report['pauses']}\b", result.stdout)
     assert f"stale writes refused {report['stale_writes_refused']} " in result.stdout
-    assert "rerun: python -m lucyshop.lab.soak --seconds 20 --seed 13 --impl solutions" in result.stdout
+    assert (
+        "rerun: python -m lucyshop.lab.soak --seconds 20 --seed 13 --impl solutions"
+        in result.stdout
+    )
 
 
 def test_soak_fails_the_reference_without_the_finish_fence(tmp_path):
     mutant = BY_NAME["finish_fence"].write(tmp_path)
-    result, report = soak(tmp_path, "--seconds", "10", "--seed", "2", "--items", "40", "--impl", str(mutant),
-                          "--chaos-every", "0.5", "--pause-share", "0.7")
+    result, report = soak(
+        tmp_path,
+        "--seconds",
+        "10",
+        "--seed",
+        "2",
+        "--items",
+        "40",
+        "--impl",
+        str(mutant),
+        "--chaos-every",
+        "0.5",
+        "--pause-share",
+        "0.7",
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL  ")]
     assert failed, result.stdout

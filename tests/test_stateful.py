@@ -48,9 +48,14 @@ POLICY = SpendingPolicy(frozenset({"lucy"}), total_cents=10_000, automatic_order
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # fsyncs are free there
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.text(max_size=12)
     | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 ttls = st.sampled_from([0.5, 1.0, 30.0, 90.0, 3600.0]) | st.floats(min_value=0.001, max_value=200.0)
@@ -118,8 +123,12 @@ class LeaseMachine(RuleBasedStateMachine):
     def current(self, held: Any) -> bool:
         """May ``held`` write now? Running, its owner, its generation, its lease unexpired."""
         item = self.items[held.work_id]
-        return (item.state == "running" and item.owner == held.owner
-                and item.generation == held.generation and item.expires > self.now)
+        return (
+            item.state == "running"
+            and item.owner == held.owner
+            and item.generation == held.generation
+            and item.expires > self.now
+        )
 
     def next_claim(self, now: float) -> int | None:
         """Oldest pending or expired item, skipping a session with another live holder."""
@@ -127,8 +136,13 @@ class LeaseMachine(RuleBasedStateMachine):
             item = self.items[work_id]
             if not (item.state == "pending" or (item.state == "running" and item.expires <= now)):
                 continue
-            if any(o.session == item.session and other != work_id and o.state == "running"
-                   and o.expires > now for other, o in self.items.items()):
+            if any(
+                o.session == item.session
+                and other != work_id
+                and o.state == "running"
+                and o.expires > now
+                for other, o in self.items.items()
+            ):
                 continue
             return work_id
         return None
@@ -180,7 +194,9 @@ class LeaseMachine(RuleBasedStateMachine):
 
     def take(self, owner: str, ttl: float):
         expected = self.next_claim(self.now)
-        _, held = self.attempt("claim", lambda: self.leases.claim(self.db, owner, ttl=ttl, now=self.now))
+        _, held = self.attempt(
+            "claim", lambda: self.leases.claim(self.db, owner, ttl=ttl, now=self.now)
+        )
         if expected is None:
             expect("claim with nothing eligible", held, None)
             return multiple()
@@ -189,10 +205,18 @@ class LeaseMachine(RuleBasedStateMachine):
         item = self.items[expected]
         expect("claimed work id", held.work_id, expected)
         expect("claimed generation", held.generation, item.generation + 1)
-        expect("claim (owner, session, text, expires)", (held.owner, held.session_id, held.text, held.expires),
-               (owner, item.session, item.text, self.now + ttl))
+        expect(
+            "claim (owner, session, text, expires)",
+            (held.owner, held.session_id, held.text, held.expires),
+            (owner, item.session, item.text, self.now + ttl),
+        )
         expect("worker_id", held.worker_id, f"{owner}#{item.generation + 1}")
-        item.state, item.generation, item.owner, item.expires = "running", held.generation, owner, held.expires
+        item.state, item.generation, item.owner, item.expires = (
+            "running",
+            held.generation,
+            owner,
+            held.expires,
+        )
         return held
 
     @rule(dt=steps)
@@ -208,13 +232,20 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(held=claims)
     def assert_current(self, held: Any) -> None:
         allowed = self.current(held)
-        self.judge("assert_current", allowed, self.attempt(
-            "assert_current", lambda: self.leases.assert_current(self.db, held, self.now)))
+        self.judge(
+            "assert_current",
+            allowed,
+            self.attempt(
+                "assert_current", lambda: self.leases.assert_current(self.db, held, self.now)
+            ),
+        )
 
     @rule(held=claims, message=json_values)
     def observe(self, held: Any, message: Any) -> None:
         allowed = self.current(held)
-        outcome = self.attempt("observe", lambda: self.leases.observe(self.db, held, message, now=self.now))
+        outcome = self.attempt(
+            "observe", lambda: self.leases.observe(self.db, held, message, now=self.now)
+        )
         self.judge("observe", allowed, outcome)
         if allowed:
             self.transcript.append((held.work_id, held.generation, message))
@@ -222,7 +253,9 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(held=claims, status=st.sampled_from(["DONE", "BLOCKED", "CANCELED"]), result=json_values)
     def finish(self, held: Any, status: str, result: Any) -> None:
         allowed = self.current(held)
-        outcome = self.attempt("finish", lambda: self.leases.finish(self.db, held, status, result, now=self.now))
+        outcome = self.attempt(
+            "finish", lambda: self.leases.finish(self.db, held, status, result, now=self.now)
+        )
         self.judge("finish", allowed, outcome)
         if allowed:
             self.items[held.work_id].state = "finished"
@@ -231,19 +264,30 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule()
     def recover_once(self) -> None:
         """Real time: to the wall clock every injected lease ran out long ago."""
-        assert self.now + 3600 < time.time()  # the premise of modelling it as a claim at the end of time
+        assert (
+            self.now + 3600 < time.time()
+        )  # the premise of modelling it as a claim at the end of time
         expected = self.next_claim(float("inf"))
-        _, recovery = self.attempt("recover_once", lambda: self.leases.recover_once(
-            self.db, owner=RESCUER, supplier=self.supplier, policy=POLICY))
+        _, recovery = self.attempt(
+            "recover_once",
+            lambda: self.leases.recover_once(
+                self.db, owner=RESCUER, supplier=self.supplier, policy=POLICY
+            ),
+        )
         expect("supplier calls during recovery (there are no orders)", self.supplier.calls, [])
         if expected is None:
             expect("recover_once with nothing eligible", recovery.status, "IDLE")
             return
         item = self.items[expected]
-        expect("recovery (status, work, generation)", (recovery.status, recovery.work_id, recovery.generation),
-               ("BLOCKED", expected, item.generation + 1))
+        expect(
+            "recovery (status, work, generation)",
+            (recovery.status, recovery.work_id, recovery.generation),
+            ("BLOCKED", expected, item.generation + 1),
+        )
         item.state, item.generation, item.owner = "finished", item.generation + 1, RESCUER
-        row = self.db.execute("SELECT result FROM outcomes WHERE work_id = ?", (expected,)).fetchone()
+        row = self.db.execute(
+            "SELECT result FROM outcomes WHERE work_id = ?", (expected,)
+        ).fetchone()
         result = json.loads(row[0]) if row is not None else None
         self.outcomes[expected] = (item.generation, "BLOCKED", result)
         expect("recovery says why it blocked", "no approved order" in str(result), True)
@@ -255,22 +299,45 @@ class LeaseMachine(RuleBasedStateMachine):
         db = self.db
         states = {r[0]: r[1] for r in db.execute("SELECT work_id, state FROM work")}
         expect("work states", states, {w: i.state for w, i in self.items.items()})
-        leases = {r[0]: (r[1], r[2]) for r in db.execute(
-            "SELECT work_id, generation, worker_id FROM assignment_leases")}
-        expect("lease rows (generation, worker_id)", leases,
-               {w: (i.generation, f"{i.owner}#{i.generation}") for w, i in self.items.items() if i.generation})
-        holders = {r[0]: r[1] for r in db.execute("SELECT work_id, worker_id FROM work WHERE state != 'pending'")}
+        leases = {
+            r[0]: (r[1], r[2])
+            for r in db.execute("SELECT work_id, generation, worker_id FROM assignment_leases")
+        }
+        expect(
+            "lease rows (generation, worker_id)",
+            leases,
+            {
+                w: (i.generation, f"{i.owner}#{i.generation}")
+                for w, i in self.items.items()
+                if i.generation
+            },
+        )
+        holders = {
+            r[0]: r[1]
+            for r in db.execute("SELECT work_id, worker_id FROM work WHERE state != 'pending'")
+        }
         expect("work rows name their lease's holder", holders, {w: v[1] for w, v in leases.items()})
-        running = {r[0]: r[1] for r in db.execute(
-            "SELECT l.work_id, l.expires FROM assignment_leases l JOIN work w USING (work_id)"
-            " WHERE w.state = 'running'")}
-        expect("running leases expire when claimed", running,
-               {w: i.expires for w, i in self.items.items() if i.state == "running"})
-        transcript = [(r[0], r[1], json.loads(r[2])) for r in db.execute(
-            "SELECT work_id, generation, message FROM transcript ORDER BY seq")]
+        running = {
+            r[0]: r[1]
+            for r in db.execute(
+                "SELECT l.work_id, l.expires FROM assignment_leases l JOIN work w USING (work_id)"
+                " WHERE w.state = 'running'"
+            )
+        }
+        expect(
+            "running leases expire when claimed",
+            running,
+            {w: i.expires for w, i in self.items.items() if i.state == "running"},
+        )
+        transcript = [
+            (r[0], r[1], json.loads(r[2]))
+            for r in db.execute("SELECT work_id, generation, message FROM transcript ORDER BY seq")
+        ]
         expect("transcript rows", transcript, self.transcript)
-        outcomes = {r[0]: (r[1], r[2], json.loads(r[3])) for r in db.execute(
-            "SELECT work_id, generation, status, result FROM outcomes")}
+        outcomes = {
+            r[0]: (r[1], r[2], json.loads(r[3]))
+            for r in db.execute("SELECT work_id, generation, status, result FROM outcomes")
+        }
         expect("outcome rows", outcomes, self.outcomes)
 
 
@@ -279,24 +346,48 @@ def machine_for(leases: Any) -> type[LeaseMachine]:
 
 
 def test_reference_agrees_with_the_model_of_who_may_write_when():
-    run_state_machine_as_test(machine_for(load_impl("solutions")), settings=settings(
-        max_examples=200, stateful_step_count=60, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        machine_for(load_impl("solutions")),
+        settings=settings(
+            max_examples=200,
+            stateful_step_count=60,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 # assert_current_identity is left out on purpose: with generations that grow on every claim, no
 # sequence of these calls gives two owners one generation, so that check is a second line that
 # only ``cancel`` (not modelled here) exercises.
-CAUGHT = ("assert_current_state", "assert_current_generation", "assert_current_expiry",
-          "claim_generation_increment", "claim_session_clause", "claim_expiry_clause",
-          "observe_fence", "finish_fence", "worker_id_without_generation")
+CAUGHT = (
+    "assert_current_state",
+    "assert_current_generation",
+    "assert_current_expiry",
+    "claim_generation_increment",
+    "claim_session_clause",
+    "claim_expiry_clause",
+    "observe_fence",
+    "finish_fence",
+    "worker_id_without_generation",
+)
 
 
 @pytest.mark.parametrize("name", CAUGHT)
 def test_the_model_catches_a_mutant(name, tmp_path):
     machine = machine_for(load_impl(BY_NAME[name].write(tmp_path)))
     with pytest.raises(ModelMismatch):
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=300, stateful_step_count=40, deadline=None, database=None,
-            phases=[Phase.generate], report_multiple_bugs=False, print_blob=False,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=300,
+                stateful_step_count=40,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                report_multiple_bugs=False,
+                print_blob=False,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )

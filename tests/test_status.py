@@ -58,13 +58,21 @@ class Scripted:
     def order(self, operation, proposal):
         if not self.accept:
             raise ConnectionError("the reply was lost")
-        return {"operation": operation, "status": "ACCEPTED", "supplier": "dairy", "order_number": 1,
-                "amount_cents": 2700, "reason": None}
+        return {
+            "operation": operation,
+            "status": "ACCEPTED",
+            "supplier": "dairy",
+            "order_number": 1,
+            "amount_cents": 2700,
+            "reason": None,
+        }
 
 
 def approved(db, held, proposal, now):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=now)
-    return approve(db, order["order_id"], actor="lucy", digest=order["digest"], policy=POLICY, now=now)
+    return approve(
+        db, order["order_id"], actor="lucy", digest=order["digest"], policy=POLICY, now=now
+    )
 
 
 def build_shop(path: Path) -> None:
@@ -115,10 +123,18 @@ def shop(tmp_path) -> Path:
 
 def lucyshop(*args: str, cwd: Path, check: int | None = 0) -> subprocess.CompletedProcess:
     """Run ``python -m lucyshop ARGS`` in ``cwd``; by default it must exit 0."""
-    done = subprocess.run([sys.executable, "-m", "lucyshop", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "lucyshop", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if check is not None:
-        assert done.returncode == check, f"exit {done.returncode}, stderr:\n{done.stderr}\nstdout:\n{done.stdout}"
+        assert done.returncode == check, (
+            f"exit {done.returncode}, stderr:\n{done.stderr}\nstdout:\n{done.stdout}"
+        )
     return done
 
 
@@ -131,7 +147,9 @@ def stable(report: dict) -> dict:
     report = dict(report)
     report.pop("shop")
     report["health"] = dict(report["health"])
-    report["health"]["supplier"] = {k: v for k, v in report["health"]["supplier"].items() if k != "latency_ms"}
+    report["health"]["supplier"] = {
+        k: v for k, v in report["health"]["supplier"].items() if k != "latency_ms"
+    }
     return report
 
 
@@ -178,20 +196,38 @@ def test_every_figure_comes_from_the_records(shop):
     work = report["work"]
     assert work["counts"] == {"pending": 1, "running": 2, "finished": 3}
     assert work["outcomes"] == {"DONE": 1, "BLOCKED": 1, "CANCELED": 1}
-    assert [(r["work_id"], r["owner"], r["generation"], r["lease_left"], r["eligible_for_takeover"])
-            for r in work["running"]] == [(4, "night", 2, -39.0, True), (5, "day", 1, 40.0, False)]
+    assert [
+        (r["work_id"], r["owner"], r["generation"], r["lease_left"], r["eligible_for_takeover"])
+        for r in work["running"]
+    ] == [(4, "night", 2, -39.0, True), (5, "day", 1, 40.0, False)]
     [cancelled] = report["cancellations"]
-    assert (cancelled["work_id"], cancelled["actor"], cancelled["reason"], cancelled["generation"]) == (
-        3, "lucy", REASON, 2)
-    assert [(o["order_id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [(3, 2700, "lucy")]
+    assert (
+        cancelled["work_id"],
+        cancelled["actor"],
+        cancelled["reason"],
+        cancelled["generation"],
+    ) == (3, "lucy", REASON, 2)
+    assert [(o["order_id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
+        (3, 2700, "lucy")
+    ]
     orders = report["orders"]
-    assert {k: v for k, v in orders["counts"].items() if v} == {"ACCEPTED": 1, "UNKNOWN": 1, "REVOKED": 1}
+    assert {k: v for k, v in orders["counts"].items() if v} == {
+        "ACCEPTED": 1,
+        "UNKNOWN": 1,
+        "REVOKED": 1,
+    }
     assert orders["account"] == {"limit_cents": 100_000, "reserved_cents": 600, "spent_cents": 2700}
     [uncertain] = orders["uncertain"]
     db = sqlite3.connect(shop)
-    operation = db.execute("SELECT operation FROM assistant_orders WHERE order_id = 2").fetchone()[0]
+    operation = db.execute("SELECT operation FROM assistant_orders WHERE order_id = 2").fetchone()[
+        0
+    ]
     db.close()
-    assert (uncertain["order_id"], uncertain["operation"], uncertain["reserved_cents"]) == (2, operation, 600)
+    assert (uncertain["order_id"], uncertain["operation"], uncertain["reserved_cents"]) == (
+        2,
+        operation,
+        600,
+    )
     assert uncertain["command"] == (
         "python -m lucyshop reconcile shop.db --supplier URL --identity dairy --impl solutions"
     ), f"without --supplier the command says where the address goes: {uncertain['command']}"
@@ -200,7 +236,8 @@ def test_every_figure_comes_from_the_records(shop):
 def test_the_clock_moves_the_leases(shop):
     later = json.loads(status(shop, "--now", str(NOW + 41), "--json").stdout)["work"]["running"]
     assert [(r["work_id"], r["lease_left"], r["eligible_for_takeover"]) for r in later] == [
-        (4, -80.0, True), (5, -1.0, True)
+        (4, -80.0, True),
+        (5, -1.0, True),
     ], "41 s later the live lease has expired too"
 
 
@@ -219,10 +256,14 @@ def test_the_report_never_writes_the_shop(shop):
 
 def test_a_live_supplier_is_healthy_with_a_latency(shop, tmp_path):
     with supplier_process(tmp_path) as up:
-        report = json.loads(status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout)
+        report = json.loads(
+            status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
+        )
         text = status(shop, "--supplier", up.endpoint, "--identity", "dairy").stdout
     health = report["health"]["supplier"]
-    assert (health["checked"], health["answering"], health["identity"]) == (True, True, "dairy"), health
+    assert (health["checked"], health["answering"], health["identity"]) == (True, True, "dairy"), (
+        health
+    )
     assert isinstance(health["latency_ms"], float) and 0 < health["latency_ms"] < 2000, health
     assert "supplier  healthy: dairy answered /health in " in text, text
     [order] = report["orders"]["uncertain"]
@@ -233,12 +274,16 @@ def test_a_live_supplier_is_healthy_with_a_latency(shop, tmp_path):
 
 def test_a_supplier_answering_as_another_identity_is_flagged(shop, tmp_path):
     with supplier_process(tmp_path, identity="creamery") as up:
-        report = json.loads(status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout)
+        report = json.loads(
+            status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
+        )
         text = status(shop, "--supplier", up.endpoint, "--identity", "dairy").stdout
     assert report["health"]["supplier"]["identity"] == "creamery"
     assert "answering as creamery, NOT the expected dairy" in text, text
     [order] = report["orders"]["uncertain"]
-    assert "--supplier URL" in order["command"], "that endpoint is not where dairy's orders are settled"
+    assert "--supplier URL" in order["command"], (
+        "that endpoint is not where dairy's orders are settled"
+    )
 
 
 def test_a_dead_port_is_not_answering(shop):
@@ -246,20 +291,27 @@ def test_a_dead_port_is_not_answering(shop):
     report = json.loads(status(shop, "--supplier", endpoint, "--timeout", "0.5", "--json").stdout)
     text = status(shop, "--supplier", endpoint, "--timeout", "0.5").stdout
     health = report["health"]["supplier"]
-    assert (health["checked"], health["answering"], health["latency_ms"]) == (True, False, None), health
+    assert (health["checked"], health["answering"], health["latency_ms"]) == (True, False, None), (
+        health
+    )
     assert health["error"], "it says why"
     assert f"supplier  not answering at {endpoint}" in text, text
 
 
 def test_worker_liveness_comes_from_a_workers_file(shop, tmp_path):
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     workers = tmp_path / "workers.json"
     workers.write_text(json.dumps({"day": os.getpid(), "night": int(gone.stdout)}))
     report = json.loads(status(shop, "--workers", str(workers), "--json").stdout)
     registry = report["health"]["workers"]
     assert [(p["owner"], p["alive"], p["holds"]) for p in registry["processes"]] == [
-        ("day", True, [5]), ("night", False, [4])
+        ("day", True, [5]),
+        ("night", False, [4]),
     ], registry
     assert (registry["alive"], registry["gone"], registry["note"]) == (1, 1, None)
     text = status(shop, "--workers", str(workers)).stdout
@@ -284,7 +336,9 @@ def test_worker_liveness_from_a_workers_table(tmp_path):
 def test_without_pid_information_liveness_is_unknown(shop):
     registry = json.loads(status(shop, "--json").stdout)["health"]["workers"]
     assert registry["note"] == "no worker registry: process liveness unknown"
-    assert (registry["processes"], registry["alive"], registry["gone"]) == ([], 0, 0), "nothing invented"
+    assert (registry["processes"], registry["alive"], registry["gone"]) == ([], 0, 0), (
+        "nothing invented"
+    )
 
 
 def test_a_shop_without_the_leases_migration_says_so(tmp_path):
@@ -295,10 +349,17 @@ def test_a_shop_without_the_leases_migration_says_so(tmp_path):
     text = status(path).stdout
     assert "leases migration is missing" in text, text
     report = json.loads(status(path, "--json").stdout)
-    assert (report["leases_migration"], report["cancellations"], report["work"]["counts"]["pending"]) == (
-        False, None, 1)
-    assert "leases" not in sqlite3.connect(path).execute("SELECT group_concat(line) FROM schema_versions"
-                                                         ).fetchone()[0], "the report migrated nothing"
+    assert (
+        report["leases_migration"],
+        report["cancellations"],
+        report["work"]["counts"]["pending"],
+    ) == (False, None, 1)
+    assert (
+        "leases"
+        not in sqlite3.connect(path)
+        .execute("SELECT group_concat(line) FROM schema_versions")
+        .fetchone()[0]
+    ), "the report migrated nothing"
 
 
 def test_a_missing_shop_is_an_error_and_creates_nothing(tmp_path):
@@ -331,7 +392,9 @@ def dropped(tmp_path):
 
 def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
     path, up, order = dropped
-    report = json.loads(status(path, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout)
+    report = json.loads(
+        status(path, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
+    )
     [uncertain] = report["orders"]["uncertain"]
     assert (uncertain["operation"], uncertain["status"]) == (order["operation"], "UNKNOWN")
     command = shlex.split(uncertain["command"])
@@ -345,8 +408,12 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
     assert get_order(db, order["order_id"])["status"] == "ACCEPTED", "settled by lookup"
     money = account(db)
     db.close()
-    assert (money["reserved_cents"], money["spent_cents"]) == (0, 2700), f"reservation moved to spent: {money}"
-    assert len(ledger_orders(up.database)) == 1, "reconcile sent nothing: still one order at the supplier"
+    assert (money["reserved_cents"], money["spent_cents"]) == (0, 2700), (
+        f"reservation moved to spent: {money}"
+    )
+    assert len(ledger_orders(up.database)) == 1, (
+        "reconcile sent nothing: still one order at the supplier"
+    )
     after = json.loads(status(path, "--supplier", up.endpoint, "--json").stdout)
     assert after["orders"]["uncertain"] == [], "the report no longer lists it"
 
@@ -354,15 +421,37 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
 def test_reconcile_with_a_stub_says_not_started_and_changes_nothing(dropped):
     path, up, _order = dropped
     before = dump(path)
-    done = lucyshop("reconcile", path.name, "--supplier", up.endpoint, "--identity", "dairy",
-                    "--impl", "learner", cwd=path.parent, check=3)
+    done = lucyshop(
+        "reconcile",
+        path.name,
+        "--supplier",
+        up.endpoint,
+        "--identity",
+        "dairy",
+        "--impl",
+        "learner",
+        cwd=path.parent,
+        check=3,
+    )
     assert "reconcile() is not started" in done.stderr, done.stderr
     assert dump(path) == before
 
 
 def test_reconcile_json_rows(dropped):
     path, up, order = dropped
-    done = lucyshop("reconcile", path.name, "--supplier", up.endpoint, "--identity", "dairy",
-                    "--impl", "solutions", "--json", cwd=path.parent)
+    done = lucyshop(
+        "reconcile",
+        path.name,
+        "--supplier",
+        up.endpoint,
+        "--identity",
+        "dairy",
+        "--impl",
+        "solutions",
+        "--json",
+        cwd=path.parent,
+    )
     rows = json.loads(done.stdout)
-    assert [(r["order_id"], r["before"], r["after"]) for r in rows] == [(order["order_id"], "UNKNOWN", "ACCEPTED")]
+    assert [(r["order_id"], r["before"], r["after"]) for r in rows] == [
+        (order["order_id"], "UNKNOWN", "ACCEPTED")
+    ]

@@ -43,36 +43,59 @@ def reconcile(args: argparse.Namespace) -> int:
         print(f"reconcile: {error}", file=sys.stderr)
         return 2
     except NotStarted as stub:
-        print(f"reconcile: {stub}\n  (to settle these orders with the reference: --impl solutions)",
-              file=sys.stderr)
+        print(
+            f"reconcile: {stub}\n  (to settle these orders with the reference: --impl solutions)",
+            file=sys.stderr,
+        )
         return 3
     finally:
         db.close()
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
-    print(f"reconcile {args.shop} with {client.identity} at {client.endpoint} ({path.name} from {path.parent.name}/)")
+    print(
+        f"reconcile {args.shop} with {client.identity} at {client.endpoint} ({path.name} from {path.parent.name}/)"
+    )
     if not rows:
-        print(f"  nothing to reconcile: no SENDING or UNKNOWN order of finished work for {client.identity}")
+        print(
+            f"  nothing to reconcile: no SENDING or UNKNOWN order of finished work for {client.identity}"
+        )
     for row in rows:
-        print(f"  order {row['order_id']:<4} {row['operation']}  {row['before']} -> {row['after']}  {row['note']}")
+        print(
+            f"  order {row['order_id']:<4} {row['operation']}  {row['before']} -> {row['after']}  {row['note']}"
+        )
     settled = sum(row["after"] != row["before"] for row in rows)
     print(f"{len(rows)} looked up, {settled} settled, {len(rows) - settled} still uncertain")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lucyshop", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop", description=__doc__.split("\n", 1)[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    status.add_arguments(commands.add_parser(
-        "status", help="the four-signal report of a shop", description=status.__doc__.split("\n", 1)[0]))
-    settle = commands.add_parser("reconcile", help="settle uncertain orders of finished work by lookup",
-                                 description="Look up SENDING and UNKNOWN orders of finished work; never send.")
+    status.add_arguments(
+        commands.add_parser(
+            "status",
+            help="the four-signal report of a shop",
+            description=status.__doc__.split("\n", 1)[0],
+        )
+    )
+    settle = commands.add_parser(
+        "reconcile",
+        help="settle uncertain orders of finished work by lookup",
+        description="Look up SENDING and UNKNOWN orders of finished work; never send.",
+    )
     settle.add_argument("shop", metavar="SHOP_DB", help="the shop's SQLite file")
-    settle.add_argument("--supplier", metavar="URL", required=True, help="the supplier's http://host:port")
+    settle.add_argument(
+        "--supplier", metavar="URL", required=True, help="the supplier's http://host:port"
+    )
     settle.add_argument("--identity", metavar="NAME", required=True, help="the supplier's identity")
-    settle.add_argument("--impl", default=None,
-                        help=f"learner, solutions or a .py path (default ${ENV}, else learner)")
+    settle.add_argument(
+        "--impl",
+        default=None,
+        help=f"learner, solutions or a .py path (default ${ENV}, else learner)",
+    )
     settle.add_argument("--timeout", type=float, default=2.0, help="seconds per lookup (default 2)")
     settle.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)

@@ -142,14 +142,18 @@ def require_holder(db: sqlite3.Connection, held: Held, now: float) -> float:
             f"work {held.work_id} is {row['state']} by {row['worker_id']!r}, not held by {held.worker_id!r}"
         )
     if row["lease_worker"] != held.worker_id:
-        raise PermissionError(f"the lease on work {held.work_id} belongs to {row['lease_worker']!r}")
+        raise PermissionError(
+            f"the lease on work {held.work_id} belongs to {row['lease_worker']!r}"
+        )
     if row["expires"] <= now:
         raise PermissionError(f"the lease of {held.worker_id!r} on work {held.work_id} has expired")
     return row["expires"] - now
 
 
 def account(db: sqlite3.Connection) -> dict[str, int]:
-    row = db.execute("SELECT limit_cents, reserved_cents, spent_cents FROM spending_account").fetchone()
+    row = db.execute(
+        "SELECT limit_cents, reserved_cents, spent_cents FROM spending_account"
+    ).fetchone()
     return dict(row)
 
 
@@ -161,7 +165,9 @@ def get_order(db: sqlite3.Connection, order_id: int) -> dict[str, Any]:
 
 
 def orders_for(db: sqlite3.Connection, work_id: int) -> list[dict[str, Any]]:
-    rows = db.execute("SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY order_id", (work_id,))
+    rows = db.execute(
+        "SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY order_id", (work_id,)
+    )
     return [dict(r) for r in rows]
 
 
@@ -180,10 +186,20 @@ def propose(
             "INSERT INTO assistant_orders(work_id, operation, supplier, proposal, digest,"
             " amount_cents, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(operation) DO NOTHING",
-            (held.work_id, operation, supplier, text, proposals.digest(proposal),
-             proposals.amount_cents(proposal), now, now),
+            (
+                held.work_id,
+                operation,
+                supplier,
+                text,
+                proposals.digest(proposal),
+                proposals.amount_cents(proposal),
+                now,
+                now,
+            ),
         )
-        row = db.execute("SELECT * FROM assistant_orders WHERE operation = ?", (operation,)).fetchone()
+        row = db.execute(
+            "SELECT * FROM assistant_orders WHERE operation = ?", (operation,)
+        ).fetchone()
     return dict(row)
 
 
@@ -199,28 +215,45 @@ def approve(
 ) -> dict[str, Any]:
     """An operator approves exactly this proposal (by digest) until ``now + ttl``; reserves the money."""
     now = _now(now)
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or not 0 < ttl <= 86_400:
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, (int, float))
+        or not math.isfinite(ttl)
+        or not 0 < ttl <= 86_400
+    ):
         raise ValueError(f"an approval lasts more than 0 and at most 86400 seconds: {ttl!r}")
     with immediate(db):
         order = get_order(db, order_id)
         if actor not in policy.operators:
             raise PermissionError(f"{actor!r} is not an operator and cannot approve orders")
         if order["status"] != "DRAFT":
-            raise PermissionError(f"order {order_id} is {order['status']}, only a DRAFT can be approved")
+            raise PermissionError(
+                f"order {order_id} is {order['status']}, only a DRAFT can be approved"
+            )
         if digest != order["digest"]:
-            raise PermissionError(f"digest does not match order {order_id}: approve what will be sent")
+            raise PermissionError(
+                f"digest does not match order {order_id}: approve what will be sent"
+            )
         _within_ceiling(db, order["amount_cents"], policy, extra=order["amount_cents"])
         db.execute(
             "UPDATE assistant_orders SET status = 'APPROVED', approved_by = ?, approval_expires = ?,"
             " updated = ? WHERE order_id = ?",
             (actor, now + ttl, now, order_id),
         )
-        db.execute("UPDATE spending_account SET reserved_cents = reserved_cents + ?", (order["amount_cents"],))
+        db.execute(
+            "UPDATE spending_account SET reserved_cents = reserved_cents + ?",
+            (order["amount_cents"],),
+        )
         return get_order(db, order_id)
 
 
 def revoke(
-    db: sqlite3.Connection, order_id: int, *, actor: str, policy: SpendingPolicy, now: float | None = None
+    db: sqlite3.Connection,
+    order_id: int,
+    *,
+    actor: str,
+    policy: SpendingPolicy,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Withdraw a DRAFT or APPROVED order; an approved one gives its reservation back."""
     now = _now(now)
@@ -229,9 +262,14 @@ def revoke(
         if actor not in policy.operators:
             raise PermissionError(f"{actor!r} is not an operator and cannot revoke orders")
         if order["status"] not in ("DRAFT", "APPROVED"):
-            raise PermissionError(f"order {order_id} is {order['status']}: it may already be at the supplier")
+            raise PermissionError(
+                f"order {order_id} is {order['status']}: it may already be at the supplier"
+            )
         if order["status"] == "APPROVED":
-            db.execute("UPDATE spending_account SET reserved_cents = reserved_cents - ?", (order["amount_cents"],))
+            db.execute(
+                "UPDATE spending_account SET reserved_cents = reserved_cents - ?",
+                (order["amount_cents"],),
+            )
         db.execute(
             "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ? WHERE order_id = ?",
             (actor, now, order_id),
@@ -254,7 +292,9 @@ def record_receipt(
         status = _check_receipt(order, receipt)
         if order["status"] in CONCLUSIVE:
             if order["status"] != status:
-                raise RuntimeError(f"order {order_id} is {order['status']}; the supplier now says {status}")
+                raise RuntimeError(
+                    f"order {order_id} is {order['status']}; the supplier now says {status}"
+                )
             return order
         if order["status"] not in UNCERTAIN:
             raise PermissionError(f"order {order_id} is {order['status']}; it was never sent")
@@ -293,10 +333,14 @@ def execute(
     now = _now(now)
     order = get_order(db, order_id)
     if order["work_id"] != held.work_id:
-        raise PermissionError(f"order {order_id} belongs to work {order['work_id']}, not {held.work_id}")
+        raise PermissionError(
+            f"order {order_id} belongs to work {order['work_id']}, not {held.work_id}"
+        )
     require_holder(db, held, now)
     if order["supplier"] != supplier.identity:
-        raise PermissionError(f"order {order_id} is for {order['supplier']!r}, not {supplier.identity!r}")
+        raise PermissionError(
+            f"order {order_id} is for {order['supplier']!r}, not {supplier.identity!r}"
+        )
     if order["status"] in CONCLUSIVE:
         return json.loads(order["receipt"])
     if order["status"] in UNCERTAIN:
@@ -312,18 +356,23 @@ def execute(
         order = get_order(db, order_id)
         left = require_holder(db, held, now)
         if order["status"] not in ("APPROVED", *UNCERTAIN):
-            raise PermissionError(f"order {order_id} is {order['status']}, not approved for sending")
+            raise PermissionError(
+                f"order {order_id} is {order['status']}, not approved for sending"
+            )
         if order["revoked_by"] is not None or order["approval_expires"] <= now:
             raise PermissionError(f"the approval of order {order_id} has expired")
         _within_ceiling(db, order["amount_cents"], policy, extra=0)
         if account(db)["reserved_cents"] < order["amount_cents"]:
-            raise PermissionError(f"the reservation for order {order_id} is missing from the account")
+            raise PermissionError(
+                f"the reservation for order {order_id} is missing from the account"
+            )
         if not supplier.timeout < left:
             raise PermissionError(
                 f"the supplier timeout ({supplier.timeout:g}s) is not shorter than the lease left ({left:.2f}s)"
             )
         db.execute(
-            "UPDATE assistant_orders SET status = 'SENDING', updated = ? WHERE order_id = ?", (now, order_id)
+            "UPDATE assistant_orders SET status = 'SENDING', updated = ? WHERE order_id = ?",
+            (now, order_id),
         )
     try:
         receipt = supplier.order(order["operation"], json.loads(order["proposal"]))
@@ -333,7 +382,9 @@ def execute(
     return receipt
 
 
-def _within_ceiling(db: sqlite3.Connection, amount: int, policy: SpendingPolicy, *, extra: int) -> None:
+def _within_ceiling(
+    db: sqlite3.Connection, amount: int, policy: SpendingPolicy, *, extra: int
+) -> None:
     if amount > policy.automatic_order_cents:
         raise PermissionError(
             f"{amount} cents is above the automatic order ceiling of {policy.automatic_order_cents}"
@@ -360,7 +411,9 @@ def _check_receipt(order: dict, receipt: Any) -> str:
     if not isinstance(receipt, dict):
         raise ValueError(f"a receipt is a JSON object, not {type(receipt).__name__}")
     if receipt.get("operation") != order["operation"]:
-        raise ValueError(f"the receipt is for {receipt.get('operation')!r}, not {order['operation']!r}")
+        raise ValueError(
+            f"the receipt is for {receipt.get('operation')!r}, not {order['operation']!r}"
+        )
     status = receipt.get("status")
     if status not in CONCLUSIVE:
         raise ValueError(f"a receipt's status is ACCEPTED or REJECTED, not {status!r}")

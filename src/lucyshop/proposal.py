@@ -24,11 +24,16 @@ def validate_proposal(proposal: Any) -> dict[str, Any]:
         raise ValueError(f"a proposal must be a JSON object, not {type(proposal).__name__}")
     fields = {"sku", "quantity", "unit_cents"}
     if set(proposal) != fields:
-        raise ValueError(f"a proposal has exactly the fields {sorted(fields)}, got {sorted(proposal)}")
+        raise ValueError(
+            f"a proposal has exactly the fields {sorted(fields)}, got {sorted(proposal)}"
+        )
     sku, quantity, unit = proposal["sku"], proposal["quantity"], proposal["unit_cents"]
     if not isinstance(sku, str) or not SKU.match(sku):
         raise ValueError(f"sku must be lower-case letters, digits and '-', at most 64: {sku!r}")
-    for name, value, top in (("quantity", quantity, MAX_QUANTITY), ("unit_cents", unit, MAX_UNIT_CENTS)):
+    for name, value, top in (
+        ("quantity", quantity, MAX_QUANTITY),
+        ("unit_cents", unit, MAX_UNIT_CENTS),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise ValueError(f"{name} must be a whole number from 1 to {top}: {value!r}")
     return {"sku": sku, "quantity": quantity, "unit_cents": unit}

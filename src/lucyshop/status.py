@@ -69,8 +69,10 @@ def open_readonly(path: str | Path) -> tuple[sqlite3.Connection, str]:
     if not target.is_file():
         raise ShopUnreadable(f"there is no shop file at {path}")
     uri = target.resolve().as_uri()
-    for query, how in (("?mode=ro", "read-only"),
-                       ("?mode=ro&immutable=1", "read-only, immutable: a concurrent writer may be missed")):
+    for query, how in (
+        ("?mode=ro", "read-only"),
+        ("?mode=ro&immutable=1", "read-only, immutable: a concurrent writer may be missed"),
+    ):
         try:
             db = sqlite3.connect(uri + query, uri=True)
             db.row_factory = sqlite3.Row
@@ -86,10 +88,14 @@ def schema(db: sqlite3.Connection) -> dict[str, int]:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "schema_versions" not in tables:
         raise ShopUnreadable("this file has no schema_versions table: it is not a shop file")
-    versions = {r["line"]: r["version"] for r in db.execute("SELECT line, version FROM schema_versions")}
+    versions = {
+        r["line"]: r["version"] for r in db.execute("SELECT line, version FROM schema_versions")
+    }
     missing = [line for line in ("queue", "approval") if versions.get(line, 0) < 1]
     if missing:
-        raise ShopUnreadable(f"this shop lacks the {' and '.join(missing)} schema (chapters 8 and 11)")
+        raise ShopUnreadable(
+            f"this shop lacks the {' and '.join(missing)} schema (chapters 8 and 11)"
+        )
     order = {"queue": 0, "approval": 1, "leases": 2}  # the chapters' order, then any others
     return dict(sorted(versions.items(), key=lambda item: (order.get(item[0], 3), item[0])))
 
@@ -104,14 +110,31 @@ def has_leases(db: sqlite3.Connection, versions: dict[str, int]) -> bool:
 # ---------------------------------------------------------------- service health
 
 
-def supplier_health(endpoint: str | None, identity: str | None, timeout: float = HEALTH_TIMEOUT) -> dict:
+def supplier_health(
+    endpoint: str | None, identity: str | None, timeout: float = HEALTH_TIMEOUT
+) -> dict:
     """Ask ``GET /health`` once and time it; never raises for a supplier that does not answer."""
     if endpoint is None:
-        return {"checked": False, "endpoint": None, "answering": None, "latency_ms": None,
-                "identity": None, "expected_identity": identity, "ledger_orders": None, "error": None}
-    facts: dict[str, Any] = {"checked": True, "endpoint": endpoint, "answering": False, "latency_ms": None,
-                             "identity": None, "expected_identity": identity, "ledger_orders": None,
-                             "error": None}
+        return {
+            "checked": False,
+            "endpoint": None,
+            "answering": None,
+            "latency_ms": None,
+            "identity": None,
+            "expected_identity": identity,
+            "ledger_orders": None,
+            "error": None,
+        }
+    facts: dict[str, Any] = {
+        "checked": True,
+        "endpoint": endpoint,
+        "answering": False,
+        "latency_ms": None,
+        "identity": None,
+        "expected_identity": identity,
+        "ledger_orders": None,
+        "error": None,
+    }
     try:
         client = SupplierClient(endpoint, identity=identity or "supplier", timeout=timeout)
     except ValueError as error:
@@ -123,8 +146,12 @@ def supplier_health(endpoint: str | None, identity: str | None, timeout: float =
         cause = error.__cause__ or error  # the transport's own words, e.g. connection refused
         return facts | {"error": f"{type(cause).__name__}: {cause}"}
     latency = (time.perf_counter() - started) * 1000
-    return facts | {"answering": True, "latency_ms": round(latency, 2), "identity": data.get("identity"),
-                    "ledger_orders": data.get("orders")}
+    return facts | {
+        "answering": True,
+        "latency_ms": round(latency, 2),
+        "identity": data.get("identity"),
+        "ledger_orders": data.get("orders"),
+    }
 
 
 def pid_alive(pid: int) -> bool:
@@ -142,7 +169,9 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def worker_registry(db: sqlite3.Connection, workers_file: str | Path | None) -> tuple[str | None, dict[str, int]]:
+def worker_registry(
+    db: sqlite3.Connection, workers_file: str | Path | None
+) -> tuple[str | None, dict[str, int]]:
     """Where pids come from (``--workers FILE``, else a ``workers`` table), and owner -> pid."""
     if workers_file is not None:
         try:
@@ -152,12 +181,17 @@ def worker_registry(db: sqlite3.Connection, workers_file: str | Path | None) -> 
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and type(v) is int and v > 0 for k, v in data.items()
         ):
-            raise ShopUnreadable(f"the workers file {workers_file} is not a JSON object of owner -> pid")
+            raise ShopUnreadable(
+                f"the workers file {workers_file} is not a JSON object of owner -> pid"
+            )
         return f"file {workers_file}", dict(sorted(data.items()))
     columns = {r["name"] for r in db.execute("PRAGMA table_info(workers)")}
     if {"owner", "pid"} <= columns:
-        pids = {str(r["owner"]): r["pid"] for r in db.execute("SELECT owner, pid FROM workers ORDER BY owner")
-                if type(r["pid"]) is int and r["pid"] > 0}
+        pids = {
+            str(r["owner"]): r["pid"]
+            for r in db.execute("SELECT owner, pid FROM workers ORDER BY owner")
+            if type(r["pid"]) is int and r["pid"] > 0
+        }
         return "the shop's workers table", pids
     return None, {}
 
@@ -168,9 +202,13 @@ def workers(db: sqlite3.Connection, running: list[dict], workers_file: str | Pat
     for item in running:
         holds.setdefault(item["owner"], []).append(item["work_id"])
     source, pids = worker_registry(db, workers_file)
-    processes = [{"owner": owner, "pid": pid, "alive": pid_alive(pid), "holds": holds.get(owner, [])}
-                 for owner, pid in pids.items()]
-    unknown = [{"owner": owner, "holds": ids} for owner, ids in sorted(holds.items()) if owner not in pids]
+    processes = [
+        {"owner": owner, "pid": pid, "alive": pid_alive(pid), "holds": holds.get(owner, [])}
+        for owner, pid in pids.items()
+    ]
+    unknown = [
+        {"owner": owner, "holds": ids} for owner, ids in sorted(holds.items()) if owner not in pids
+    ]
     return {
         "source": source,
         "note": None if source else NO_REGISTRY,
@@ -208,29 +246,46 @@ def work_progress(db: sqlite3.Connection, now: float, leases: bool) -> dict:
     running = []
     for row in rows:
         expires = row["expires"]
-        running.append({
-            "work_id": row["work_id"],
-            "session_id": row["session_id"],
-            "owner": (row["worker_id"] or "").split("#")[0],
-            "worker_id": row["worker_id"],
-            "generation": row["generation"],
-            "expires": expires,
-            "lease_left": None if expires is None else round(expires - now, 3),
-        })
+        running.append(
+            {
+                "work_id": row["work_id"],
+                "session_id": row["session_id"],
+                "owner": (row["worker_id"] or "").split("#")[0],
+                "worker_id": row["worker_id"],
+                "generation": row["generation"],
+                "expires": expires,
+                "lease_left": None if expires is None else round(expires - now, 3),
+            }
+        )
     for item in running:
         # The rule claim() applies: expired, and no other item of its session under a live lease.
-        live_neighbour = any(o["session_id"] == item["session_id"] and o["work_id"] != item["work_id"]
-                             and o["lease_left"] is not None and o["lease_left"] > 0 for o in running)
+        live_neighbour = any(
+            o["session_id"] == item["session_id"]
+            and o["work_id"] != item["work_id"]
+            and o["lease_left"] is not None
+            and o["lease_left"] > 0
+            for o in running
+        )
         expired = item["lease_left"] is not None and item["lease_left"] <= 0
         item["expired"] = expired
         item["eligible_for_takeover"] = expired and not live_neighbour
     outcome = "o.status, o.generation" if leases else "NULL AS status, NULL AS generation"
-    recent = [dict(r) for r in db.execute(
-        f"SELECT w.work_id, w.session_id, w.worker_id, {outcome} FROM work w"
-        + (" LEFT JOIN outcomes o ON o.work_id = w.work_id" if leases else "")
-        + " WHERE w.state = 'finished' ORDER BY w.work_id DESC LIMIT ?", (RECENT,))]
-    return {"counts": counts, "outcomes": outcomes, "finished_without_outcome": unrecorded,
-            "running": running, "recently_finished": recent}
+    recent = [
+        dict(r)
+        for r in db.execute(
+            f"SELECT w.work_id, w.session_id, w.worker_id, {outcome} FROM work w"
+            + (" LEFT JOIN outcomes o ON o.work_id = w.work_id" if leases else "")
+            + " WHERE w.state = 'finished' ORDER BY w.work_id DESC LIMIT ?",
+            (RECENT,),
+        )
+    ]
+    return {
+        "counts": counts,
+        "outcomes": outcomes,
+        "finished_without_outcome": unrecorded,
+        "running": running,
+        "recently_finished": recent,
+    }
 
 
 # ---------------------------------------------------------------- cancellation
@@ -241,25 +296,34 @@ def cancellations(db: sqlite3.Connection, leases: bool) -> list[dict] | None:
     if not leases:
         return None
     found = []
-    for row in db.execute("SELECT work_id, generation, result FROM outcomes WHERE status = 'CANCELED'"
-                          " ORDER BY work_id"):
+    for row in db.execute(
+        "SELECT work_id, generation, result FROM outcomes WHERE status = 'CANCELED'"
+        " ORDER BY work_id"
+    ):
         try:
             result = json.loads(row["result"])
         except json.JSONDecodeError:
             result = row["result"]
         said = result if isinstance(result, dict) else {}
-        orders = [dict(o) for o in db.execute(
-            "SELECT order_id, operation, status, amount_cents, revoked_by FROM assistant_orders"
-            " WHERE work_id = ? ORDER BY order_id", (row["work_id"],))]
-        found.append({
-            "work_id": row["work_id"],
-            "generation": row["generation"],
-            "actor": said.get("actor"),
-            "reason": said.get("reason"),
-            "result": result,
-            "revoked": [o for o in orders if o["status"] == "REVOKED"],
-            "left_for_reconcile": [o for o in orders if o["status"] in UNCERTAIN],
-        })
+        orders = [
+            dict(o)
+            for o in db.execute(
+                "SELECT order_id, operation, status, amount_cents, revoked_by FROM assistant_orders"
+                " WHERE work_id = ? ORDER BY order_id",
+                (row["work_id"],),
+            )
+        ]
+        found.append(
+            {
+                "work_id": row["work_id"],
+                "generation": row["generation"],
+                "actor": said.get("actor"),
+                "reason": said.get("reason"),
+                "result": result,
+                "revoked": [o for o in orders if o["status"] == "REVOKED"],
+                "left_for_reconcile": [o for o in orders if o["status"] in UNCERTAIN],
+            }
+        )
     return found
 
 
@@ -275,8 +339,19 @@ def python_command() -> str:
 
 
 def reconcile_command(shop: str, endpoint: str | None, identity: str, impl: str) -> str:
-    words = [python_command(), "-m", "lucyshop", "reconcile", shop, "--supplier", endpoint or "URL",
-             "--identity", identity, "--impl", impl]
+    words = [
+        python_command(),
+        "-m",
+        "lucyshop",
+        "reconcile",
+        shop,
+        "--supplier",
+        endpoint or "URL",
+        "--identity",
+        identity,
+        "--impl",
+        impl,
+    ]
     return " ".join(w if w == "URL" else shlex.quote(w) for w in words)
 
 
@@ -285,7 +360,9 @@ def external_completion(db: sqlite3.Connection, *, shop: str, health: dict, impl
     counts = dict.fromkeys(ORDER_STATUSES, 0)
     for row in db.execute("SELECT status, count(*) AS n FROM assistant_orders GROUP BY status"):
         counts[row["status"]] = row["n"]
-    money = db.execute("SELECT limit_cents, reserved_cents, spent_cents FROM spending_account").fetchone()
+    money = db.execute(
+        "SELECT limit_cents, reserved_cents, spent_cents FROM spending_account"
+    ).fetchone()
     # The endpoint belongs to one supplier: use it only for orders addressed to that one.
     known = health["identity"] if health["answering"] else health["expected_identity"]
     uncertain = []
@@ -295,9 +372,16 @@ def external_completion(db: sqlite3.Connection, *, shop: str, health: dict, impl
         " WHERE o.status IN ('SENDING', 'UNKNOWN') ORDER BY o.order_id"
     ):
         endpoint = health["endpoint"] if known in (None, row["supplier"]) else None
-        item = {"order_id": row["order_id"], "work_id": row["work_id"], "work_state": row["state"],
-                "status": row["status"], "operation": row["operation"], "supplier": row["supplier"],
-                "reserved_cents": row["amount_cents"], "command": None}
+        item = {
+            "order_id": row["order_id"],
+            "work_id": row["work_id"],
+            "work_state": row["state"],
+            "status": row["status"],
+            "operation": row["operation"],
+            "supplier": row["supplier"],
+            "reserved_cents": row["amount_cents"],
+            "command": None,
+        }
         if row["state"] == "finished":
             item["command"] = reconcile_command(shop, endpoint, row["supplier"], impl)
             item["settled_by"] = "reconcile (lookup by operation id; never sends)"
@@ -310,9 +394,16 @@ def external_completion(db: sqlite3.Connection, *, shop: str, health: dict, impl
 # ---------------------------------------------------------------- the report
 
 
-def collect(shop: str, *, now: float | None = None, supplier: str | None = None,
-            identity: str | None = None, workers_file: str | None = None, impl: str | None = None,
-            timeout: float = HEALTH_TIMEOUT) -> dict:
+def collect(
+    shop: str,
+    *,
+    now: float | None = None,
+    supplier: str | None = None,
+    identity: str | None = None,
+    workers_file: str | None = None,
+    impl: str | None = None,
+    timeout: float = HEALTH_TIMEOUT,
+) -> dict:
     """Every figure of the report, as one JSON-ready dict (what ``--json`` prints)."""
     now = time.time() if now is None else now
     impl = impl or os.environ.get("LEASES_IMPL") or "learner"
@@ -329,7 +420,10 @@ def collect(shop: str, *, now: float | None = None, supplier: str | None = None,
             "schema": versions,
             "leases_migration": leases,
             "warnings": [] if leases else [LEASES_MISSING],
-            "health": {"supplier": health, "workers": workers(db, progress["running"], workers_file)},
+            "health": {
+                "supplier": health,
+                "workers": workers(db, progress["running"], workers_file),
+            },
             "work": progress,
             "cancellations": cancellations(db, leases),
             "orders": external_completion(db, shop=shop, health=health, impl=impl),
@@ -363,8 +457,14 @@ def counted(counts: dict[str, int], order: tuple[str, ...]) -> str:
 def wrap(label: str, text: str, indent: int = 12) -> list[str]:
     """``label`` then ``text`` wrapped to the screen, continuation lines under the text."""
     first = f"  {label:<{indent - 2}}"
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * indent,
-                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
 
 
 def command_lines(command: str, indent: int) -> list[str]:
@@ -390,7 +490,11 @@ def render(report: dict) -> str:
     """The plain-text screen: four sections, aligned, at most 80 columns where the data allows."""
     at = datetime.fromtimestamp(report["now"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     versions = ", ".join(f"{line} {v}" for line, v in report["schema"].items())
-    out = [f"status of {report['shop']}", f"  at {at}, opened {report['opened']}", f"  schema {versions}"]
+    out = [
+        f"status of {report['shop']}",
+        f"  at {at}, opened {report['opened']}",
+        f"  schema {versions}",
+    ]
     for warning in report["warnings"]:
         out += [""] + wrap("WARNING", warning, 11)
 
@@ -400,25 +504,41 @@ def render(report: dict) -> str:
         out += wrap("supplier", "not checked (pass --supplier URL)")
     elif s["answering"]:
         who, expected = s["identity"] or "?", s["expected_identity"]
-        verdict = "healthy" if expected in (None, who) else f"answering as {who}, NOT the expected {expected}"
-        out += wrap("supplier", f"{verdict}: {who} answered /health in {s['latency_ms']:.1f} ms,"
-                    f" {s['ledger_orders']} orders in its ledger, at {s['endpoint']}")
+        verdict = (
+            "healthy"
+            if expected in (None, who)
+            else f"answering as {who}, NOT the expected {expected}"
+        )
+        out += wrap(
+            "supplier",
+            f"{verdict}: {who} answered /health in {s['latency_ms']:.1f} ms,"
+            f" {s['ledger_orders']} orders in its ledger, at {s['endpoint']}",
+        )
     else:
         out += wrap("supplier", f"not answering at {s['endpoint']}: {s['error']}")
     w = report["health"]["workers"]
     if w["source"] is None:
         out += wrap("workers", w["note"])
     else:
-        out += wrap("workers", f"{w['alive']} alive, {w['gone']} gone (pids from {w['source']},"
-                    " checked on this machine)")
+        out += wrap(
+            "workers",
+            f"{w['alive']} alive, {w['gone']} gone (pids from {w['source']},"
+            " checked on this machine)",
+        )
         width = max([len(p["owner"]) for p in w["processes"]], default=0)
         for p in w["processes"]:
-            held = f"holds work {', '.join(map(str, p['holds']))}" if p["holds"] else "holds nothing"
-            out.append(f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  {'alive' if p['alive'] else 'GONE':<5}"
-                       f"  {held}")
+            held = (
+                f"holds work {', '.join(map(str, p['holds']))}" if p["holds"] else "holds nothing"
+            )
+            out.append(
+                f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  {'alive' if p['alive'] else 'GONE':<5}"
+                f"  {held}"
+            )
     holders = w["holders_without_pid"]
     if holders or w["source"] is None:
-        listed = ", ".join(f"{h['owner']} (work {', '.join(map(str, h['holds']))})" for h in holders)
+        listed = ", ".join(
+            f"{h['owner']} (work {', '.join(map(str, h['holds']))})" for h in holders
+        )
         label = "holders on record" if w["source"] is None else "no pid for holders"
         out += wrap("", f"{label}: {listed or 'none'}")
 
@@ -426,18 +546,24 @@ def render(report: dict) -> str:
     work = report["work"]
     line = ", ".join(f"{state} {work['counts'][state]}" for state in WORK_STATES)
     if work["outcomes"] is not None and work["counts"]["finished"]:
-        detail = [counted(work["outcomes"], OUTCOME_STATUSES)] if any(work["outcomes"].values()) else []
+        detail = (
+            [counted(work["outcomes"], OUTCOME_STATUSES)] if any(work["outcomes"].values()) else []
+        )
         if work["finished_without_outcome"]:
             detail.append(f"{work['finished_without_outcome']} without an outcome")
         line += f" ({', '.join(detail)})"
     out += wrap("items", line)
     if work["running"]:
         columns = ("work_id", "session_id", "owner")
-        size = {c: max([len(str(i[c])) for i in work["running"]] + [len(h)])
-                for c, h in zip(columns, ("work", "session", "owner"), strict=True)}
+        size = {
+            c: max([len(str(i[c])) for i in work["running"]] + [len(h)])
+            for c, h in zip(columns, ("work", "session", "owner"), strict=True)
+        }
         out += ["", "  running, with the lease as of now:"]
-        out.append(f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
-                   f"  {'owner':<{size['owner']}}  gen  lease")
+        out.append(
+            f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
+            f"  {'owner':<{size['owner']}}  gen  lease"
+        )
         for item in work["running"]:
             if item["lease_left"] is None:
                 lease = "no lease on record"
@@ -448,18 +574,26 @@ def render(report: dict) -> str:
             else:
                 lease = f"expired {seconds(-item['lease_left'])} ago; its session has a live holder"
             gen = "-" if item["generation"] is None else item["generation"]
-            out.append(f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
-                       f"  {item['owner']:<{size['owner']}}  {gen:>3}  {lease}")
+            out.append(
+                f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
+                f"  {item['owner']:<{size['owner']}}  {gen:>3}  {lease}"
+            )
     if work["recently_finished"]:
-        size = {c: max([len(str(i[c] or "-")) for i in work["recently_finished"]] + [len(h)])
-                for c, h in (("work_id", "work"), ("session_id", "session"), ("status", "outcome"))}
+        size = {
+            c: max([len(str(i[c] or "-")) for i in work["recently_finished"]] + [len(h)])
+            for c, h in (("work_id", "work"), ("session_id", "session"), ("status", "outcome"))
+        }
         out += ["", f"  finished, newest first (at most {RECENT}):"]
-        out.append(f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
-                   f"  {'outcome':<{size['status']}}  gen  finished by")
+        out.append(
+            f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
+            f"  {'outcome':<{size['status']}}  gen  finished by"
+        )
         for item in work["recently_finished"]:
             gen = "-" if item["generation"] is None else item["generation"]
-            out.append(f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
-                       f"  {item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}")
+            out.append(
+                f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
+                f"  {item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
+            )
 
     out += ["", "CANCELLATION"]
     cancelled = report["cancellations"]
@@ -470,13 +604,17 @@ def render(report: dict) -> str:
     for c in cancelled or []:
         who = c["actor"] or "? (not in its result)"
         why = json.dumps(c["reason"]) if c["reason"] is not None else "? (no reason in its result)"
-        out += wrap(f"work {c['work_id']}", f"cancelled by {who} at generation {c['generation']}: {why}")
+        out += wrap(
+            f"work {c['work_id']}", f"cancelled by {who} at generation {c['generation']}: {why}"
+        )
         for label, orders in (("revoked", c["revoked"]), ("uncertain", c["left_for_reconcile"])):
             if not orders:
                 out.append(f"{'':12}{label:<10}none")
             for o in orders:
                 note = "released" if label == "revoked" else f"{o['status']}, still reserved"
-                out.append(f"{'':12}{label:<10}order {o['order_id']}, {cents(o['amount_cents'])} {note}")
+                out.append(
+                    f"{'':12}{label:<10}order {o['order_id']}, {cents(o['amount_cents'])} {note}"
+                )
                 out.append(f"{'':22}{o['operation']}")
                 label = ""
 
@@ -486,18 +624,27 @@ def render(report: dict) -> str:
     out += wrap("orders", f"{total}: {counted(orders['counts'], ORDER_STATUSES)}")
     money = orders["account"]
     if money:
-        out += wrap("account", f"limit {money['limit_cents']}, reserved {money['reserved_cents']},"
-                    f" spent {money['spent_cents']} (cents)")
+        out += wrap(
+            "account",
+            f"limit {money['limit_cents']}, reserved {money['reserved_cents']},"
+            f" spent {money['spent_cents']} (cents)",
+        )
     if not orders["uncertain"]:
         out += wrap("uncertain", "none: every order sent has a conclusive receipt")
     for o in orders["uncertain"]:
-        out.append(f"  order {o['order_id']:<4} {o['status']:<8} work {o['work_id']} ({o['work_state']}),"
-                   f" {cents(o['reserved_cents'])} reserved, supplier {o['supplier']}")
+        out.append(
+            f"  order {o['order_id']:<4} {o['status']:<8} work {o['work_id']} ({o['work_state']}),"
+            f" {cents(o['reserved_cents'])} reserved, supplier {o['supplier']}"
+        )
         out.append(f"{'':4}{'operation':<11}{o['operation']}")
         if o["command"]:
-            out.append(f"{'':4}{'settle':<11}" + "\n".join(command_lines(o["command"], 15)).lstrip())
+            out.append(
+                f"{'':4}{'settle':<11}" + "\n".join(command_lines(o["command"], 15)).lstrip()
+            )
             if "--supplier URL" in o["command"]:
-                out.append(f"{'':15}(URL: where supplier {o['supplier']} listens, e.g. http://127.0.0.1:PORT)")
+                out.append(
+                    f"{'':15}(URL: where supplier {o['supplier']} listens, e.g. http://127.0.0.1:PORT)"
+                )
         else:
             out.append(f"{'':4}{'settle':<11}{o['settled_by']}")
     return "\n".join(out) + "\n"
@@ -508,20 +655,40 @@ def render(report: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("shop", metavar="SHOP_DB", help="the shop's SQLite file (opened read-only)")
-    parser.add_argument("--supplier", metavar="URL", help="check this supplier's /health (http://host:port)")
-    parser.add_argument("--identity", metavar="NAME", help="the supplier identity expected at --supplier")
-    parser.add_argument("--workers", metavar="FILE", help='JSON {"owner": pid} of the worker processes')
-    parser.add_argument("--impl", help="implementation the printed reconcile commands use"
-                        " (default $LEASES_IMPL, else learner)")
-    parser.add_argument("--timeout", type=float, default=HEALTH_TIMEOUT, help="seconds for /health (default 2)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON, for scripts")
+    parser.add_argument(
+        "--supplier", metavar="URL", help="check this supplier's /health (http://host:port)"
+    )
+    parser.add_argument(
+        "--identity", metavar="NAME", help="the supplier identity expected at --supplier"
+    )
+    parser.add_argument(
+        "--workers", metavar="FILE", help='JSON {"owner": pid} of the worker processes'
+    )
+    parser.add_argument(
+        "--impl",
+        help="implementation the printed reconcile commands use"
+        " (default $LEASES_IMPL, else learner)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=HEALTH_TIMEOUT, help="seconds for /health (default 2)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the figures as JSON, for scripts"
+    )
     parser.add_argument("--now", type=float, help=argparse.SUPPRESS)  # tests: a stable clock
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = collect(args.shop, now=args.now, supplier=args.supplier, identity=args.identity,
-                         workers_file=args.workers, impl=args.impl, timeout=args.timeout)
+        report = collect(
+            args.shop,
+            now=args.now,
+            supplier=args.supplier,
+            identity=args.identity,
+            workers_file=args.workers,
+            impl=args.impl,
+            timeout=args.timeout,
+        )
     except ShopUnreadable as error:
         print(f"status: {error}", file=sys.stderr)
         return 2
@@ -533,7 +700,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lucyshop status", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop status", description=__doc__.split("\n", 1)[0]
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -61,7 +61,9 @@ def exercises_file(chapter_file: Path) -> Path:
 def load_exercises(exercises_file: Path, chapter_file: Path) -> ModuleType:
     """The exercises file as a fresh module; ``$LEASES_IMPL`` must already name ``chapter_file``."""
     if not exercises_file.is_file():  # a chapter file graded on its own: every exercise row says so
-        pytest.fail(f"no {EXERCISES} beside {chapter_file}: the exercises live next to the chapter file")
+        pytest.fail(
+            f"no {EXERCISES} beside {chapter_file}: the exercises live next to the chapter file"
+        )
     spec = importlib.util.spec_from_file_location(MODULE, exercises_file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[MODULE] = module

@@ -41,11 +41,15 @@ class Scripted:
         self.sent: list[str] = []
 
     def lookup(self, operation):
-        pytest.fail(f"looked up {operation} after the cancel: nothing may reach the supplier", pytrace=False)
+        pytest.fail(
+            f"looked up {operation} after the cancel: nothing may reach the supplier", pytrace=False
+        )
 
     def order(self, operation, proposal):
         if self.failure is None:
-            pytest.fail(f"sent {operation} after the cancel: nothing may reach the supplier", pytrace=False)
+            pytest.fail(
+                f"sent {operation} after the cancel: nothing may reach the supplier", pytrace=False
+            )
         self.sent.append(operation)
         raise self.failure
 
@@ -58,13 +62,22 @@ def held(impl, db, add_work):
 
 def approve_other(db, held, policy, proposal):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=T + 1)
-    return approve(db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=T + 1)
+    return approve(
+        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=T + 1
+    )
 
 
 def unknown_order(db, held, policy, proposal=OAT):
     """An order sent whose reply never came: UNKNOWN, its reservation kept."""
     order = approve_other(db, held, policy, proposal)
-    execute(db, held, order["order_id"], Scripted(ConnectionError("reply lost")), policy=policy, now=T + 2)
+    execute(
+        db,
+        held,
+        order["order_id"],
+        Scripted(ConnectionError("reply lost")),
+        policy=policy,
+        now=T + 2,
+    )
     assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
     return get_order(db, order["order_id"])
 
@@ -73,8 +86,14 @@ def sending_order(db, held, policy, proposal=CHOCOLATE):
     """An order marked SENDING whose sender died mid-send (the process, not the network)."""
     order = approve_other(db, held, policy, proposal)
     with pytest.raises(RuntimeError):
-        execute(db, held, order["order_id"], Scripted(RuntimeError("crashed while sending")),
-                policy=policy, now=T + 2)
+        execute(
+            db,
+            held,
+            order["order_id"],
+            Scripted(RuntimeError("crashed while sending")),
+            policy=policy,
+            now=T + 2,
+        )
     assert get_order(db, order["order_id"])["status"] == "SENDING"
     return get_order(db, order["order_id"])
 
@@ -91,7 +110,9 @@ def test_cancel_finishes_the_work_as_canceled_with_actor_and_reason(impl, db, he
 
     assert work(db, held.work_id)["state"] == "finished", "cancelled work is finished"
     stored = outcome(db, held.work_id)
-    assert stored is not None and stored["status"] == "CANCELED", f"one CANCELED outcome row: {stored}"
+    assert stored is not None and stored["status"] == "CANCELED", (
+        f"one CANCELED outcome row: {stored}"
+    )
     result = stored["result"]
     assert (result.get("actor"), result.get("reason")) == (OPERATOR, REASON), (
         f"the outcome's result names who cancelled and why: {result}"
@@ -118,7 +139,9 @@ def test_cancel_advances_the_lease_generation(impl, db, held, policy):
 
 
 def test_the_holder_cannot_write_its_transcript_after_a_cancel(impl, db, held, policy):
-    impl.observe(db, held, {"role": "assistant", "text": "before"}, now=T + 1)  # the holder is current
+    impl.observe(
+        db, held, {"role": "assistant", "text": "before"}, now=T + 1
+    )  # the holder is current
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "the holder's observe after a cancel"):
@@ -244,8 +267,12 @@ def test_only_an_operator_may_cancel(impl, db, held, policy, actor):
     before = snapshot(db)
     with refuses(PermissionError, f"a cancel by {actor!r}, who is not an operator"):
         impl.cancel(db, held.work_id, actor=actor, policy=policy, reason=REASON)
-    assert snapshot(db) == before, "a refused cancel changes nothing: work, lease, outcomes, orders, money"
-    impl.observe(db, held, {"role": "assistant", "text": "still mine"}, now=T + 2)  # still the holder
+    assert snapshot(db) == before, (
+        "a refused cancel changes nothing: work, lease, outcomes, orders, money"
+    )
+    impl.observe(
+        db, held, {"role": "assistant", "text": "still mine"}, now=T + 2
+    )  # still the holder
 
 
 @pytest.mark.parametrize("reason", ["", "   ", None], ids=["empty", "blank", "none"])
@@ -255,4 +282,3 @@ def test_a_cancel_needs_a_reason(impl, db, held, policy, reason):
     with refuses(ValueError, f"a cancel with the reason {reason!r}"):
         impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=reason)
     assert snapshot(db) == before, "a refused cancel changes nothing"
-

@@ -42,7 +42,12 @@ DEADLINE = 300.0
 
 
 def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 # ------------------------------------------------------------------ worker processes
@@ -73,27 +78,48 @@ def worker(args: argparse.Namespace) -> int:
         for _ in range(args.count):
             with immediate(db):
                 db.execute("UPDATE bench_counter SET n = n + 1 WHERE id = ?", (args.index,))
-    write_ready(directory / f"done-{args.index}.json",
-                {"finished": time.time(), "claim_latencies": latencies, "claimed": claimed})
+    write_ready(
+        directory / f"done-{args.index}.json",
+        {"finished": time.time(), "claim_latencies": latencies, "claimed": claimed},
+    )
     return 0
 
 
-def run_workers(directory: Path, mode: str, processes: int, impl: Path, count: int = 0) -> list[dict[str, Any]]:
+def run_workers(
+    directory: Path, mode: str, processes: int, impl: Path, count: int = 0
+) -> list[dict[str, Any]]:
     """Start ``processes`` workers, release them together, and return their reports plus the start time."""
     for stale in directory.glob("*-*.json"):
         stale.unlink()
     (directory / "go.json").unlink(missing_ok=True)
     env = os.environ | {"LEASES_IMPL": str(impl)}
     with Children() as children:
-        procs = [children.spawn(python_argv("lucyshop.lab.bench", "--worker", "--mode", mode, "--dir", str(directory),
-                                            "--index", str(i), "--count", str(count)), env=env)
-                 for i in range(processes)]
+        procs = [
+            children.spawn(
+                python_argv(
+                    "lucyshop.lab.bench",
+                    "--worker",
+                    "--mode",
+                    mode,
+                    "--dir",
+                    str(directory),
+                    "--index",
+                    str(i),
+                    "--count",
+                    str(count),
+                ),
+                env=env,
+            )
+            for i in range(processes)
+        ]
         for i, proc in enumerate(procs):
             wait_for_file(directory / f"ready-{i}.json", timeout=60, proc=proc)
         start = time.time()
         write_ready(directory / "go.json", {"start": start})
-        reports = [wait_for_file(directory / f"done-{i}.json", timeout=DEADLINE, proc=proc)
-                   for i, proc in enumerate(procs)]
+        reports = [
+            wait_for_file(directory / f"done-{i}.json", timeout=DEADLINE, proc=proc)
+            for i, proc in enumerate(procs)
+        ]
         for proc in procs:
             wait_exit(proc, timeout=30)
     return [report | {"start": start} for report in reports]
@@ -152,13 +178,18 @@ def fence_cost(impl: Path, rounds: int, repeats: int) -> dict[str, Any]:
             start = time.perf_counter()
             for _ in range(rounds):
                 with immediate(db):
-                    db.execute("INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, ?)",
-                               (held.work_id, held.generation, json.dumps({"text": "x"})))
+                    db.execute(
+                        "INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, ?)",
+                        (held.work_id, held.generation, json.dumps({"text": "x"})),
+                    )
             bare.append((time.perf_counter() - start) / rounds)
         db.close()
     ratios = [f / b for f, b in zip(fenced, bare)]
-    return {"observe_ms": spread([1000 * f for f in fenced]), "bare_insert_ms": spread([1000 * b for b in bare]),
-            "ratio": spread(ratios)}
+    return {
+        "observe_ms": spread([1000 * f for f in fenced]),
+        "bare_insert_ms": spread([1000 * b for b in bare]),
+        "ratio": spread(ratios),
+    }
 
 
 def checkpoint_time(impl: Path, repeats: int) -> dict[str, Any]:
@@ -166,13 +197,27 @@ def checkpoint_time(impl: Path, repeats: int) -> dict[str, Any]:
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="ch13-bench-cp-") as tmp:
             evidence = Path(tmp) / "evidence.json"
-            subprocess.run([sys.executable, str(ROOT / "checkpoints" / "ch13_worker_recovery.py"), "--impl",
-                            str(impl), "--evidence", str(evidence)], check=True, capture_output=True, timeout=300)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
+                    "--impl",
+                    str(impl),
+                    "--evidence",
+                    str(evidence),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
             data = json.loads(evidence.read_text())
         totals.append(data["seconds"])
         waits.append(sum(case.get("waited_seconds", 0) for case in data["cases"].values()))
-    return {"total_s": spread(totals), "lease_wait_s": spread(waits),
-            "lease_wait_share": spread([w / t for w, t in zip(waits, totals)])}
+    return {
+        "total_s": spread(totals),
+        "lease_wait_s": spread(waits),
+        "lease_wait_share": spread([w / t for w, t in zip(waits, totals)]),
+    }
 
 
 def detection_accuracy(receipt: Path) -> dict[str, Any] | None:
@@ -182,16 +227,25 @@ def detection_accuracy(receipt: Path) -> dict[str, Any] | None:
     detection = data["figures"]["detection"]
     scan = detection["scan"]
     error = abs(detection["measured_mean_delay"] - detection["predicted_delay"])
-    return {"receipt": str(receipt.relative_to(ROOT)), "abs_error_s": error, "scan_s": scan,
-            "share_of_scan": error / scan}
+    return {
+        "receipt": str(receipt.relative_to(ROOT)),
+        "abs_error_s": error,
+        "scan_s": scan,
+        "share_of_scan": error / scan,
+    }
 
 
 def feedback_time(repeats: int) -> dict[str, Any]:
     seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "lucyshop.lab.report", "--impl", "solutions"], check=True,
-                       capture_output=True, timeout=300, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, "-m", "lucyshop.lab.report", "--impl", "solutions"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         seconds.append(time.perf_counter() - start)
     return {"make_check_s": spread(seconds)}
 
@@ -205,8 +259,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for processes in PROCESSES:
         runs = [claim_cycles(impl, processes, args.items) for _ in range(args.repeats)]
         cycles[str(processes)] = {key: spread([r[key] for r in runs]) for key in runs[0]}
-        print(f"  claim cycles, {processes} process(es): {cycles[str(processes)]['cycles_per_s']['median']:.0f}/s",
-              file=sys.stderr)
+        print(
+            f"  claim cycles, {processes} process(es): {cycles[str(processes)]['cycles_per_s']['median']:.0f}/s",
+            file=sys.stderr,
+        )
     return {
         "schema": 1,
         "measured_utc": datetime.now(UTC).isoformat(),
@@ -227,26 +283,38 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = ["claim cycles (claim -> observe -> finish), median of repeats",
-             f"  {'procs':>5} {'cycles/s':>9} {'limit/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'dups':>5}"]
+    lines = [
+        "claim cycles (claim -> observe -> finish), median of repeats",
+        f"  {'procs':>5} {'cycles/s':>9} {'limit/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'dups':>5}",
+    ]
     for processes, row in report["claim_cycles"].items():
-        lines.append(f"  {processes:>5} {row['cycles_per_s']['median']:9.0f} {row['limit_cycles_per_s']['median']:8.0f}"
-                     f" {row['ratio']['median']:6.2f} {row['claim_p50_ms']['median']:7.2f}"
-                     f" {row['claim_p99_ms']['median']:7.2f} {int(row['duplicates']['max']):5d}")
+        lines.append(
+            f"  {processes:>5} {row['cycles_per_s']['median']:9.0f} {row['limit_cycles_per_s']['median']:8.0f}"
+            f" {row['ratio']['median']:6.2f} {row['claim_p50_ms']['median']:7.2f}"
+            f" {row['claim_p99_ms']['median']:7.2f} {int(row['duplicates']['max']):5d}"
+        )
     fence = report["fence_cost"]
-    lines.append(f"fence cost: observe {fence['observe_ms']['median']:.3f} ms vs bare insert "
-                 f"{fence['bare_insert_ms']['median']:.3f} ms, ratio {fence['ratio']['median']:.2f} "
-                 f"({fence['ratio']['min']:.2f}-{fence['ratio']['max']:.2f})")
+    lines.append(
+        f"fence cost: observe {fence['observe_ms']['median']:.3f} ms vs bare insert "
+        f"{fence['bare_insert_ms']['median']:.3f} ms, ratio {fence['ratio']['median']:.2f} "
+        f"({fence['ratio']['min']:.2f}-{fence['ratio']['max']:.2f})"
+    )
     cp = report["checkpoint"]
-    lines.append(f"checkpoint: {cp['total_s']['median']:.1f} s total, {cp['lease_wait_s']['median']:.1f} s real lease "
-                 f"waits ({100 * cp['lease_wait_share']['median']:.0f}%)")
+    lines.append(
+        f"checkpoint: {cp['total_s']['median']:.1f} s total, {cp['lease_wait_s']['median']:.1f} s real lease "
+        f"waits ({100 * cp['lease_wait_share']['median']:.0f}%)"
+    )
     if report["detection"]:
         d = report["detection"]
-        lines.append(f"detection: |measured - predicted| = {1000 * d['abs_error_s']:.1f} ms = "
-                     f"{d['share_of_scan']:.2f} of the {1000 * d['scan_s']:.0f} ms scan")
+        lines.append(
+            f"detection: |measured - predicted| = {1000 * d['abs_error_s']:.1f} ms = "
+            f"{d['share_of_scan']:.2f} of the {1000 * d['scan_s']:.0f} ms scan"
+        )
     else:
         lines.append("detection: no committed receipt to read")
-    lines.append(f"feedback: make check on the solutions {report['feedback']['make_check_s']['median']:.1f} s warm")
+    lines.append(
+        f"feedback: make check on the solutions {report['feedback']['make_check_s']['median']:.1f} s warm"
+    )
     return "\n".join(lines)
 
 

@@ -35,32 +35,54 @@ def killed_worker(case: Path) -> list[str]:
 
 
 def main() -> int:
-    print("Chapter 13 demo: the checkpoint against solutions/ch13_leases.py, with real processes.\n"
-          "A worker child claims an order, gets approval, and is killed (SIGKILL), left alive,\n"
-          "paused (SIGSTOP) or killed after the supplier committed; a replacement waits out the\n"
-          "real lease and continues from the records, never asking a model.\n", flush=True)
-    command = [sys.executable, str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
-               "--impl", "solutions", "--evidence", str(EVIDENCE), "--keep", str(KEEP)]
+    print(
+        "Chapter 13 demo: the checkpoint against solutions/ch13_leases.py, with real processes.\n"
+        "A worker child claims an order, gets approval, and is killed (SIGKILL), left alive,\n"
+        "paused (SIGSTOP) or killed after the supplier committed; a replacement waits out the\n"
+        "real lease and continues from the records, never asking a model.\n",
+        flush=True,
+    )
+    command = [
+        sys.executable,
+        str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
+        "--impl",
+        "solutions",
+        "--evidence",
+        str(EVIDENCE),
+        "--keep",
+        str(KEEP),
+    ]
     outcome = subprocess.run(command, cwd=ROOT, timeout=300, check=False).returncode
-    print(f"\nevidence (every figure observed in this run): {EVIDENCE.relative_to(ROOT)}", flush=True)
+    print(
+        f"\nevidence (every figure observed in this run): {EVIDENCE.relative_to(ROOT)}", flush=True
+    )
     case = KEEP / f"case{KILLED_HOLDER}"
     before = os.path.relpath(case / "shop-before-recovery.db")
     shop = os.path.relpath(case / "shop.db")
     if not os.path.isfile(shop):
-        print(f"\nno shop kept at {shop}: the checkpoint stopped before the killed-holder case"
-              " finished (or it does not know --keep)")
+        print(
+            f"\nno shop kept at {shop}: the checkpoint stopped before the killed-holder case"
+            " finished (or it does not know --keep)"
+        )
         return outcome or 1
     shown = 0
     if os.path.isfile(before):
         options = killed_worker(case)
-        print("\nThe killed-holder case's records as the replacement found them (a copy taken just\n"
-              "before recover_once; leases are measured against the clock now):\n"
-              f"  python -m lucyshop status {' '.join([before, *options])}\n", flush=True)
+        print(
+            "\nThe killed-holder case's records as the replacement found them (a copy taken just\n"
+            "before recover_once; leases are measured against the clock now):\n"
+            f"  python -m lucyshop status {' '.join([before, *options])}\n",
+            flush=True,
+        )
         shown = status.main([before, *options, "--impl", "solutions"])
-    print(f"\nThe same shop after the replacement recovered it (its supplier ended with the case):\n"
-          f"  python -m lucyshop status {shop}\n", flush=True)
+    print(
+        f"\nThe same shop after the replacement recovered it (its supplier ended with the case):\n"
+        f"  python -m lucyshop status {shop}\n",
+        flush=True,
+    )
     shown = status.main([shop, "--impl", "solutions"]) or shown
     return outcome or shown
+
 
 if __name__ == "__main__":
     sys.exit(main())

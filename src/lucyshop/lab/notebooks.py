@@ -21,8 +21,12 @@ def execute(path, *, impl: str = "solutions", timeout: int = 120) -> nbformat.No
     """Run every cell of one notebook with ``LEASES_IMPL=impl``; raise on the first error."""
     notebook = nbformat.read(path, as_version=4)
     os.environ["LEASES_IMPL"] = impl
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     return notebook
 
 

@@ -66,7 +66,9 @@ SUITES = ("tests/learner", "tests/exercises")
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 CHECKPOINT_RESULTS = {0: "PASSED", 1: "FAILED", 3: "NOT STARTED"}
 SUITE_TIMEOUT = 900.0
-TEST_TIMEOUT = 300  # seconds for one test; the measured exercises run real model turns in their first
+TEST_TIMEOUT = (
+    300  # seconds for one test; the measured exercises run real model turns in their first
+)
 CHECKPOINT_TIMEOUT = 600.0
 LOAD_TIMEOUT = 60.0
 CHECKPOINT_LINES = 12
@@ -133,7 +135,9 @@ def finish_bounded(proc: subprocess.Popen, timeout: float) -> tuple[int | None, 
         raise
 
 
-def run_bounded(argv: Sequence[str], *, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+def run_bounded(
+    argv: Sequence[str], *, env: dict[str, str], timeout: float
+) -> tuple[int | None, str]:
     return finish_bounded(start_bounded(argv, env=env), timeout)
 
 
@@ -338,10 +342,17 @@ def verdict(label: str, spec: str | None = None, timeout: float = SUITE_TIMEOUT)
     _label, directory, module, _stubs = next(s for s in subjects() if s[0] == label)
     env = os.environ | {ENV: str(path)}
     status, _output, records = run_suite(path, env, timeout, paths=(f"{directory}/{module}.py",))
-    row = next(r for r in build_rows(records, spec, finished=status is not None, timeout=timeout)
-               if r.function == label)
+    row = next(
+        r
+        for r in build_rows(records, spec, finished=status is not None, timeout=timeout)
+        if r.function == label
+    )
     shown_row = f"{label}: {row.status} ({row.passed}/{row.total} checks)"
-    return shown_row if row.status == "PASSING" else f"{shown_row}\n  {row.message}\n  rerun: {row.rerun}"
+    return (
+        shown_row
+        if row.status == "PASSING"
+        else f"{shown_row}\n  {row.message}\n  rerun: {row.rerun}"
+    )
 
 
 # ---------------------------------------------------------------- main

@@ -82,9 +82,19 @@ from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
 OPERATOR = "lucy"
 SERVICE = "lucy-worker"  # the shared service name a restarted worker may come back under
 SUPPLIER = "dairy"
-SKUS = ("vanilla-tub", "chocolate-tub", "strawberry-tub", "pistachio-tub",
-        "hazelnut-tub", "mango-tub", "lemon-tub", "durian-tub")
-REJECTED_SKU = "durian-tub"  # the supplier answers REJECTED for this one: the other conclusive answer
+SKUS = (
+    "vanilla-tub",
+    "chocolate-tub",
+    "strawberry-tub",
+    "pistachio-tub",
+    "hazelnut-tub",
+    "mango-tub",
+    "lemon-tub",
+    "durian-tub",
+)
+REJECTED_SKU = (
+    "durian-tub"  # the supplier answers REJECTED for this one: the other conclusive answer
+)
 MAX_ORDER_CENTS = 5 * 250
 DROP_RATE, DELAY_RATE = 0.08, 0.08
 CHAOS_EVERY = 1.5  # mean seconds between chaos events
@@ -95,14 +105,20 @@ NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
 
 def proposal_for(work_id: int) -> dict[str, Any]:
     """The one small order an assignment asks for, derived from its work id (so every retry agrees)."""
-    return {"sku": SKUS[work_id % len(SKUS)], "quantity": 1 + work_id % 5,
-            "unit_cents": 100 + 25 * (work_id % 7)}
+    return {
+        "sku": SKUS[work_id % len(SKUS)],
+        "quantity": 1 + work_id % 5,
+        "unit_cents": 100 + 25 * (work_id % 7),
+    }
 
 
 def policy_for(items: int) -> approval.SpendingPolicy:
     """An operator allowlist and a ceiling large enough that every assignment's order fits."""
-    return approval.SpendingPolicy(frozenset({OPERATOR}), total_cents=items * MAX_ORDER_CENTS,
-                                   automatic_order_cents=MAX_ORDER_CENTS)
+    return approval.SpendingPolicy(
+        frozenset({OPERATOR}),
+        total_cents=items * MAX_ORDER_CENTS,
+        automatic_order_cents=MAX_ORDER_CENTS,
+    )
 
 
 # ------------------------------------------------------------------ the history the proof needs
@@ -117,10 +133,12 @@ HISTORY = (
         at         REAL NOT NULL
     )""",
     # Every lease row a claim (or anything else) writes, with the time inside its transaction.
-    *(f"""CREATE TRIGGER IF NOT EXISTS soak_lease_{event.lower()} AFTER {event} ON assignment_leases
+    *(
+        f"""CREATE TRIGGER IF NOT EXISTS soak_lease_{event.lower()} AFTER {event} ON assignment_leases
         BEGIN INSERT INTO soak_lease_history(work_id, generation, worker_id, expires, at)
               VALUES (NEW.work_id, NEW.generation, NEW.worker_id, NEW.expires, {NOW_SQL}); END"""
-      for event in ("INSERT", "UPDATE")),
+        for event in ("INSERT", "UPDATE")
+    ),
     """CREATE TABLE IF NOT EXISTS soak_writes(
         id                 INTEGER PRIMARY KEY AUTOINCREMENT,
         kind               TEXT NOT NULL,
@@ -132,13 +150,18 @@ HISTORY = (
         at                 REAL NOT NULL
     )""",
     # Inside the writer's own transaction: which generation held the lease when this row went in.
-    *(f"""CREATE TRIGGER IF NOT EXISTS soak_{kind}_audit AFTER INSERT ON {table}
+    *(
+        f"""CREATE TRIGGER IF NOT EXISTS soak_{kind}_audit AFTER INSERT ON {table}
         BEGIN INSERT INTO soak_writes(kind, work_id, row_ref, written_generation, lease_generation,
                                       work_state, at)
               VALUES ('{kind}', NEW.work_id, {ref}, NEW.generation,
                       (SELECT generation FROM assignment_leases WHERE work_id = NEW.work_id),
                       (SELECT state FROM work WHERE work_id = NEW.work_id), {NOW_SQL}); END"""
-      for kind, table, ref in (("transcript", "transcript", "NEW.seq"), ("outcome", "outcomes", "NULL"))),
+        for kind, table, ref in (
+            ("transcript", "transcript", "NEW.seq"),
+            ("outcome", "outcomes", "NULL"),
+        )
+    ),
 )
 
 
@@ -181,8 +204,9 @@ class LoggedSupplier:
 
     def order(self, operation: str, proposal: dict[str, Any]) -> dict[str, Any]:
         work_id, generation, started = self.current or (None, None, None)
-        self.log.write(e="send", work_id=work_id, gen=generation, t_exec=started, t=time.time(),
-                       op=operation)
+        self.log.write(
+            e="send", work_id=work_id, gen=generation, t_exec=started, t=time.time(), op=operation
+        )
         return self.client.order(operation, proposal)
 
 
@@ -192,8 +216,17 @@ REFUSED = object()
 class Turn:
     """One claimed assignment, carried through every step; each fenced write is logged."""
 
-    def __init__(self, leases: Any, db: sqlite3.Connection, client: LoggedSupplier, log: Log,
-                 rng: random.Random, policy: approval.SpendingPolicy, held: Any, lease: float) -> None:
+    def __init__(
+        self,
+        leases: Any,
+        db: sqlite3.Connection,
+        client: LoggedSupplier,
+        log: Log,
+        rng: random.Random,
+        policy: approval.SpendingPolicy,
+        held: Any,
+        lease: float,
+    ) -> None:
         self.leases, self.db, self.client, self.log = leases, db, client, log
         self.rng, self.policy, self.held, self.lease = rng, policy, held, lease
         self.order: dict[str, Any] | None = None
@@ -204,17 +237,35 @@ class Turn:
         try:
             result = call()
         except PermissionError as refused:
-            self.log.write(e="write", b=boundary, work_id=held.work_id, gen=held.generation,
-                           ok=False, probe=probe, t0=started, t1=time.time(), why=str(refused)[:300],
-                           lease_gen=self.lease_generation())
+            self.log.write(
+                e="write",
+                b=boundary,
+                work_id=held.work_id,
+                gen=held.generation,
+                ok=False,
+                probe=probe,
+                t0=started,
+                t1=time.time(),
+                why=str(refused)[:300],
+                lease_gen=self.lease_generation(),
+            )
             return REFUSED
-        self.log.write(e="write", b=boundary, work_id=held.work_id, gen=held.generation, ok=True,
-                       probe=probe, t0=started, t1=time.time())
+        self.log.write(
+            e="write",
+            b=boundary,
+            work_id=held.work_id,
+            gen=held.generation,
+            ok=True,
+            probe=probe,
+            t0=started,
+            t1=time.time(),
+        )
         return result
 
     def lease_generation(self) -> int | None:
-        row = self.db.execute("SELECT generation FROM assignment_leases WHERE work_id = ?",
-                              (self.held.work_id,)).fetchone()
+        row = self.db.execute(
+            "SELECT generation FROM assignment_leases WHERE work_id = ?", (self.held.work_id,)
+        ).fetchone()
         return None if row is None else row[0]
 
     def think(self, low: float, high: float) -> None:
@@ -229,25 +280,42 @@ class Turn:
         message = {"role": "assistant", "text": f"working on: {held.text}", "by": held.worker_id}
         if self.write("transcript", lambda: leases.observe(db, held, message)) is REFUSED:
             return self.refused()
-        order = self.write("propose", lambda: approval.propose(
-            db, held, supplier=self.client.identity, proposal=proposal_for(held.work_id)))
+        order = self.write(
+            "propose",
+            lambda: approval.propose(
+                db, held, supplier=self.client.identity, proposal=proposal_for(held.work_id)
+            ),
+        )
         if order is REFUSED:
             return self.refused()
         self.order = order
         if order["status"] == "DRAFT":
             try:  # the operator's act, not the worker's: it has no holder to fence
-                approval.approve(db, order["order_id"], actor=OPERATOR, digest=order["digest"],
-                                 policy=self.policy)
+                approval.approve(
+                    db,
+                    order["order_id"],
+                    actor=OPERATOR,
+                    digest=order["digest"],
+                    policy=self.policy,
+                )
             except PermissionError as taken:  # another generation's turn approved it first
-                self.log.write(e="approve-skipped", work_id=held.work_id, gen=held.generation,
-                               why=str(taken)[:300])
+                self.log.write(
+                    e="approve-skipped",
+                    work_id=held.work_id,
+                    gen=held.generation,
+                    why=str(taken)[:300],
+                )
         self.think(0.05, 0.25)
         receipt = self.execute()
         if receipt is REFUSED:
             return self.refused()
         self.think(0.02, 0.08)
         status = "BLOCKED" if receipt["status"] == "UNKNOWN" else "DONE"
-        result = {"receipt": receipt["status"], "operation": receipt["operation"], "by": held.worker_id}
+        result = {
+            "receipt": receipt["status"],
+            "operation": receipt["operation"],
+            "by": held.worker_id,
+        }
         if self.write("completion", lambda: leases.finish(db, held, status, result)) is REFUSED:
             return self.refused()
         return None
@@ -256,8 +324,13 @@ class Turn:
         held, order = self.held, self.order
         self.client.current = (held.work_id, held.generation, time.time())
         try:
-            return self.write("supplier", lambda: approval.execute(
-                self.db, held, order["order_id"], self.client, policy=self.policy), probe=probe)
+            return self.write(
+                "supplier",
+                lambda: approval.execute(
+                    self.db, held, order["order_id"], self.client, policy=self.policy
+                ),
+                probe=probe,
+            )
         finally:
             self.client.current = None
 
@@ -271,12 +344,18 @@ class Turn:
         if current is None or current <= self.held.generation:
             return
         leases, db, held = self.leases, self.db, self.held
-        self.write("transcript", lambda: leases.observe(db, held, {"role": "assistant", "text": "late"}),
-                   probe=True)
+        self.write(
+            "transcript",
+            lambda: leases.observe(db, held, {"role": "assistant", "text": "late"}),
+            probe=True,
+        )
         if self.order is not None:
             self.execute(probe=True)
-        self.write("completion", lambda: leases.finish(db, held, "DONE", {"by": held.worker_id}),
-                   probe=True)
+        self.write(
+            "completion",
+            lambda: leases.finish(db, held, "DONE", {"by": held.worker_id}),
+            probe=True,
+        )
 
 
 def worker_main(args: argparse.Namespace) -> int:
@@ -284,8 +363,9 @@ def worker_main(args: argparse.Namespace) -> int:
     log = Log(args.log)
     leases = load_impl()
     db, _ = leases.open_worker_shop(args.shop)
-    client = LoggedSupplier(SupplierClient(args.endpoint, identity=args.identity,
-                                           timeout=args.timeout), log)
+    client = LoggedSupplier(
+        SupplierClient(args.endpoint, identity=args.identity, timeout=args.timeout), log
+    )
     policy = policy_for(args.items)
     rng = random.Random(args.worker_seed)
     stop, parent = Path(args.stop), args.parent
@@ -299,14 +379,26 @@ def worker_main(args: argparse.Namespace) -> int:
             if held is None:
                 time.sleep(rng.uniform(0.02, 0.06))
                 continue
-            log.write(e="claim", work_id=held.work_id, gen=held.generation, owner=held.owner,
-                      t0=started, t1=time.time(), expires=held.expires)
+            log.write(
+                e="claim",
+                work_id=held.work_id,
+                gen=held.generation,
+                owner=held.owner,
+                t0=started,
+                t1=time.time(),
+                expires=held.expires,
+            )
             Turn(leases, db, client, log, rng, policy, held, args.lease).run()
             held = None
     except Exception as error:  # noqa: BLE001 - logged for the parent's verdict, then a crash exit
-        log.write(e="error", type=type(error).__name__, message=str(error)[:500],
-                  work_id=getattr(held, "work_id", None), gen=getattr(held, "generation", None),
-                  where=traceback.format_exc(limit=4)[-1500:])
+        log.write(
+            e="error",
+            type=type(error).__name__,
+            message=str(error)[:500],
+            work_id=getattr(held, "work_id", None),
+            gen=getattr(held, "generation", None),
+            where=traceback.format_exc(limit=4)[-1500:],
+        )
         return 2
     log.write(e="stop", t=time.time())
     return 0
@@ -407,13 +499,34 @@ class Soak:
         slot.owner = SERVICE if rng.random() < 2 / 3 else f"w{slot.index}.{slot.starts}"
         name = f"w{slot.index}.{slot.starts}"
         argv = python_argv(
-            "lucyshop.lab.soak", "--worker", "--shop", str(self.shop), "--owner", slot.owner,
-            "--endpoint", supplier.endpoint, "--identity", supplier.identity,
-            "--timeout", str(self.config.timeout), "--lease", str(self.config.lease),
-            "--items", str(self.config.items), "--log", str(self.logs / f"{name}.jsonl"),
-            "--stop", str(self.stop), "--parent", str(os.getpid()),
-            "--worker-seed", f"{self.config.seed}:{name}",
-            "--max-seconds", str(self.config.seconds * 3 + 120), blocked=True)
+            "lucyshop.lab.soak",
+            "--worker",
+            "--shop",
+            str(self.shop),
+            "--owner",
+            slot.owner,
+            "--endpoint",
+            supplier.endpoint,
+            "--identity",
+            supplier.identity,
+            "--timeout",
+            str(self.config.timeout),
+            "--lease",
+            str(self.config.lease),
+            "--items",
+            str(self.config.items),
+            "--log",
+            str(self.logs / f"{name}.jsonl"),
+            "--stop",
+            str(self.stop),
+            "--parent",
+            str(os.getpid()),
+            "--worker-seed",
+            f"{self.config.seed}:{name}",
+            "--max-seconds",
+            str(self.config.seconds * 3 + 120),
+            blocked=True,
+        )
         env = os.environ | {"LEASES_IMPL": str(self.config.impl)}
         with open(self.logs / f"{name}.err", "wb") as stderr:
             slot.proc = children.spawn(argv, env=env, stderr=stderr)
@@ -433,7 +546,8 @@ class Soak:
                     tail = _tail(self.logs / f"w{slot.index}.{slot.starts - 1}.err")
                     self.counts.crashes.append(
                         f"worker w{slot.index}.{slot.starts - 1} exited with status "
-                        f"{slot.proc.returncode}" + (f": {tail}" if tail else ""))
+                        f"{slot.proc.returncode}" + (f": {tail}" if tail else "")
+                    )
                 delay = random.Random(f"restart:{self.config.seed}:{slot.index}:{slot.starts}")
                 slot.restart_at = now + (delay.uniform(0.1, 0.5) if chaos else 0.0)
             if slot.restart_at is not None and now >= slot.restart_at:
@@ -485,14 +599,19 @@ class Soak:
                     share = 1.0 if stop.is_set() else min(1.0, elapsed / config.seconds)
                     first = min(config.items, config.workers * 2)  # something for everyone at once
                     target = first + math.ceil((config.items - first) * share)
-                    pending = db.execute("SELECT count(*) FROM work WHERE state = 'pending'").fetchone()[0]
+                    pending = db.execute(
+                        "SELECT count(*) FROM work WHERE state = 'pending'"
+                    ).fetchone()[0]
                     if not stop.is_set():
                         target = min(target, self.enqueued + max(0, backlog - pending))
                     while self.enqueued < target:
                         i = self.enqueued
-                        self.leases.enqueue(queue, f"soak-{config.seed}-{i}",
-                                            f"session-{i % config.sessions}",
-                                            f"assignment {i} of soak {config.seed}")
+                        self.leases.enqueue(
+                            queue,
+                            f"soak-{config.seed}-{i}",
+                            f"session-{i % config.sessions}",
+                            f"assignment {i} of soak {config.seed}",
+                        )
                         self.enqueued += 1
                     stop.wait(0.1)
         except BaseException as error:  # noqa: BLE001 - reported as a failed invariant
@@ -506,9 +625,18 @@ class Soak:
 
     def run(self) -> list[Verdict]:
         config = self.config
-        with supplier_process(self.dir, identity=SUPPLIER, drop_rate=DROP_RATE, delay_rate=DELAY_RATE,
-                              delay_seconds=config.delay_seconds, seed=config.seed,
-                              reject_skus=(REJECTED_SKU,)) as supplier, Children() as children:
+        with (
+            supplier_process(
+                self.dir,
+                identity=SUPPLIER,
+                drop_rate=DROP_RATE,
+                delay_rate=DELAY_RATE,
+                delay_seconds=config.delay_seconds,
+                seed=config.seed,
+                reject_skus=(REJECTED_SKU,),
+            ) as supplier,
+            Children() as children,
+        ):
             db, _ = self.leases.open_worker_shop(self.shop)
             try:
                 install_history(db, config.items)
@@ -539,9 +667,12 @@ class Soak:
                 if elapsed >= report_at:
                     report_at += 10.0
                     c = self.counts
-                    print(f"  {elapsed:5.0f}s  enqueued {self.enqueued}/{config.items}, unfinished "
-                          f"{self.unfinished()}, kills {c.kills}, pauses {c.pauses}, restarts "
-                          f"{c.restarts}", flush=True)
+                    print(
+                        f"  {elapsed:5.0f}s  enqueued {self.enqueued}/{config.items}, unfinished "
+                        f"{self.unfinished()}, kills {c.kills}, pauses {c.pauses}, restarts "
+                        f"{c.restarts}",
+                        flush=True,
+                    )
                 time.sleep(0.02)
         finally:
             stop.set()
@@ -567,9 +698,13 @@ class Soak:
         recoveries: Counter[str] = Counter()
         errors: list[str] = []
         deadline = time.monotonic() + self.config.lease + 30
-        while time.monotonic() < deadline:  # until IDLE with nothing left: live leases are waited out
+        while (
+            time.monotonic() < deadline
+        ):  # until IDLE with nothing left: live leases are waited out
             try:
-                recovery = self.leases.recover_once(db, owner="drain", supplier=client, policy=self.policy)
+                recovery = self.leases.recover_once(
+                    db, owner="drain", supplier=client, policy=self.policy
+                )
             except Exception as error:  # noqa: BLE001 - the implementation's: reported, not fatal
                 errors.append(f"recover_once raised {type(error).__name__}: {error}")
                 if len(errors) >= 10:
@@ -593,8 +728,12 @@ class Soak:
             settled += sum(1 for row in report if row["after"] != row["before"])
             if all(row["after"] != row["before"] for row in report):
                 break
-        self.drain |= {"seconds": round(time.monotonic() - started, 1),
-                       "recover_once": dict(recoveries), "reconciled": settled, "errors": errors}
+        self.drain |= {
+            "seconds": round(time.monotonic() - started, 1),
+            "recover_once": dict(recoveries),
+            "reconciled": settled,
+            "errors": errors,
+        }
 
 
 # ------------------------------------------------------------------ the verdict
@@ -633,7 +772,9 @@ def check(soak: Soak) -> list[Verdict]:
         outcomes = Counter(r[0] for r in db.execute("SELECT work_id FROM outcomes"))
         statuses = Counter(r[0] for r in db.execute("SELECT status FROM outcomes"))
         orders = [dict(r) for r in db.execute("SELECT * FROM assistant_orders")]
-        money = dict(db.execute("SELECT reserved_cents, spent_cents FROM spending_account").fetchone())
+        money = dict(
+            db.execute("SELECT reserved_cents, spent_cents FROM spending_account").fetchone()
+        )
         writes = [dict(r) for r in db.execute("SELECT * FROM soak_writes ORDER BY id")]
         history = [dict(r) for r in db.execute("SELECT * FROM soak_lease_history ORDER BY id")]
         transcript_rows = db.execute("SELECT count(*) FROM transcript").fetchone()[0]
@@ -643,21 +784,32 @@ def check(soak: Soak) -> list[Verdict]:
 
     # 1. every assignment finished exactly once, with exactly one outcome row
     audited = Counter(w["work_id"] for w in writes if w["kind"] == "outcome")
-    bad = [w for w, row in work.items()
-           if row["state"] != "finished" or outcomes[w] != 1 or audited[w] != 1]
+    bad = [
+        w
+        for w, row in work.items()
+        if row["state"] != "finished" or outcomes[w] != 1 or audited[w] != 1
+    ]
     bad += [w for w in outcomes if w not in work]
     problems = []
     if len(work) != config.items:
         problems.append(f"{len(work)} work rows for {config.items} assignments")
     if soak.feeder_error is not None:
-        problems.append(f"admission failed: {type(soak.feeder_error).__name__}: {soak.feeder_error}")
+        problems.append(
+            f"admission failed: {type(soak.feeder_error).__name__}: {soak.feeder_error}"
+        )
     problems += soak.drain.get("errors", [])
     if bad:
         problems.append(f"{len(bad)} not finished exactly once, with one outcome")
-    verdicts.append(Verdict(
-        "every assignment finished exactly once, with exactly one outcome row", not problems,
-        "; ".join(problems) or f"{len(work)} of {config.items}, "
-        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())), _ids(bad)))
+    verdicts.append(
+        Verdict(
+            "every assignment finished exactly once, with exactly one outcome row",
+            not problems,
+            "; ".join(problems)
+            or f"{len(work)} of {config.items}, "
+            + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())),
+            _ids(bad),
+        )
+    )
 
     # 2. the supplier ledger: one order per accepted operation, none unknown, none twice
     shop_ops = {o["operation"]: o for o in orders}
@@ -668,29 +820,44 @@ def check(soak: Soak) -> list[Verdict]:
     mismatched = []
     for row in ledger:
         mine = shop_ops.get(row["operation"])
-        if mine is not None and (mine["status"] != row["status"]
-                                 or (row["status"] == "ACCEPTED" and mine["amount_cents"] != row["amount_cents"])):
+        if mine is not None and (
+            mine["status"] != row["status"]
+            or (row["status"] == "ACCEPTED" and mine["amount_cents"] != row["amount_cents"])
+        ):
             mismatched.append(mine["work_id"])
-    missing = [o["work_id"] for o in orders if o["status"] in ("ACCEPTED", "REJECTED")
-               and o["operation"] not in ledger_ops]
+    missing = [
+        o["work_id"]
+        for o in orders
+        if o["status"] in ("ACCEPTED", "REJECTED") and o["operation"] not in ledger_ops
+    ]
     problems = []
     if twice:
         problems.append(f"operations ordered twice: {twice[:5]}")
     if unknown:
         problems.append(f"{len(unknown)} ledger orders the shop does not know: {unknown[:5]}")
     if mismatched:
-        problems.append(f"{len(mismatched)} orders whose shop status or amount disagrees with the ledger")
+        problems.append(
+            f"{len(mismatched)} orders whose shop status or amount disagrees with the ledger"
+        )
     if missing:
         problems.append(f"{len(missing)} orders settled in the shop but absent from the ledger")
     if many := [w for w, n in per_work.items() if n > 1]:
         problems.append(f"{len(many)} assignments with more than one order")
     accepted = sum(1 for r in ledger if r["status"] == "ACCEPTED")
-    verdicts.append(Verdict(
-        "the supplier ledger holds one order per accepted operation and none the shop does not know",
-        not problems, "; ".join(problems)
-        or f"{len(ledger)} orders ({accepted} accepted, {len(ledger) - accepted} rejected), each once",
-        _ids(mismatched + missing + [w for w, n in per_work.items() if n > 1]
-             + [shop_ops[op]["work_id"] for op in twice if op in shop_ops])))
+    verdicts.append(
+        Verdict(
+            "the supplier ledger holds one order per accepted operation and none the shop does not know",
+            not problems,
+            "; ".join(problems)
+            or f"{len(ledger)} orders ({accepted} accepted, {len(ledger) - accepted} rejected), each once",
+            _ids(
+                mismatched
+                + missing
+                + [w for w, n in per_work.items() if n > 1]
+                + [shop_ops[op]["work_id"] for op in twice if op in shop_ops]
+            ),
+        )
+    )
 
     # 3. money: spent = accepted amounts; reserved = what is still uncertain (zero after reconcile)
     accepted_cents = sum(o["amount_cents"] for o in orders if o["status"] == "ACCEPTED")
@@ -701,40 +868,55 @@ def check(soak: Soak) -> list[Verdict]:
     seen = [o for o in uncertain if o["operation"] in ledger_ops]
     problems = []
     if not money["spent_cents"] == accepted_cents == ledger_cents:
-        problems.append(f"spent {money['spent_cents']}, accepted in the shop {accepted_cents}, "
-                        f"accepted in the ledger {ledger_cents}")
+        problems.append(
+            f"spent {money['spent_cents']}, accepted in the shop {accepted_cents}, "
+            f"accepted in the ledger {ledger_cents}"
+        )
     if money["reserved_cents"] != uncertain_cents:
         problems.append(f"reserved {money['reserved_cents']} but uncertain {uncertain_cents}")
     if seen:
         problems.append(f"{len(seen)} orders still uncertain although the supplier holds them")
     if unsent:
         problems.append(f"{len(unsent)} approved orders of finished work were never sent")
-    verdicts.append(Verdict(
-        "spent cents equal the accepted amounts; reserved cents equal what is still uncertain",
-        not problems, "; ".join(problems)
-        or f"spent {money['spent_cents']} = accepted {accepted_cents}; reserved "
-           f"{money['reserved_cents']} = uncertain {uncertain_cents} ({len(uncertain)} orders"
-           f"{' the supplier never saw' if uncertain else ''})",
-        _ids(o["work_id"] for o in uncertain + unsent) if problems else ()))
+    verdicts.append(
+        Verdict(
+            "spent cents equal the accepted amounts; reserved cents equal what is still uncertain",
+            not problems,
+            "; ".join(problems)
+            or f"spent {money['spent_cents']} = accepted {accepted_cents}; reserved "
+            f"{money['reserved_cents']} = uncertain {uncertain_cents} ({len(uncertain)} orders"
+            f"{' the supplier never saw' if uncertain else ''})",
+            _ids(o["work_id"] for o in uncertain + unsent) if problems else (),
+        )
+    )
 
     # 4. no transcript row or outcome written by a generation after it was superseded
-    stale_rows = [w for w in writes if w["written_generation"] != w["lease_generation"]
-                  or w["work_state"] != "running"]
+    stale_rows = [
+        w
+        for w in writes
+        if w["written_generation"] != w["lease_generation"] or w["work_state"] != "running"
+    ]
     problems = []
     if stale_rows:
         first = stale_rows[0]
         problems.append(
             f"{len(stale_rows)} rows, e.g. the {first['kind']} of work {first['work_id']} written by "
             f"generation {first['written_generation']} while the lease was at generation "
-            f"{first['lease_generation']} and the work {first['work_state']}")
+            f"{first['lease_generation']} and the work {first['work_state']}"
+        )
     audited_rows = sum(1 for w in writes if w["kind"] == "transcript")
     if audited_rows != transcript_rows:
         problems.append(f"{transcript_rows} transcript rows but {audited_rows} witnessed")
-    verdicts.append(Verdict(
-        "no transcript row or outcome was written by a superseded generation", not problems,
-        "; ".join(problems) or f"{audited_rows} transcript rows and {sum(audited.values())} outcomes, "
-        "each written by the generation that held the lease, inside its transaction",
-        _ids(w["work_id"] for w in stale_rows)))
+    verdicts.append(
+        Verdict(
+            "no transcript row or outcome was written by a superseded generation",
+            not problems,
+            "; ".join(problems)
+            or f"{audited_rows} transcript rows and {sum(audited.values())} outcomes, "
+            "each written by the generation that held the lease, inside its transaction",
+            _ids(w["work_id"] for w in stale_rows),
+        )
+    )
 
     # 5. every stale write was refused by the fence (PermissionError), and none went to the supplier
     first_of = defaultdict(dict)  # work id -> generation -> when its lease row was first written
@@ -743,7 +925,9 @@ def check(soak: Soak) -> list[Verdict]:
     late_sends = []
     for e in events:
         if e.get("e") == "send" and e.get("gen") is not None:
-            newer = [at for g, at in first_of[e["work_id"]].items() if g is not None and g > e["gen"]]
+            newer = [
+                at for g, at in first_of[e["work_id"]].items() if g is not None and g > e["gen"]
+            ]
             if newer and e["t_exec"] > min(newer) + CLOCK_SLACK:
                 late_sends.append(e)
     errors = [e for e in events if e.get("e") == "error"]
@@ -752,23 +936,36 @@ def check(soak: Soak) -> list[Verdict]:
     problems = []
     if probes:
         e = probes[0]
-        problems.append(f"{len(probes)} writes accepted from a claim already superseded, e.g. the "
-                        f"{e['b']} write of work {e['work_id']} by generation {e['gen']} ({e['log']})")
+        problems.append(
+            f"{len(probes)} writes accepted from a claim already superseded, e.g. the "
+            f"{e['b']} write of work {e['work_id']} by generation {e['gen']} ({e['log']})"
+        )
     if late_sends:
         e = late_sends[0]
-        problems.append(f"{len(late_sends)} supplier sends by a superseded generation, e.g. work "
-                        f"{e['work_id']} generation {e['gen']} ({e['log']})")
+        problems.append(
+            f"{len(late_sends)} supplier sends by a superseded generation, e.g. work "
+            f"{e['work_id']} generation {e['gen']} ({e['log']})"
+        )
     if errors:
         e = errors[0]
-        problems.append(f"{len(errors)} writes failed with something other than PermissionError, "
-                        f"e.g. {e['type']}: {e['message']} (work {e['work_id']} generation {e['gen']}, {e['log']})")
+        problems.append(
+            f"{len(errors)} writes failed with something other than PermissionError, "
+            f"e.g. {e['type']}: {e['message']} (work {e['work_id']} generation {e['gen']}, {e['log']})"
+        )
     if soak.counts.crashes:
-        problems.append(f"{len(soak.counts.crashes)} worker crashes, e.g. {soak.counts.crashes[0][:400]}")
+        problems.append(
+            f"{len(soak.counts.crashes)} worker crashes, e.g. {soak.counts.crashes[0][:400]}"
+        )
     refused = [e for e in events if e.get("e") == "write" and not e["ok"]]
-    verdicts.append(Verdict(
-        "every stale write was refused by the fence", not problems,
-        "; ".join(problems) or f"{len(refused)} refused, no stale write reached the database or the supplier",
-        _ids([e["work_id"] for e in probes + late_sends + errors])))
+    verdicts.append(
+        Verdict(
+            "every stale write was refused by the fence",
+            not problems,
+            "; ".join(problems)
+            or f"{len(refused)} refused, no stale write reached the database or the supplier",
+            _ids([e["work_id"] for e in probes + late_sends + errors]),
+        )
+    )
 
     # 6. generations only grow, by one per claim
     jumps = []
@@ -777,38 +974,64 @@ def check(soak: Soak) -> list[Verdict]:
         by_work[row["work_id"]].append(row["generation"])
     for work_id, generations in by_work.items():
         if any(not isinstance(g, int) for g in generations) or generations != list(
-                range(1, len(generations) + 1)):
+            range(1, len(generations) + 1)
+        ):
             jumps.append(work_id)
-    verdicts.append(Verdict(
-        "each claim advanced the lease generation by exactly one", not jumps,
-        f"{len(jumps)} assignments whose generations were not 1, 2, 3, ..." if jumps
-        else f"{len(history)} claims, highest generation {max((len(v) for v in by_work.values()), default=0)}",
-        _ids(jumps)))
+    verdicts.append(
+        Verdict(
+            "each claim advanced the lease generation by exactly one",
+            not jumps,
+            f"{len(jumps)} assignments whose generations were not 1, 2, 3, ..."
+            if jumps
+            else f"{len(history)} claims, highest generation {max((len(v) for v in by_work.values()), default=0)}",
+            _ids(jumps),
+        )
+    )
 
     soak.facts = facts(soak, events, history, ledger, orders, money, statuses)
     return verdicts
 
 
-def facts(soak: Soak, events: list[dict[str, Any]], history: list[dict[str, Any]],
-          ledger: list[dict[str, Any]], orders: list[dict[str, Any]], money: dict[str, int],
-          statuses: Counter) -> dict[str, Any]:
+def facts(
+    soak: Soak,
+    events: list[dict[str, Any]],
+    history: list[dict[str, Any]],
+    ledger: list[dict[str, Any]],
+    orders: list[dict[str, Any]],
+    money: dict[str, int],
+    statuses: Counter,
+) -> dict[str, Any]:
     """Every figure of the report, each counted from what this run observed."""
     refused = [e for e in events if e.get("e") == "write" and not e["ok"]]
     sends = [e for e in events if e.get("e") == "send"]
     owner_of_log = {e["log"]: e["owner"] for e in events if e.get("e") == "start"}
     holder = {(h["work_id"], h["generation"]): str(h["worker_id"]).split("#")[0] for h in history}
-    same_owner = sum(1 for e in refused if (e.get("lease_gen") or 0) > e["gen"]
-                     and holder.get((e["work_id"], e["lease_gen"])) == owner_of_log.get(e["log"]))
+    same_owner = sum(
+        1
+        for e in refused
+        if (e.get("lease_gen") or 0) > e["gen"]
+        and holder.get((e["work_id"], e["lease_gen"])) == owner_of_log.get(e["log"])
+    )
     c = soak.counts
     return {
-        "seed": soak.config.seed, "seconds": soak.config.seconds, "workers": soak.config.workers,
-        "items": soak.config.items, "sessions": soak.config.sessions, "lease": soak.config.lease,
-        "supplier_timeout": soak.config.timeout, "impl": str(soak.config.impl),
-        "kills": c.kills, "pauses": c.pauses, "resumes": c.resumes,
-        "exited_while_paused": c.exited_while_paused, "restarts": c.restarts,
-        "chaos_skipped": c.skipped, "crashes": len(c.crashes),
+        "seed": soak.config.seed,
+        "seconds": soak.config.seconds,
+        "workers": soak.config.workers,
+        "items": soak.config.items,
+        "sessions": soak.config.sessions,
+        "lease": soak.config.lease,
+        "supplier_timeout": soak.config.timeout,
+        "impl": str(soak.config.impl),
+        "kills": c.kills,
+        "pauses": c.pauses,
+        "resumes": c.resumes,
+        "exited_while_paused": c.exited_while_paused,
+        "restarts": c.restarts,
+        "chaos_skipped": c.skipped,
+        "crashes": len(c.crashes),
         "worker_processes": sum(s.starts for s in soak.slots),
-        "claims": len(history), "takeovers": sum(1 for h in history if (h["generation"] or 0) > 1),
+        "claims": len(history),
+        "takeovers": sum(1 for h in history if (h["generation"] or 0) > 1),
         "stale_writes_refused": len(refused),
         "stale_refused_by_boundary": dict(sorted(Counter(e["b"] for e in refused).items())),
         "stale_refused_superseded": sum(1 for e in refused if (e.get("lease_gen") or 0) > e["gen"]),
@@ -817,13 +1040,16 @@ def facts(soak: Soak, events: list[dict[str, Any]], history: list[dict[str, Any]
         "writes_accepted": sum(1 for e in events if e.get("e") == "write" and e["ok"]),
         "replies_dropped": soak.supplier_faults.get("dropped"),
         "replies_delayed": soak.supplier_faults.get("delayed"),
-        "sends": len(sends), "repeated_sends": len(sends) - len({e["op"] for e in sends}),
-        "orders": len(ledger), "orders_accepted": sum(1 for r in ledger if r["status"] == "ACCEPTED"),
+        "sends": len(sends),
+        "repeated_sends": len(sends) - len({e["op"] for e in sends}),
+        "orders": len(ledger),
+        "orders_accepted": sum(1 for r in ledger if r["status"] == "ACCEPTED"),
         "outcomes": dict(sorted(statuses.items())),
         "uncertain_left": sum(1 for o in orders if o["status"] in ("SENDING", "UNKNOWN")),
-        "assignments_without_order": soak.config.items - len(
-            {o["work_id"] for o in orders if o["operation"] in {r["operation"] for r in ledger}}),
-        "spent_cents": money["spent_cents"], "reserved_cents": money["reserved_cents"],
+        "assignments_without_order": soak.config.items
+        - len({o["work_id"] for o in orders if o["operation"] in {r["operation"] for r in ledger}}),
+        "spent_cents": money["spent_cents"],
+        "reserved_cents": money["reserved_cents"],
         "drain": soak.drain,
     }
 
@@ -849,13 +1075,37 @@ def _terminated(signum: int, _frame: object) -> None:
 
 
 def rerun_command(config: Config) -> str:
-    words = ["python", "-m", "lucyshop.lab.soak", "--seconds", f"{config.seconds:g}", "--seed",
-             str(config.seed), "--impl", config.impl_spec, "--workers", str(config.workers),
-             "--items", str(config.items), "--lease", f"{config.lease:g}"]
+    words = [
+        "python",
+        "-m",
+        "lucyshop.lab.soak",
+        "--seconds",
+        f"{config.seconds:g}",
+        "--seed",
+        str(config.seed),
+        "--impl",
+        config.impl_spec,
+        "--workers",
+        str(config.workers),
+        "--items",
+        str(config.items),
+        "--lease",
+        f"{config.lease:g}",
+    ]
     if config.chaos_every != CHAOS_EVERY or config.pause_share != PAUSE_SHARE:
-        words += ["--chaos-every", f"{config.chaos_every:g}", "--pause-share", f"{config.pause_share:g}"]
+        words += [
+            "--chaos-every",
+            f"{config.chaos_every:g}",
+            "--pause-share",
+            f"{config.pause_share:g}",
+        ]
     command = shlex.join(words)
-    defaults = (config.impl_spec, config.workers, config.items, config.lease) == ("solutions", 4, 400, 1.5)
+    defaults = (config.impl_spec, config.workers, config.items, config.lease) == (
+        "solutions",
+        4,
+        400,
+        1.5,
+    )
     if defaults and (config.chaos_every, config.pause_share) == (CHAOS_EVERY, PAUSE_SHARE):
         return f"make soak SOAK_SECONDS={config.seconds:g} SEED={config.seed}   (or: {command})"
     return command
@@ -864,24 +1114,37 @@ def rerun_command(config: Config) -> str:
 def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], took: float) -> None:
     by = ", ".join(f"{b} {n}" for b, n in f["stale_refused_by_boundary"].items())
     drain = f["drain"]
-    print(f"seed {f['seed']}: {f['seconds']:g}s of chaos, {f['workers']} workers, {f['items']} assignments "
-          f"in {f['sessions']} sessions, lease {f['lease']:g}s, supplier timeout {f['supplier_timeout']:g}s")
+    print(
+        f"seed {f['seed']}: {f['seconds']:g}s of chaos, {f['workers']} workers, {f['items']} assignments "
+        f"in {f['sessions']} sessions, lease {f['lease']:g}s, supplier timeout {f['supplier_timeout']:g}s"
+    )
     gone = f", {f['exited_while_paused']} had exited" if f["exited_while_paused"] else ""
-    print(f"chaos: kills {f['kills']}, pauses {f['pauses']} (continued {f['resumes']}{gone}), restarts "
-          f"{f['restarts']}, worker processes {f['worker_processes']}, events skipped {f['chaos_skipped']}")
-    print(f"leases: claims {f['claims']}, takeovers {f['takeovers']}, stale writes refused "
-          f"{f['stale_writes_refused']} ({by or 'none'}; {f['stale_refused_superseded']} superseded, "
-          f"{f['stale_refused_same_owner']} of them by the same owner label, "
-          f"{f['stale_probes']} deliberate probes)")
-    print(f"supplier: replies dropped {f['replies_dropped']}, delayed {f['replies_delayed']}, worker sends "
-          f"{f['sends']} ({f['repeated_sends']} repeats answered from the ledger), orders {f['orders']} "
-          f"({f['orders_accepted']} accepted)")
-    print(f"drain: {drain.get('seconds')}s, recover_once {drain.get('recover_once')}, reconcile settled "
-          f"{drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} reserved "
-          f"{f['reserved_cents']} cents")
+    print(
+        f"chaos: kills {f['kills']}, pauses {f['pauses']} (continued {f['resumes']}{gone}), restarts "
+        f"{f['restarts']}, worker processes {f['worker_processes']}, events skipped {f['chaos_skipped']}"
+    )
+    print(
+        f"leases: claims {f['claims']}, takeovers {f['takeovers']}, stale writes refused "
+        f"{f['stale_writes_refused']} ({by or 'none'}; {f['stale_refused_superseded']} superseded, "
+        f"{f['stale_refused_same_owner']} of them by the same owner label, "
+        f"{f['stale_probes']} deliberate probes)"
+    )
+    print(
+        f"supplier: replies dropped {f['replies_dropped']}, delayed {f['replies_delayed']}, worker sends "
+        f"{f['sends']} ({f['repeated_sends']} repeats answered from the ledger), orders {f['orders']} "
+        f"({f['orders_accepted']} accepted)"
+    )
+    print(
+        f"drain: {drain.get('seconds')}s, recover_once {drain.get('recover_once')}, reconcile settled "
+        f"{drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} reserved "
+        f"{f['reserved_cents']} cents"
+    )
     for v in verdicts:
-        ids = f" (work ids {', '.join(map(str, v.work_ids[:20]))}{' ...' if len(v.work_ids) > 20 else ''})" \
-            if v.work_ids and not v.ok else ""
+        ids = (
+            f" (work ids {', '.join(map(str, v.work_ids[:20]))}{' ...' if len(v.work_ids) > 20 else ''})"
+            if v.work_ids and not v.ok
+            else ""
+        )
         print(f"{'PASS' if v.ok else 'FAIL'}  {v.invariant}: {v.detail}{ids}")
     failed = [v.invariant for v in verdicts if not v.ok]
     print(f"soak {'FAILED: ' + '; '.join(failed) if failed else 'passed'} ({took:.0f}s)")
@@ -889,23 +1152,51 @@ def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], too
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m lucyshop.lab.soak",
-                                     description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--seconds", type=float, default=120.0, help="seconds of chaos (default 120)")
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop.lab.soak", description=__doc__.split("\n", 1)[0]
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=120.0, help="seconds of chaos (default 120)"
+    )
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--impl", default="solutions", help="learner, solutions or a path (default solutions)")
+    parser.add_argument(
+        "--impl", default="solutions", help="learner, solutions or a path (default solutions)"
+    )
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--items", type=int, default=400, help="assignments in the queue (default 400)")
-    parser.add_argument("--lease", type=float, default=1.5,
-                        help="the workers' real lease in seconds (default 1.5)")
-    parser.add_argument("--chaos-every", type=float, default=CHAOS_EVERY,
-                        help=f"mean seconds between chaos events (default {CHAOS_EVERY:g})")
-    parser.add_argument("--pause-share", type=float, default=PAUSE_SHARE,
-                        help=f"share of chaos events that are pauses (default {PAUSE_SHARE:g})")
-    parser.add_argument("--keep", action="store_true", help="keep the run's directory even when it passes")
-    parser.add_argument("--report", type=Path, help="also write the figures and verdicts as JSON here")
+    parser.add_argument(
+        "--items", type=int, default=400, help="assignments in the queue (default 400)"
+    )
+    parser.add_argument(
+        "--lease", type=float, default=1.5, help="the workers' real lease in seconds (default 1.5)"
+    )
+    parser.add_argument(
+        "--chaos-every",
+        type=float,
+        default=CHAOS_EVERY,
+        help=f"mean seconds between chaos events (default {CHAOS_EVERY:g})",
+    )
+    parser.add_argument(
+        "--pause-share",
+        type=float,
+        default=PAUSE_SHARE,
+        help=f"share of chaos events that are pauses (default {PAUSE_SHARE:g})",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the run's directory even when it passes"
+    )
+    parser.add_argument(
+        "--report", type=Path, help="also write the figures and verdicts as JSON here"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    for name in ("--shop", "--owner", "--endpoint", "--identity", "--log", "--stop", "--worker-seed"):
+    for name in (
+        "--shop",
+        "--owner",
+        "--endpoint",
+        "--identity",
+        "--log",
+        "--stop",
+        "--worker-seed",
+    ):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)
@@ -917,8 +1208,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         (math.isfinite(args.seconds) and 1 <= args.seconds <= 3600, "--seconds is from 1 to 3600"),
         (1 <= args.workers <= 16, "--workers is from 1 to 16"),
         (1 <= args.items <= 5000, "--items is from 1 to 5000"),
-        (math.isfinite(args.lease) and 0.6 <= args.lease <= 10, "--lease is from 0.6 to 10 seconds"),
-        (math.isfinite(args.chaos_every) and 0.1 <= args.chaos_every <= 60, "--chaos-every is from 0.1 to 60"),
+        (
+            math.isfinite(args.lease) and 0.6 <= args.lease <= 10,
+            "--lease is from 0.6 to 10 seconds",
+        ),
+        (
+            math.isfinite(args.chaos_every) and 0.1 <= args.chaos_every <= 60,
+            "--chaos-every is from 0.1 to 60",
+        ),
         (0 <= args.pause_share <= 1, "--pause-share is from 0 to 1"),
     )
     for ok, message in checks:
@@ -937,8 +1234,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak: {unknown}", file=sys.stderr)
         return 2
     block_for(impl)
-    config = Config(args.seconds, args.seed, impl, args.impl, args.workers, args.items, args.lease,
-                    args.chaos_every, args.pause_share)
+    config = Config(
+        args.seconds,
+        args.seed,
+        impl,
+        args.impl,
+        args.workers,
+        args.items,
+        args.lease,
+        args.chaos_every,
+        args.pause_share,
+    )
     try:
         leases = load_impl(impl)
     except ReferenceBlocked as blocked:
@@ -946,7 +1252,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     signal.signal(signal.SIGTERM, _terminated)  # a kill from outside still ends every child
     directory = Path(tempfile.mkdtemp(prefix=f"ch13-soak-{args.seed}-"))
-    print(f"soak of {impl} with seed {args.seed} for {args.seconds:g}s (run directory {directory})", flush=True)
+    print(
+        f"soak of {impl} with seed {args.seed} for {args.seconds:g}s (run directory {directory})",
+        flush=True,
+    )
     started, verdicts, keep = time.monotonic(), [], args.keep
     try:
         try:
@@ -959,19 +1268,34 @@ def main(argv: list[str] | None = None) -> int:
         print_report(config, soak.facts, verdicts, time.monotonic() - started)
         if args.report:
             args.report.parent.mkdir(parents=True, exist_ok=True)
-            args.report.write_text(json.dumps(
-                soak.facts | {"passed": all(v.ok for v in verdicts), "rerun": rerun_command(config),
-                              "verdicts": [v.__dict__ | {"work_ids": list(v.work_ids)} for v in verdicts]},
-                indent=2, default=str) + "\n")
+            args.report.write_text(
+                json.dumps(
+                    soak.facts
+                    | {
+                        "passed": all(v.ok for v in verdicts),
+                        "rerun": rerun_command(config),
+                        "verdicts": [v.__dict__ | {"work_ids": list(v.work_ids)} for v in verdicts],
+                    },
+                    indent=2,
+                    default=str,
+                )
+                + "\n"
+            )
         keep = keep or not all(v.ok for v in verdicts)
         return 0 if all(v.ok for v in verdicts) else 1
     except KeyboardInterrupt:
         keep = True
-        print(f"\ninterrupted: every process this soak started has been ended\nrerun: {rerun_command(config)}")
+        print(
+            f"\ninterrupted: every process this soak started has been ended\nrerun: {rerun_command(config)}"
+        )
         return 130
-    except SystemExit as stopped:  # SIGTERM: _terminated raised it, the with-blocks ended every child
+    except (
+        SystemExit
+    ) as stopped:  # SIGTERM: _terminated raised it, the with-blocks ended every child
         keep = True
-        print(f"\nterminated: every process this soak started has been ended\nrerun: {rerun_command(config)}")
+        print(
+            f"\nterminated: every process this soak started has been ended\nrerun: {rerun_command(config)}"
+        )
         return int(stopped.code or 1)
     except NotStarted as stub:
         print(f"NOT STARTED  {stub}")
@@ -979,8 +1303,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the harness itself failed: say where, keep the evidence
         keep = True
         where = traceback.extract_tb(error.__traceback__)[-1]
-        print(f"FAIL  the soak could not finish: {type(error).__name__}: {error}\n"
-              f"      at {where.filename}:{where.lineno}\nrerun: {rerun_command(config)}")
+        print(
+            f"FAIL  the soak could not finish: {type(error).__name__}: {error}\n"
+            f"      at {where.filename}:{where.lineno}\nrerun: {rerun_command(config)}"
+        )
         return 1
     finally:
         if keep:
