@@ -238,7 +238,8 @@ def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
 
 
 def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
-    """SIGSTOP the holder just before its send, past the lease; SIGCONT it once a replacement holds the work.
+    """SIGSTOP the holder just before its send, past the lease;
+    SIGCONT it once a replacement holds the work.
 
     For a moment two live workers believe they hold the same work. Only the generation in
     ``worker_id`` tells chapter 11's unchanged check which one may send.
@@ -317,7 +318,8 @@ def case_post_commit(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
 
 
 def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
-    """The operator cancels while a live worker holds the turn; an order already sent is reconciled."""
+    """The operator cancels while a live worker holds the turn;
+    an order already sent is reconciled."""
     with Shop(run, leases, directory, "cancel") as shop, Children() as children:
         shop.supplier.set_faults(drop_next=1)  # the first order is committed, its reply lost
         child, ready = shop.start_holder(children, "cancel")
@@ -781,7 +783,8 @@ def main(argv: list[str] | None = None) -> int:
                 run.cases[name] = {"result": "fail", "error": f"{type(error).__name__}: {error}"}
                 print(
                     f"FAIL  {number} {name}: {type(error).__name__}: {error}\n"
-                    f"      at {where.filename}:{where.lineno}\n      rerun: {rerun} --case {number}"
+                    f"      at {where.filename}:{where.lineno}\n      rerun: {rerun} --case "
+                    f"{number}"
                 )
                 continue
         results[name] = "pass"
@@ -801,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def case_directory(keep: Path | None, number: int) -> Iterator[str]:
-    """A fresh directory per case: temporary, or ``KEEP/caseN`` (emptied first) to read afterwards."""
+    """A fresh directory per case: temporary, or ``KEEP/caseN``
+    (emptied first) to read afterwards."""
     if keep is None:
         with tempfile.TemporaryDirectory(prefix=f"ch13-case{number}-") as tmp:
             yield tmp

@@ -47,7 +47,8 @@ from lucyshop.store import immediate, migrate  # noqa: F401
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest sample with at least ``q`` percent of samples at or below it.
+    """Nearest-rank percentile: the smallest sample with at least ``q`` percent of samples at or
+    below it.
 
     p50, p90 and p100 of 40 samples are the 20th, 36th and 40th smallest. Empty input, a
     ``q`` outside [0, 100], NaN or a negative sample raise ValueError.
@@ -56,12 +57,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def false_expiry_share(turns: Sequence[float], lease: float) -> float:
-    """Share of turns that outlive ``lease`` (strictly longer): how often a live holder loses its work."""
+    """Share of turns that outlive ``lease`` (strictly longer):
+    how often a live holder loses its work."""
     raise NotStarted("false_expiry_share", "13a § False expiry is the latency tail")
 
 
 def shortest_lease(turns: Sequence[float], target: float) -> float:
-    """The smallest observed turn whose false-expiry share is at most ``target`` (a share in [0, 1]).
+    """The smallest observed turn whose false-expiry share is at most ``target``
+    (a share in [0, 1]).
 
     Only observed turns are candidates: a lease between two observations is a guess the
     data cannot support. ValueError when no observed turn meets the target.
@@ -80,7 +83,8 @@ def detection_delay(lease: float, turn: float, scan: float) -> float:
 
 
 def outlive_curve(turns: Sequence[float], leases: Iterable[float]) -> list[tuple[float, float]]:
-    """``(lease, share of turns that outlive it)`` for each lease, in the order given: the plot's points."""
+    """``(lease, share of turns that outlive it)`` for each lease, in the order given:
+    the plot's points."""
     raise NotStarted("outlive_curve", "13a § The outlive curve")
 
 
@@ -122,7 +126,8 @@ class Claim:
 
     @property
     def worker_id(self) -> str:
-        """``owner#generation``: chapter 11's holder check compares this, so it fences by generation."""
+        """``owner#generation``: chapter 11's holder check compares this,
+        so it fences by generation."""
         raise NotStarted("Claim.worker_id", "13b § Who holds the work")
 
 

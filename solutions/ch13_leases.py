@@ -33,7 +33,8 @@ from lucyshop.store import immediate, migrate
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest sample with at least ``q`` percent of samples at or below it.
+    """Nearest-rank percentile: the smallest sample with at least ``q`` percent of samples at or
+    below it.
 
     p50, p90 and p100 of 40 samples are the 20th, 36th and 40th smallest. Empty input, a
     ``q`` outside [0, 100], NaN or a negative sample raise ValueError.
@@ -46,14 +47,16 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def false_expiry_share(turns: Sequence[float], lease: float) -> float:
-    """Share of turns that outlive ``lease`` (strictly longer): how often a live holder loses its work."""
+    """Share of turns that outlive ``lease`` (strictly longer):
+    how often a live holder loses its work."""
     observed = _durations(turns)
     lease = _seconds(lease, "lease")
     return sum(1 for turn in observed if turn > lease) / len(observed)
 
 
 def shortest_lease(turns: Sequence[float], target: float) -> float:
-    """The smallest observed turn whose false-expiry share is at most ``target`` (a share in [0, 1]).
+    """The smallest observed turn whose false-expiry share is at most ``target``
+    (a share in [0, 1]).
 
     Only observed turns are candidates: a lease between two observations is a guess the
     data cannot support. ValueError when no observed turn meets the target.
@@ -85,7 +88,8 @@ def detection_delay(lease: float, turn: float, scan: float) -> float:
 
 
 def outlive_curve(turns: Sequence[float], leases: Iterable[float]) -> list[tuple[float, float]]:
-    """``(lease, share of turns that outlive it)`` for each lease, in the order given: the plot's points."""
+    """``(lease, share of turns that outlive it)`` for each lease, in the order given:
+    the plot's points."""
     observed = _durations(turns)
     return [(float(lease), false_expiry_share(observed, lease)) for lease in leases]
 
@@ -155,7 +159,8 @@ class Claim:
 
     @property
     def worker_id(self) -> str:
-        """``owner#generation``: chapter 11's holder check compares this, so it fences by generation."""
+        """``owner#generation``: chapter 11's holder check compares this,
+        so it fences by generation."""
         return f"{self.owner}#{self.generation}"
 
 
@@ -209,7 +214,8 @@ def claim(
             (held.worker_id, held.work_id),
         )
         db.execute(
-            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation) VALUES (?, ?, ?, ?)"
+            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation)"
+            " VALUES (?, ?, ?, ?)"
             " ON CONFLICT(work_id) DO UPDATE SET worker_id = excluded.worker_id,"
             " expires = excluded.expires, generation = excluded.generation",
             (held.work_id, held.worker_id, held.expires, held.generation),
@@ -244,7 +250,8 @@ def assert_current(connection: sqlite3.Connection, held: Claim, now: float | Non
         )
     if row["expires"] <= now:
         raise PermissionError(
-            f"the lease of {held.worker_id} on work {held.work_id} expired {now - row['expires']:.3f}s ago"
+            f"the lease of {held.worker_id} on work {held.work_id} expired "
+            f"{now - row['expires']:.3f}s ago"
         )
 
 
@@ -349,7 +356,8 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     """
     rows = db.execute(
         "SELECT o.order_id, o.operation, o.status FROM assistant_orders o JOIN work w"
-        " ON w.work_id = o.work_id WHERE w.state = 'finished' AND o.status IN ('SENDING', 'UNKNOWN')"
+        " ON w.work_id = o.work_id WHERE w.state = 'finished'"
+        " AND o.status IN ('SENDING', 'UNKNOWN')"
         " AND o.supplier = ? ORDER BY o.order_id",
         (supplier.identity,),
     ).fetchall()
@@ -417,7 +425,8 @@ def cancel(
         generation = row["generation"] + 1
         authority = f"{actor}#{generation}"
         db.execute(
-            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation) VALUES (?, ?, ?, ?)"
+            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation)"
+            " VALUES (?, ?, ?, ?)"
             " ON CONFLICT(work_id) DO UPDATE SET worker_id = excluded.worker_id,"
             " expires = excluded.expires, generation = excluded.generation",
             (work_id, authority, now, generation),
@@ -443,7 +452,8 @@ def cancel(
         uncertain = [
             r["operation"]
             for r in db.execute(
-                "SELECT operation FROM assistant_orders WHERE work_id = ? AND status IN ('SENDING', 'UNKNOWN')",
+                "SELECT operation FROM assistant_orders"
+                " WHERE work_id = ? AND status IN ('SENDING', 'UNKNOWN')",
                 (work_id,),
             )
         ]
@@ -455,7 +465,8 @@ def cancel(
             "left_for_reconcile": uncertain,
         }
         db.execute(
-            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (?, ?, 'CANCELED', ?)",
+            "INSERT INTO outcomes(work_id, generation, status, result)"
+            " VALUES (?, ?, 'CANCELED', ?)",
             (work_id, generation, _json(result, "result")),
         )
     return {"work_id": work_id, "generation": generation} | result

@@ -613,7 +613,8 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
         running = _rows(
             db,
             "SELECT w.work_id, w.session_id, l.worker_id, l.expires FROM work w"
-            " JOIN assignment_leases l USING (work_id) WHERE w.state = 'running' ORDER BY w.work_id",
+            " JOIN assignment_leases l USING (work_id) WHERE w.state = 'running'"
+            " ORDER BY w.work_id",
         )
         third = leases.claim(db, "till-3", ttl=30)
         barrier.wait()  # both approve now
@@ -626,7 +627,8 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
                 raise RuntimeError(f"{name} failed: {result['error']}")
         orders = _rows(
             db,
-            "SELECT order_id, work_id, amount_cents, status FROM assistant_orders ORDER BY order_id",
+            "SELECT order_id, work_id, amount_cents, status FROM assistant_orders"
+            " ORDER BY order_id",
         )
         return {
             "shop": str(shop),
@@ -727,7 +729,8 @@ def renew(
     with immediate(db):
         leases.assert_current(db, held, now)
         last = db.execute(
-            "SELECT progress, progressed_at FROM lease_renewals WHERE work_id = ? AND generation = ?"
+            "SELECT progress, progressed_at FROM lease_renewals"
+            " WHERE work_id = ? AND generation = ?"
             " ORDER BY seq DESC LIMIT 1",
             (held.work_id, held.generation),
         ).fetchone()
@@ -741,8 +744,9 @@ def renew(
             limit = progressed_at + bound
             if now >= limit:
                 raise PermissionError(
-                    f"work {held.work_id} made no progress for {now - progressed_at:.3f}s (the bound is"
-                    f" {bound:g}s): {held.worker_id} may not renew; its lease is left to expire"
+                    f"work {held.work_id} made no progress for {now - progressed_at:.3f}s (the "
+                    f"bound is {bound:g}s): {held.worker_id} may not renew; its lease is left to "
+                    "expire"
                 )
             expires = min(expires, limit)
         current = db.execute(
@@ -754,7 +758,8 @@ def renew(
             (expires, held.work_id, held.generation),
         )
         db.execute(
-            "INSERT INTO lease_renewals(work_id, generation, progress, progressed_at, renewed_at, expires)"
+            "INSERT INTO lease_renewals"
+            "(work_id, generation, progress, progressed_at, renewed_at, expires)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (held.work_id, held.generation, progress, progressed_at, now, expires),
         )
@@ -1327,7 +1332,8 @@ def _child_crash(args: argparse.Namespace, leases: ModuleType) -> int:
 
 
 def _child_hung(args: argparse.Namespace, leases: ModuleType) -> int:
-    """Claim one item, renew it, make ``--steps`` real steps, then hang in a step that never returns."""
+    """Claim one item, renew it, make ``--steps`` real steps,
+    then hang in a step that never returns."""
     directory = Path(args.dir)
     db, queue = leases.open_worker_shop(directory / SHOP)
     chat = open_model(args.backend, args.model, seed=args.seed)

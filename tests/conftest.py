@@ -41,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid``, read from /proc (zombies excluded: they are reaped by wait)."""
+    """Every live process below ``pid``, read from /proc
+    (zombies excluded: they are reaped by wait)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

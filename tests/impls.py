@@ -1,4 +1,5 @@
-"""Which chapter-13 implementation a test run is about: resolved once, at configure, for every suite."""
+"""Which chapter-13 implementation a test run is about: resolved once, at configure,
+for every suite."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ IMPL_PATH = pytest.StashKey[Path]()  # the chapter file chosen with --impl (or $
 
 
 def chapter_of(spec: str | os.PathLike) -> Path:
-    """The chapter file that ``spec`` names: ``learner``, ``solutions``, a ``.py`` file, a directory,
-    or the ``exercises.py`` in one (which stands for the ``ch13_leases.py`` beside it)."""
+    """The chapter file that ``spec`` names: ``learner``, ``solutions``, a ``.py`` file, a
+    directory, or the ``exercises.py`` in one (which stands for the ``ch13_leases.py`` beside
+    it)."""
     spec = str(spec)
     if spec in IMPLEMENTATIONS:
         return impl_path(spec)

@@ -49,8 +49,8 @@ MUTANTS = [
     Mutant("assert_current_expiry", '    if row["expires"] <= now:\n', "    if False:\n"),
     Mutant(
         "claim_generation_increment",
-        'row["generation"] + 1, now + ttl)',
-        'max(row["generation"], 1), now + ttl)',
+        'row["generation"] + 1, now + ttl\n',
+        'max(row["generation"], 1), now + ttl\n',
         checkpoint_case="fence",
     ),
     Mutant(
@@ -73,7 +73,8 @@ MUTANTS = [
     ),
     Mutant(
         "finish_fence",
-        '        assert_current(db, held, now)\n        db.execute(\n            "INSERT INTO outcomes',
+        "        assert_current(db, held, now)\n"
+        '        db.execute(\n            "INSERT INTO outcomes',
         '        db.execute(\n            "INSERT INTO outcomes',
         checkpoint_case="live stale holder",
     ),

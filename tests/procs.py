@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def processes_mentioning(marker: str) -> list[str]:
-    """``"pid: command line"`` of every live process (but this one) whose command line holds ``marker``."""
+    """``"pid: command line"`` of every live process (but this one) whose command line holds
+    ``marker``."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():

@@ -155,7 +155,8 @@ class HTTPRefusal(Exception):
 def raw(
     endpoint: str, method: str, path: str, body: bytes | None = None, *, length: int | None = None
 ) -> Any:
-    """One hand-built request; ``length`` announces a body that is never sent (only the headers go)."""
+    """One hand-built request; ``length`` announces a body that is never sent
+    (only the headers go)."""
     parts = urlsplit(endpoint)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
     try:

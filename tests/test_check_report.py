@@ -1,4 +1,5 @@
-"""``make check`` (``python -m lucyshop.lab.report``): one row per function, the right status, exit codes.
+"""``make check`` (``python -m lucyshop.lab.report``): one row per function, the right status,
+exit codes.
 
 Each case runs the report as a student would, in a child process, and reads its printed table.
 """
@@ -159,7 +160,10 @@ def test_an_unknown_path_is_exit_2(tmp_path):
     result = report("--impl", str(tmp_path / "nowhere.py"))
     assert result.returncode == 2
     assert result.stdout.strip().splitlines() == [
-        f"make check: no implementation at '{tmp_path / 'nowhere.py'}': use 'learner', 'solutions' or the path of a .py file"
+        (
+            f"make check: no implementation at '{tmp_path / 'nowhere.py'}': "
+            "use 'learner', 'solutions' or the path of a .py file"
+        )
     ]
 
 

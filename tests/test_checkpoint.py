@@ -1,4 +1,5 @@
-"""The checkpoint itself: it passes the reference, reports the stubs, fails every mutant, leaves nothing behind."""
+"""The checkpoint itself: it passes the reference, reports the stubs, fails every mutant,
+leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
         source.replace(
             "    _check_owner(owner)\n",
             "    if '--child' in __import__('sys').argv:\n"
-            f"        __import__('runpy').run_path({str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
+            "        __import__('runpy').run_path("
+            f"{str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
             "    _check_owner(owner)\n",
             1,
         )

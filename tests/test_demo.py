@@ -1,4 +1,5 @@
-"""``make demo``: the checkpoint against the reference, its evidence path, then the recovered shop's report."""
+"""``make demo``: the checkpoint against the reference, its evidence path,
+then the recovered shop's report."""
 
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
 
 
 def test_the_unmutated_copy_passes(runs):
-    """The control: a copy of the reference outside solutions/ passes, so each failure below is the edit's."""
+    """The control: a copy of the reference outside solutions/ passes,
+    so each failure below is the edit's."""
     result = runs["control"]
     assert result.returncode == 0, result.stdout[-3000:]
 

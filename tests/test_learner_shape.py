@@ -200,7 +200,8 @@ def test_each_exercise_stub_keeps_its_answers_signature(name):
 
 @pytest.mark.parametrize("name", list(EXERCISE_STUBS))
 def test_each_exercise_stub_keeps_the_answers_docstring_up_to_its_explanation(name):
-    """The answer's docstring ends with 'What it shows:'; the stub's asks for the student's own words."""
+    """The answer's docstring ends with 'What it shows:'; the stub's asks for the student's own
+    words."""
     answer = ast.get_docstring(EXERCISE_ANSWERS[name], clean=False) or ""
     stub = ast.get_docstring(EXERCISE_STUBS[name], clean=False) or ""
     assert (

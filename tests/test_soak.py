@@ -33,7 +33,8 @@ INVARIANTS = (
 def soak(
     tmp: Path, *args: str, timeout: float = 110
 ) -> tuple[subprocess.CompletedProcess, dict | None]:
-    """Run the soak as its own process, its run directory under ``tmp``; return it and its JSON report."""
+    """Run the soak as its own process, its run directory under ``tmp``;
+    return it and its JSON report."""
     report = tmp / "report.json"
     result = subprocess.run(
         [sys.executable, "-m", "lucyshop.lab.soak", *args, "--report", str(report)],

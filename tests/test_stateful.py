@@ -1,4 +1,5 @@
-"""A model of who may write when, checked against claim, assert_current, observe, finish, recover_once.
+"""A model of who may write when, checked against claim, assert_current, observe, finish,
+recover_once.
 
 Hypothesis drives a real shop file through random sequences of enqueue, claim (several owners,
 a shared label among them, several sessions), clock steps, and writes with claims old and new.

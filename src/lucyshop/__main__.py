@@ -1,7 +1,8 @@
 """``python -m lucyshop``: an operator's commands on one shop file.
 
     python -m lucyshop status SHOP_DB [--supplier URL] [--identity NAME] [--workers FILE] [--json]
-    python -m lucyshop reconcile SHOP_DB --supplier URL --identity NAME [--impl learner|solutions|PATH]
+    python -m lucyshop reconcile SHOP_DB --supplier URL --identity NAME
+        [--impl learner|solutions|PATH]
 
 ``status`` reads the records and prints the four signals (``lucyshop.status``). ``reconcile``
 runs the chosen implementation's ``reconcile(db, supplier)``: it looks up the SENDING and
@@ -25,7 +26,8 @@ from lucyshop.supplier import SupplierClient
 
 
 def reconcile(args: argparse.Namespace) -> int:
-    """Open the shop read-write (never creating it), load the implementation, reconcile, print rows."""
+    """Open the shop read-write (never creating it), load the implementation, reconcile,
+    print rows."""
     try:
         path = impl_path(args.impl)
         client = SupplierClient(args.supplier, identity=args.identity, timeout=args.timeout)
@@ -54,15 +56,18 @@ def reconcile(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
     print(
-        f"reconcile {args.shop} with {client.identity} at {client.endpoint} ({path.name} from {path.parent.name}/)"
+        f"reconcile {args.shop} with {client.identity} at {client.endpoint} ({path.name} from "
+        f"{path.parent.name}/)"
     )
     if not rows:
         print(
-            f"  nothing to reconcile: no SENDING or UNKNOWN order of finished work for {client.identity}"
+            "  nothing to reconcile: no SENDING or UNKNOWN order of finished work for "
+            f"{client.identity}"
         )
     for row in rows:
         print(
-            f"  order {row['order_id']:<4} {row['operation']}  {row['before']} -> {row['after']}  {row['note']}"
+            f"  order {row['order_id']:<4} {row['operation']}  {row['before']} -> {row['after']}  "
+            f"{row['note']}"
         )
     settled = sum(row["after"] != row["before"] for row in rows)
     print(f"{len(rows)} looked up, {settled} settled, {len(rows) - settled} still uncertain")

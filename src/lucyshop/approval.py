@@ -139,7 +139,8 @@ def require_holder(db: sqlite3.Connection, held: Held, now: float) -> float:
         raise PermissionError(f"work {held.work_id} does not exist")
     if row["state"] != "running" or row["worker_id"] != held.worker_id:
         raise PermissionError(
-            f"work {held.work_id} is {row['state']} by {row['worker_id']!r}, not held by {held.worker_id!r}"
+            f"work {held.work_id} is {row['state']} by {row['worker_id']!r}, not held by "
+            f"{held.worker_id!r}"
         )
     if row["lease_worker"] != held.worker_id:
         raise PermissionError(
@@ -213,7 +214,8 @@ def approve(
     ttl: float = 600.0,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """An operator approves exactly this proposal (by digest) until ``now + ttl``; reserves the money."""
+    """An operator approves exactly this proposal (by digest) until ``now + ttl``;
+    reserves the money."""
     now = _now(now)
     if (
         isinstance(ttl, bool)
@@ -236,7 +238,8 @@ def approve(
             )
         _within_ceiling(db, order["amount_cents"], policy, extra=order["amount_cents"])
         db.execute(
-            "UPDATE assistant_orders SET status = 'APPROVED', approved_by = ?, approval_expires = ?,"
+            "UPDATE assistant_orders SET status = 'APPROVED', approved_by = ?,"
+            " approval_expires = ?,"
             " updated = ? WHERE order_id = ?",
             (actor, now + ttl, now, order_id),
         )
@@ -271,7 +274,8 @@ def revoke(
                 (order["amount_cents"],),
             )
         db.execute(
-            "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ? WHERE order_id = ?",
+            "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ?"
+            " WHERE order_id = ?",
             (actor, now, order_id),
         )
         return get_order(db, order_id)
@@ -300,7 +304,8 @@ def record_receipt(
             raise PermissionError(f"order {order_id} is {order['status']}; it was never sent")
         spent = order["amount_cents"] if status == "ACCEPTED" else 0
         db.execute(
-            "UPDATE spending_account SET reserved_cents = reserved_cents - ?, spent_cents = spent_cents + ?",
+            "UPDATE spending_account SET reserved_cents = reserved_cents - ?,"
+            " spent_cents = spent_cents + ?",
             (order["amount_cents"], spent),
         )
         db.execute(
@@ -368,7 +373,8 @@ def execute(
             )
         if not supplier.timeout < left:
             raise PermissionError(
-                f"the supplier timeout ({supplier.timeout:g}s) is not shorter than the lease left ({left:.2f}s)"
+                f"the supplier timeout ({supplier.timeout:g}s) is not shorter than the lease left "
+                f"({left:.2f}s)"
             )
         db.execute(
             "UPDATE assistant_orders SET status = 'SENDING', updated = ? WHERE order_id = ?",
@@ -393,7 +399,8 @@ def _within_ceiling(
     committed = money["reserved_cents"] + money["spent_cents"] + extra
     if committed > min(policy.total_cents, money["limit_cents"]):
         raise PermissionError(
-            f"the account ceiling would be exceeded: {committed} of {min(policy.total_cents, money['limit_cents'])} cents"
+            f"the account ceiling would be exceeded: {committed} of "
+            f"{min(policy.total_cents, money['limit_cents'])} cents"
         )
 
 

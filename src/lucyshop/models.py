@@ -214,7 +214,8 @@ You have access to the following tools:
 <tools>{tools}</tools>
 
 The output MUST strictly adhere to the following format, and NO other text MUST be included.
-The example format is as follows. Please make sure the parameter type is correct. If no function call is needed, please make the tool calls an empty list '[]'.
+The example format is as follows. Please make sure the parameter type is correct. \
+If no function call is needed, please make the tool calls an empty list '[]'.
 <tool_call>[
 {{"name": "func_name1", "arguments": {{"argument1": "value1", "argument2": "value2"}}}},
 ... (more tool calls as required)

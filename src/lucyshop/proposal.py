@@ -19,7 +19,8 @@ OPERATION = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 def validate_proposal(proposal: Any) -> dict[str, Any]:
-    """Return the proposal with exactly its three fields, or raise ValueError saying what is wrong."""
+    """Return the proposal with exactly its three fields, or raise ValueError saying what is
+    wrong."""
     if not isinstance(proposal, dict):
         raise ValueError(f"a proposal must be a JSON object, not {type(proposal).__name__}")
     fields = {"sku", "quantity", "unit_cents"}

@@ -1,4 +1,5 @@
-"""Chapter 8's work queue: admission with idempotent source ids, and a state machine the database enforces.
+"""Chapter 8's work queue: admission with idempotent source ids,
+and a state machine the database enforces.
 
 Work moves ``pending -> running -> finished`` and nowhere else. The rule lives in a trigger,
 not in Python, so no caller (a student's function included) can move finished work back.
@@ -32,11 +33,14 @@ QUEUE_MIGRATIONS = {
         "CREATE INDEX work_by_state ON work(state, work_id)",
         # The only moves: pending -> running, running -> finished. Staying in a state is
         # allowed (a takeover rewrites worker_id of running work); anything else aborts.
-        """CREATE TRIGGER work_state_moves BEFORE UPDATE OF state ON work
+        (
+            """CREATE TRIGGER work_state_moves BEFORE UPDATE OF state ON work
            WHEN NOT (OLD.state = NEW.state
                      OR (OLD.state = 'pending' AND NEW.state = 'running')
                      OR (OLD.state = 'running' AND NEW.state = 'finished'))
-           BEGIN SELECT RAISE(ABORT, 'work state may only move pending -> running -> finished'); END""",
+           BEGIN SELECT RAISE(ABORT, """
+            "'work state may only move pending -> running -> finished'); END"
+        ),
         """CREATE TRIGGER work_finished_is_final BEFORE UPDATE ON work
            WHEN OLD.state = 'finished'
            BEGIN SELECT RAISE(ABORT, 'finished work is final'); END""",

@@ -531,8 +531,8 @@ def render(report: dict) -> str:
                 f"holds work {', '.join(map(str, p['holds']))}" if p["holds"] else "holds nothing"
             )
             out.append(
-                f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  {'alive' if p['alive'] else 'GONE':<5}"
-                f"  {held}"
+                f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  "
+                f"{'alive' if p['alive'] else 'GONE':<5}  {held}"
             )
     holders = w["holders_without_pid"]
     if holders or w["source"] is None:
@@ -575,8 +575,9 @@ def render(report: dict) -> str:
                 lease = f"expired {seconds(-item['lease_left'])} ago; its session has a live holder"
             gen = "-" if item["generation"] is None else item["generation"]
             out.append(
-                f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
-                f"  {item['owner']:<{size['owner']}}  {gen:>3}  {lease}"
+                f"  {item['work_id']:>{size['work_id']}}  "
+                f"{item['session_id']:<{size['session_id']}}  {item['owner']:<{size['owner']}}  "
+                f"{gen:>3}  {lease}"
             )
     if work["recently_finished"]:
         size = {
@@ -591,8 +592,9 @@ def render(report: dict) -> str:
         for item in work["recently_finished"]:
             gen = "-" if item["generation"] is None else item["generation"]
             out.append(
-                f"  {item['work_id']:>{size['work_id']}}  {item['session_id']:<{size['session_id']}}"
-                f"  {item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
+                f"  {item['work_id']:>{size['work_id']}}  "
+                f"{item['session_id']:<{size['session_id']}}  "
+                f"{item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
             )
 
     out += ["", "CANCELLATION"]

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m pytest tests/exercises --impl learner     # your answers (the default)
     .venv/bin/python -m pytest tests/exercises --impl solutions   # the worked answers
-    .venv/bin/python -m pytest tests/exercises --impl PATH        # anyone's: a directory, or a file in it
+    .venv/bin/python -m pytest tests/exercises --impl PATH        # anyone's: a directory,
+                                                                  # or a file in it
 
 ``--impl`` (default ``$LEASES_IMPL``, else ``learner``) chooses *both* files: the chapter
 file ``ch13_leases.py`` and the ``exercises.py`` beside it. PATH may be either file or their

@@ -1,4 +1,5 @@
-"""Exercise 1, reuse the owner label: the same label reacquires, only the generation tells them apart."""
+"""Exercise 1, reuse the owner label: the same label reacquires,
+only the generation tells them apart."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def test_the_old_claims_completion_is_refused_because_its_generation_is_stale(re
     assert outcomes == [{"generation": 2}], "only the current execution's completion was recorded"
     work = query(db, "SELECT worker_id FROM work WHERE work_id = ?", result["work_id"])
     assert work[0]["worker_id"].split("#")[0] == result["worker_ids"][0].split("#")[0], (
-        "the work is held under the same owner label: the label did not refuse it, the generation did"
+        "the work is held under the same owner label:"
+        " the label did not refuse it, the generation did"
     )
 
 

@@ -1,4 +1,5 @@
-"""Exercise 2, cancel while a result is delayed: a held turn, then an order the supplier accepted."""
+"""Exercise 2, cancel while a result is delayed: a held turn,
+then an order the supplier accepted."""
 
 from __future__ import annotations
 

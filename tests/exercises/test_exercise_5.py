@@ -1,4 +1,5 @@
-"""Exercise 5, renew the lease: a fenced renewal, and a quick real run judged by its receipt and rows.
+"""Exercise 5, renew the lease: a fenced renewal, and a quick real run judged by its receipt and
+rows.
 
 The quick run (real model turns, real processes, real time) takes a minute or two; every test
 of it shares one run. Nothing here compares a measured duration with a threshold: the figures

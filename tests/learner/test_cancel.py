@@ -177,8 +177,8 @@ def test_approved_and_draft_orders_are_revoked_and_their_money_released(impl, db
     for order in (approved, draft):
         after = get_order(db, order["order_id"])
         assert (after["status"], after["revoked_by"]) == ("REVOKED", OPERATOR), (
-            f"an unsent order is revoked by the operator: order {order['order_id']} {after['status']}"
-            f" revoked by {after['revoked_by']!r}"
+            f"an unsent order is revoked by the operator: order {order['order_id']} "
+            f"{after['status']} revoked by {after['revoked_by']!r}"
         )
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (0, 0), (
@@ -201,8 +201,8 @@ def test_orders_that_may_be_at_the_supplier_are_left_for_reconcile(impl, db, hel
     for order in (unknown, sending):
         after = get_order(db, order["order_id"])
         assert after == order, (
-            f"a {order['status']} order may already be at the supplier: the cancel leaves it untouched,"
-            f" got {after['status']}"
+            f"a {order['status']} order may already be at the supplier: the cancel leaves it "
+            f"untouched, got {after['status']}"
         )
     assert get_order(db, approved["order_id"])["status"] == "REVOKED"
     money = account(db)
@@ -232,7 +232,8 @@ def test_cancelled_work_is_never_taken_over_and_frees_its_session(impl, db, add_
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     taken = impl.claim(db, "night", ttl=30, now=T + 3600)
     assert taken is not None and taken.work_id == nxt, (
-        f"the cancelled turn is final and its session is free: the next turn is claimed, got {taken}"
+        "the cancelled turn is final and its session is free: the next turn is claimed, got "
+        f"{taken}"
     )
     assert work(db, held.work_id)["state"] == "finished"
 

@@ -1,4 +1,5 @@
-"""``claim(db, owner, *, ttl=90, now=None)``: one immediate transaction takes the oldest eligible item."""
+"""``claim(db, owner, *, ttl=90, now=None)``: one immediate transaction takes the oldest eligible
+item."""
 
 from __future__ import annotations
 

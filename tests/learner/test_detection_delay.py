@@ -1,4 +1,5 @@
-"""``detection_delay(lease, turn, scan)``: lease - turn/2 + scan/2, for a crash uniform in a turn."""
+"""``detection_delay(lease, turn, scan)``: lease - turn/2 + scan/2,
+for a crash uniform in a turn."""
 
 from __future__ import annotations
 

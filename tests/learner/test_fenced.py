@@ -1,4 +1,5 @@
-"""``fenced(writer_generation, current_generation)``: must a writer be refused because the lease moved on?"""
+"""``fenced(writer_generation, current_generation)``: must a writer be refused because the lease
+moved on?"""
 
 from __future__ import annotations
 

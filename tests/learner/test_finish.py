@@ -1,4 +1,5 @@
-"""``finish(db, held, status, result, *, now=None)``: one fenced outcome row, and the work is finished."""
+"""``finish(db, held, status, result, *, now=None)``: one fenced outcome row,
+and the work is finished."""
 
 from __future__ import annotations
 

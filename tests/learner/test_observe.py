@@ -1,4 +1,5 @@
-"""``observe(db, held, message, *, now=None)``: a fenced transcript append; a refused writer leaves no row."""
+"""``observe(db, held, message, *, now=None)``: a fenced transcript append;
+a refused writer leaves no row."""
 
 from __future__ import annotations
 

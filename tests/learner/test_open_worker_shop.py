@@ -1,4 +1,5 @@
-"""``open_worker_shop(path)`` and ``LEASE_MIGRATIONS``: the chapter-11 shop plus the lease schema."""
+"""``open_worker_shop(path)`` and ``LEASE_MIGRATIONS``: the chapter-11 shop plus the lease
+schema."""
 
 from __future__ import annotations
 

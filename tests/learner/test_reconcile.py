@@ -1,4 +1,5 @@
-"""``reconcile(db, supplier)``: settle uncertain orders of finished work by lookup alone; never send."""
+"""``reconcile(db, supplier)``: settle uncertain orders of finished work by lookup alone;
+never send."""
 
 from __future__ import annotations
 

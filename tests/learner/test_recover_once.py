@@ -1,4 +1,5 @@
-"""``recover_once(db, *, owner, supplier, policy, ttl=30)``: continue from the records, never a model.
+"""``recover_once(db, *, owner, supplier, policy, ttl=30)``: continue from the records,
+never a model.
 
 The first holder works in the past (its ``now`` is injected), so its lease has already
 expired in real time when ``recover_once``, which reads the real clock, takes over.

@@ -1,4 +1,5 @@
-"""``shortest_lease(turns, target)``: the smallest observed turn whose false-expiry share <= target."""
+"""``shortest_lease(turns, target)``: the smallest observed turn whose false-expiry share <=
+target."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def test_the_books_targets_on_40_turns(impl, target, k, name):
     got = impl.shortest_lease(SHUFFLED, target)
     want = ORDERED[k - 1]
     assert got == want, (
-        f"the shortest lease with false expiry at most {target} on 40 turns is {name} ({want}), got {got}"
+        f"the shortest lease with false expiry at most {target} on 40 turns is {name} ({want}), "
+        f"got {got}"
     )
 
 

@@ -1,4 +1,5 @@
-"""``Claim.worker_id`` is ``owner#generation``: chapter 11's holder check then fences by generation."""
+"""``Claim.worker_id`` is ``owner#generation``: chapter 11's holder check then fences by
+generation."""
 
 from __future__ import annotations
 

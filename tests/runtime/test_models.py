@@ -180,11 +180,17 @@ def test_tools_reach_smollm2_in_its_trained_prompt_and_past_calls_as_text() -> N
     ("text", "expected"),
     [
         (  # SmolLM2's trained format
-            '<tool_call>[{"name": "lookup_order", "arguments": {"operation": "op-123"}}]</tool_call>',
+            (
+                '<tool_call>[{"name": "lookup_order", "arguments": {"operation": '
+                '"op-123"}}]</tool_call>'
+            ),
             [("lookup_order", {"operation": "op-123"})],
         ),
         (  # cut off at the token cap, and a stray brace after the object (seen from SmolLM2)
-            '<tool_call>[{"name": "place_order", "arguments": {"operation": "op-123"}, "quantity": 6}}]</t',
+            (
+                '<tool_call>[{"name": "place_order", "arguments": {"operation": "op-123"}, '
+                '"quantity": 6}}]</t'
+            ),
             [("place_order", {"operation": "op-123"})],
         ),
         (  # one object, no list; no arguments is a call with none
@@ -196,11 +202,17 @@ def test_tools_reach_smollm2_in_its_trained_prompt_and_past_calls_as_text() -> N
             [("lookup_order", {"operation": "op-9"})],
         ),
         (  # nested in a wrapper
-            '{"tool_calls": [{"function": {"name": "lookup_order", "parameters": {"operation": "a"}}}]}',
+            (
+                '{"tool_calls": [{"function": {"name": "lookup_order", "parameters": {"operation": '
+                '"a"}}}]}'
+            ),
             [("lookup_order", {"operation": "a"})],
         ),
         (  # Python style, positional named from the schema, in the order written
-            'First lookup_order("op-1"), then place_order(operation="op-1", sku="vanilla-tub", quantity=6)',
+            (
+                'First lookup_order("op-1"), then place_order(operation="op-1", sku="vanilla-tub", '
+                "quantity=6)"
+            ),
             [
                 ("lookup_order", {"operation": "op-1"}),
                 ("place_order", {"operation": "op-1", "sku": "vanilla-tub", "quantity": 6}),
@@ -209,7 +221,8 @@ def test_tools_reach_smollm2_in_its_trained_prompt_and_past_calls_as_text() -> N
         ('functions.lookup_order(operation="a)b")', [("lookup_order", {"operation": "a)b"})]),
         (  # the prompt's placeholder, a definition, non-literal arguments, a longer name: none
             (
-                '<tool_call>[{"name": "func_name1", "arguments": {"argument1": "value1"}}]</tool_call>'
+                '<tool_call>[{"name": "func_name1", "arguments": {"argument1": '
+                '"value1"}}]</tool_call>'
                 "\ndef place_order(items, kind):\n    return lookup_order(order.id)"
                 "\nmy_lookup_order('x')"
             ),

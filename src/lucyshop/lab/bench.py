@@ -1,4 +1,5 @@
-"""``make bench``: how fast the protocol runs, measured as ratios against limits taken in the same run.
+"""``make bench``: how fast the protocol runs, measured as ratios against limits taken in the \
+same run.
 
     python -m lucyshop.lab.bench --out evidence/bench.json [--impl solutions] [--repeats 3]
 
@@ -54,7 +55,8 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def worker(args: argparse.Namespace) -> int:
-    """Wait for the start file, then either cycle claims until the queue is empty or run bare commits."""
+    """Wait for the start file, then either cycle claims until the queue is empty or run bare
+    commits."""
     directory = Path(args.dir)
     if args.mode == "cycle":
         leases = load_impl()
@@ -88,7 +90,8 @@ def worker(args: argparse.Namespace) -> int:
 def run_workers(
     directory: Path, mode: str, processes: int, impl: Path, count: int = 0
 ) -> list[dict[str, Any]]:
-    """Start ``processes`` workers, release them together, and return their reports plus the start time."""
+    """Start ``processes`` workers, release them together, and return their reports plus the start
+    time."""
     for stale in directory.glob("*-*.json"):
         stale.unlink()
     (directory / "go.json").unlink(missing_ok=True)
@@ -126,7 +129,8 @@ def run_workers(
 
 
 def claim_cycles(impl: Path, processes: int, items: int) -> dict[str, Any]:
-    """One measurement: ``items`` cycles by ``processes`` workers, and the bare commit rate beside it."""
+    """One measurement: ``items`` cycles by ``processes`` workers,
+    and the bare commit rate beside it."""
     leases = load_impl(impl)
     with tempfile.TemporaryDirectory(prefix="ch13-bench-") as tmp:
         directory = Path(tmp)
@@ -260,7 +264,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         runs = [claim_cycles(impl, processes, args.items) for _ in range(args.repeats)]
         cycles[str(processes)] = {key: spread([r[key] for r in runs]) for key in runs[0]}
         print(
-            f"  claim cycles, {processes} process(es): {cycles[str(processes)]['cycles_per_s']['median']:.0f}/s",
+            f"  claim cycles, {processes} process(es): "
+            f"{cycles[str(processes)]['cycles_per_s']['median']:.0f}/s",
             file=sys.stderr,
         )
     return {
@@ -285,13 +290,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def table(report: dict[str, Any]) -> str:
     lines = [
         "claim cycles (claim -> observe -> finish), median of repeats",
-        f"  {'procs':>5} {'cycles/s':>9} {'limit/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'dups':>5}",
+        (
+            f"  {'procs':>5} {'cycles/s':>9} {'limit/s':>8} {'ratio':>6} "
+            f"{'p50 ms':>7} {'p99 ms':>7} {'dups':>5}"
+        ),
     ]
     for processes, row in report["claim_cycles"].items():
         lines.append(
-            f"  {processes:>5} {row['cycles_per_s']['median']:9.0f} {row['limit_cycles_per_s']['median']:8.0f}"
-            f" {row['ratio']['median']:6.2f} {row['claim_p50_ms']['median']:7.2f}"
-            f" {row['claim_p99_ms']['median']:7.2f} {int(row['duplicates']['max']):5d}"
+            f"  {processes:>5} {row['cycles_per_s']['median']:9.0f} "
+            f"{row['limit_cycles_per_s']['median']:8.0f} {row['ratio']['median']:6.2f} "
+            f"{row['claim_p50_ms']['median']:7.2f} {row['claim_p99_ms']['median']:7.2f} "
+            f"{int(row['duplicates']['max']):5d}"
         )
     fence = report["fence_cost"]
     lines.append(
@@ -301,8 +310,8 @@ def table(report: dict[str, Any]) -> str:
     )
     cp = report["checkpoint"]
     lines.append(
-        f"checkpoint: {cp['total_s']['median']:.1f} s total, {cp['lease_wait_s']['median']:.1f} s real lease "
-        f"waits ({100 * cp['lease_wait_share']['median']:.0f}%)"
+        f"checkpoint: {cp['total_s']['median']:.1f} s total, {cp['lease_wait_s']['median']:.1f} s "
+        f"real lease waits ({100 * cp['lease_wait_share']['median']:.0f}%)"
     )
     if report["detection"]:
         d = report["detection"]
@@ -313,7 +322,8 @@ def table(report: dict[str, Any]) -> str:
     else:
         lines.append("detection: no committed receipt to read")
     lines.append(
-        f"feedback: make check on the solutions {report['feedback']['make_check_s']['median']:.1f} s warm"
+        "feedback: make check on the solutions "
+        f"{report['feedback']['make_check_s']['median']:.1f} s warm"
     )
     return "\n".join(lines)
 

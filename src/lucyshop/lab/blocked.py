@@ -1,4 +1,5 @@
-"""``python -m lucyshop.lab.blocked TARGET [ARGS...]``: run a module or script with the reference blocked.
+"""``python -m lucyshop.lab.blocked TARGET [ARGS...]``: run a module or script with the reference
+blocked.
 
 Every child process the lab starts goes through here, so the blocker is in place before a
 single line of the student's code (or of the child's own code) runs. The one file allowed

@@ -1,4 +1,5 @@
-"""``make demo``: run the real process-kill checkpoint against the reference, then read back a shop it recovered.
+"""``make demo``: run the real process-kill checkpoint against the reference,
+then read back a shop it recovered.
 
 The checkpoint keeps each case's files under ``.scratch/demo/caseN`` (``--keep``), so the demo
 ends with ``python -m lucyshop status`` on the killed-holder case's shop: first the copy taken

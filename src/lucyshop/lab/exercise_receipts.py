@@ -467,7 +467,8 @@ def check_receipt(path: str | os.PathLike, leases: ModuleType | None = None) -> 
             problems.append(f"figures.{name} is missing (the observations give {value!r})")
         elif not same(name, stored[name], value):
             problems.append(
-                f"figures.{name}: the receipt says {stored[name]!r}, the observations give {value!r}"
+                f"figures.{name}: the receipt says {stored[name]!r}, the observations give "
+                f"{value!r}"
             )
     problems += [
         f"figures.{name} ({stored[name]!r}) is not derived from the observations"
@@ -502,43 +503,44 @@ def headline(receipt: Mapping[str, Any]) -> list[str]:
         for arm in ARMS:
             row = figures["false_expiry"][arm]
             lines.append(
-                f"{arm}: false expiry {row['false_expiries']} of {row['trials']} (predicted without renewal "
-                f"{row['predicted_share_without_renewal']:.3f}), stale completions accepted "
-                f"{row['stale_completions_accepted']}, {row['renewals_per_held_second']:.2f} renewals/s; "
-                f"turns longer than the lease {row['turns_longer_than_lease']}, "
-                f"than the bound {row['turns_longer_than_bound']}"
+                f"{arm}: false expiry {row['false_expiries']} of {row['trials']} (predicted "
+                f"without renewal {row['predicted_share_without_renewal']:.3f}), stale completions "
+                f"accepted {row['stale_completions_accepted']}, "
+                f"{row['renewals_per_held_second']:.2f} renewals/s; turns longer than the lease "
+                f"{row['turns_longer_than_lease']}, than the bound {row['turns_longer_than_bound']}"
             )
         lines.append(
             f"detection with renewal: predicted {det['predicted_delay']:.3f} s, measured mean "
-            f"{det['measured_mean_delay']:.3f} s over {det['trials']} kills (without renewal, lease "
-            f"{det['safe_lease_without_renewal']:.3f} s: predicted {det['predicted_delay_without_renewal']:.3f} s)"
+            f"{det['measured_mean_delay']:.3f} s over {det['trials']} kills (without renewal, "
+            f"lease {det['safe_lease_without_renewal']:.3f} s: predicted "
+            f"{det['predicted_delay_without_renewal']:.3f} s)"
         )
         free, capped = hung["unbounded"], hung["bounded"]
         lines.append(
             f"hung, unbounded renewer: taken over within {free['window']:.3f} s: "
-            f"{free['taken_over_within_window']}; {free['renewals_after_hang_within_window']} renewals "
-            f"after the hang; lease left {free['lease_left_at_window_end']:.3f} s"
+            f"{free['taken_over_within_window']}; {free['renewals_after_hang_within_window']} "
+            f"renewals after the hang; lease left {free['lease_left_at_window_end']:.3f} s"
         )
         lines.append(
-            f"hung, bounded renewer: taken over {capped['took_after_progress']:.3f} s after its last "
-            f"progress (predicted {capped['predicted_after_progress']:.3f} s); "
+            f"hung, bounded renewer: taken over {capped['took_after_progress']:.3f} s after its "
+            f"last progress (predicted {capped['predicted_after_progress']:.3f} s); "
             f"{capped['refused_renewals']} renewal refused"
         )
         return lines
     records = figures["records"]
     lines = [
         (
-            f"records: order {records['order_status']}, {records['reserved_cents']} cents reserved, "
-            f"{records['ledger_orders']} order in the supplier's ledger"
+            f"records: order {records['order_status']}, {records['reserved_cents']} cents "
+            f"reserved, {records['ledger_orders']} order in the supplier's ledger"
         )
     ]
     for name, counts in figures["models"].items():
         for arm in ("plain", "records"):
             c = counts[arm]
             lines.append(
-                f"{name}, {arm}: {c['samples']} samples, placed again {c['placed_again']}, looked up with "
-                f"the right key {c['looked_up_right_key']}, neither {c['neither']}; placed under "
-                f"another key {c['placed_under_another_key']}"
+                f"{name}, {arm}: {c['samples']} samples, placed again {c['placed_again']}, looked "
+                f"up with the right key {c['looked_up_right_key']}, neither {c['neither']}; placed "
+                f"under another key {c['placed_under_another_key']}"
             )
     return lines
 

@@ -226,7 +226,8 @@ def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subpro
 
 
 def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
-    """The command that runs ``python -m module``, by default with the reference solutions blocked."""
+    """The command that runs ``python -m module``, by default with the reference solutions
+    blocked."""
     if blocked:
         return [sys.executable, "-m", "lucyshop.lab.blocked", module, *args]
     return [sys.executable, "-m", module, *args]

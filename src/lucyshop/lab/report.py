@@ -149,7 +149,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def check_loadable(path: Path, env: dict[str, str]) -> None:
-    """Refuse (CannotCheck) a file that does not compile or cannot be imported with the reference blocked."""
+    """Refuse (CannotCheck) a file that does not compile or cannot be imported with the reference
+    blocked."""
     try:
         compile(path.read_bytes(), str(path), "exec")
     except SyntaxError as error:
@@ -315,7 +316,8 @@ def without_reference_source(lines: list[str]) -> list[str]:
 
 
 def start_checkpoint(path: Path, env: dict[str, str]) -> subprocess.Popen:
-    """The checkpoint runs beside the suite: it mostly waits for real leases, so this is nearly free."""
+    """The checkpoint runs beside the suite: it mostly waits for real leases,
+    so this is nearly free."""
     return start_bounded([sys.executable, str(CHECKPOINT), "--impl", str(path)], env=env)
 
 
@@ -410,12 +412,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def show_table(path: Path, spec: str, env: dict[str, str], timeout: float) -> bool | None:
-    """Run both suites and print the table; True when every row passes, None when they could not run."""
+    """Run both suites and print the table; True when every row passes,
+    None when they could not run."""
     status, output, records = run_suite(path, env, timeout)
     if status is not None and status not in (0, 1):
         last = [line for line in output.strip().splitlines() if line.strip()]
         print(
-            f"make check: the learner suite could not run (pytest exit {status}): {last[-1] if last else ''}"
+            f"make check: the learner suite could not run (pytest exit {status}): "
+            f"{last[-1] if last else ''}"
         )
         return None
     rows = build_rows(records, spec, finished=status is not None, timeout=timeout)

@@ -104,7 +104,8 @@ NOW_SQL = "((julianday('now') - 2440587.5) * 86400.0)"
 
 
 def proposal_for(work_id: int) -> dict[str, Any]:
-    """The one small order an assignment asks for, derived from its work id (so every retry agrees)."""
+    """The one small order an assignment asks for, derived from its work id
+    (so every retry agrees)."""
     return {
         "sku": SKUS[work_id % len(SKUS)],
         "quantity": 1 + work_id % 5,
@@ -134,7 +135,8 @@ HISTORY = (
     )""",
     # Every lease row a claim (or anything else) writes, with the time inside its transaction.
     *(
-        f"""CREATE TRIGGER IF NOT EXISTS soak_lease_{event.lower()} AFTER {event} ON assignment_leases
+        f"""CREATE TRIGGER IF NOT EXISTS soak_lease_{event.lower()} AFTER {event}"""
+        f""" ON assignment_leases
         BEGIN INSERT INTO soak_lease_history(work_id, generation, worker_id, expires, at)
               VALUES (NEW.work_id, NEW.generation, NEW.worker_id, NEW.expires, {NOW_SQL}); END"""
         for event in ("INSERT", "UPDATE")
@@ -232,7 +234,8 @@ class Turn:
         self.order: dict[str, Any] | None = None
 
     def write(self, boundary: str, call: Callable[[], Any], *, probe: bool = False) -> Any:
-        """Run one fenced write; log it accepted or refused (PermissionError); REFUSED if refused."""
+        """Run one fenced write; log it accepted or refused (PermissionError);
+        REFUSED if refused."""
         held, started = self.held, time.time()
         try:
             result = call()
@@ -359,7 +362,8 @@ class Turn:
 
 
 def worker_main(args: argparse.Namespace) -> int:
-    """One worker process: claim and work until the stop file appears, its parent dies or time is up."""
+    """One worker process: claim and work until the stop file appears,
+    its parent dies or time is up."""
     log = Log(args.log)
     leases = load_impl()
     db, _ = leases.open_worker_shop(args.shop)
@@ -449,7 +453,8 @@ class Config:
 
     @property
     def timeout(self) -> float:
-        """The supplier client's timeout: well inside the lease, as chapter 11's admission rule needs."""
+        """The supplier client's timeout: well inside the lease,
+        as chapter 11's admission rule needs."""
         return round(min(0.4, self.lease / 3), 3)
 
     @property
@@ -846,10 +851,14 @@ def check(soak: Soak) -> list[Verdict]:
     accepted = sum(1 for r in ledger if r["status"] == "ACCEPTED")
     verdicts.append(
         Verdict(
-            "the supplier ledger holds one order per accepted operation and none the shop does not know",
+            "the supplier ledger holds one order per accepted operation"
+            " and none the shop does not know",
             not problems,
             "; ".join(problems)
-            or f"{len(ledger)} orders ({accepted} accepted, {len(ledger) - accepted} rejected), each once",
+            or (
+                f"{len(ledger)} orders ({accepted} accepted, {len(ledger) - accepted} rejected), "
+                "each once"
+            ),
             _ids(
                 mismatched
                 + missing
@@ -900,8 +909,8 @@ def check(soak: Soak) -> list[Verdict]:
     if stale_rows:
         first = stale_rows[0]
         problems.append(
-            f"{len(stale_rows)} rows, e.g. the {first['kind']} of work {first['work_id']} written by "
-            f"generation {first['written_generation']} while the lease was at generation "
+            f"{len(stale_rows)} rows, e.g. the {first['kind']} of work {first['work_id']} written "
+            f"by generation {first['written_generation']} while the lease was at generation "
             f"{first['lease_generation']} and the work {first['work_state']}"
         )
     audited_rows = sum(1 for w in writes if w["kind"] == "transcript")
@@ -949,8 +958,8 @@ def check(soak: Soak) -> list[Verdict]:
     if errors:
         e = errors[0]
         problems.append(
-            f"{len(errors)} writes failed with something other than PermissionError, "
-            f"e.g. {e['type']}: {e['message']} (work {e['work_id']} generation {e['gen']}, {e['log']})"
+            f"{len(errors)} writes failed with something other than PermissionError, e.g. "
+            f"{e['type']}: {e['message']} (work {e['work_id']} generation {e['gen']}, {e['log']})"
         )
     if soak.counts.crashes:
         problems.append(
@@ -983,7 +992,10 @@ def check(soak: Soak) -> list[Verdict]:
             not jumps,
             f"{len(jumps)} assignments whose generations were not 1, 2, 3, ..."
             if jumps
-            else f"{len(history)} claims, highest generation {max((len(v) for v in by_work.values()), default=0)}",
+            else (
+                f"{len(history)} claims, highest generation "
+                f"{max((len(v) for v in by_work.values()), default=0)}"
+            ),
             _ids(jumps),
         )
     )
@@ -1115,13 +1127,15 @@ def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], too
     by = ", ".join(f"{b} {n}" for b, n in f["stale_refused_by_boundary"].items())
     drain = f["drain"]
     print(
-        f"seed {f['seed']}: {f['seconds']:g}s of chaos, {f['workers']} workers, {f['items']} assignments "
-        f"in {f['sessions']} sessions, lease {f['lease']:g}s, supplier timeout {f['supplier_timeout']:g}s"
+        f"seed {f['seed']}: {f['seconds']:g}s of chaos, {f['workers']} workers, {f['items']} "
+        f"assignments in {f['sessions']} sessions, lease {f['lease']:g}s, supplier timeout "
+        f"{f['supplier_timeout']:g}s"
     )
     gone = f", {f['exited_while_paused']} had exited" if f["exited_while_paused"] else ""
     print(
-        f"chaos: kills {f['kills']}, pauses {f['pauses']} (continued {f['resumes']}{gone}), restarts "
-        f"{f['restarts']}, worker processes {f['worker_processes']}, events skipped {f['chaos_skipped']}"
+        f"chaos: kills {f['kills']}, pauses {f['pauses']} (continued {f['resumes']}{gone}), "
+        f"restarts {f['restarts']}, worker processes {f['worker_processes']}, events skipped "
+        f"{f['chaos_skipped']}"
     )
     print(
         f"leases: claims {f['claims']}, takeovers {f['takeovers']}, stale writes refused "
@@ -1130,18 +1144,19 @@ def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], too
         f"{f['stale_probes']} deliberate probes)"
     )
     print(
-        f"supplier: replies dropped {f['replies_dropped']}, delayed {f['replies_delayed']}, worker sends "
-        f"{f['sends']} ({f['repeated_sends']} repeats answered from the ledger), orders {f['orders']} "
-        f"({f['orders_accepted']} accepted)"
+        f"supplier: replies dropped {f['replies_dropped']}, delayed {f['replies_delayed']}, worker "
+        f"sends {f['sends']} ({f['repeated_sends']} repeats answered from the ledger), orders "
+        f"{f['orders']} ({f['orders_accepted']} accepted)"
     )
     print(
-        f"drain: {drain.get('seconds')}s, recover_once {drain.get('recover_once')}, reconcile settled "
-        f"{drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} reserved "
-        f"{f['reserved_cents']} cents"
+        f"drain: {drain.get('seconds')}s, recover_once {drain.get('recover_once')}, reconcile "
+        f"settled {drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} "
+        f"reserved {f['reserved_cents']} cents"
     )
     for v in verdicts:
         ids = (
-            f" (work ids {', '.join(map(str, v.work_ids[:20]))}{' ...' if len(v.work_ids) > 20 else ''})"
+            " (work ids "
+            f"{', '.join(map(str, v.work_ids[:20]))}{' ...' if len(v.work_ids) > 20 else ''})"
             if v.work_ids and not v.ok
             else ""
         )
@@ -1286,7 +1301,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         keep = True
         print(
-            f"\ninterrupted: every process this soak started has been ended\nrerun: {rerun_command(config)}"
+            "\ninterrupted: every process this soak started has been ended\nrerun: "
+            f"{rerun_command(config)}"
         )
         return 130
     except (
@@ -1294,7 +1310,8 @@ def main(argv: list[str] | None = None) -> int:
     ) as stopped:  # SIGTERM: _terminated raised it, the with-blocks ended every child
         keep = True
         print(
-            f"\nterminated: every process this soak started has been ended\nrerun: {rerun_command(config)}"
+            "\nterminated: every process this soak started has been ended\nrerun: "
+            f"{rerun_command(config)}"
         )
         return int(stopped.code or 1)
     except NotStarted as stub:

@@ -42,7 +42,8 @@ EXIT_SECONDS = 30.0
 
 @dataclass
 class Lab:
-    """What the process phases share: the implementation, the model, the work directory, the children."""
+    """What the process phases share: the implementation, the model, the work directory,
+    the children."""
 
     leases: ModuleType
     impl: Path
@@ -175,7 +176,8 @@ def false_expiry(
 
 
 def outcome(db: sqlite3.Connection, work_id: int) -> dict[str, Any] | None:
-    """The outcome row of one item, read from the shop file: who finished it, at which generation."""
+    """The outcome row of one item, read from the shop file: who finished it,
+    at which generation."""
     row = db.execute(
         "SELECT generation, status, result FROM outcomes WHERE work_id = ?", (work_id,)
     ).fetchone()
@@ -250,7 +252,8 @@ def detection(
 
 
 def turns_of(path: Path) -> list[dict[str, Any]]:
-    """The killed worker's turns from its log: each has a start, and an end unless it was cut short."""
+    """The killed worker's turns from its log: each has a start,
+    and an end unless it was cut short."""
     turns: dict[int, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)

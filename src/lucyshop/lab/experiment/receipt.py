@@ -205,7 +205,8 @@ def same(name: str, stored: Any, recomputed: Any) -> bool:
 
 
 def check(path: Path, leases: ModuleType) -> int:
-    """Print one line per figure; 0 when every figure matches and no stale completion was accepted."""
+    """Print one line per figure; 0 when every figure matches and no stale completion was
+    accepted."""
     rerun = f"rerun: python -m lucyshop.lab.experiment check {path}"
     try:
         receipt = json.loads(path.read_text(encoding="utf-8"))
@@ -221,7 +222,8 @@ def check(path: Path, leases: ModuleType) -> int:
         ZeroDivisionError,
     ) as error:
         print(
-            f"FAIL  {path} is not a receipt this check can read: {type(error).__name__}: {error}\n{rerun}"
+            f"FAIL  {path} is not a receipt this check can read: {type(error).__name__}: "
+            f"{error}\n{rerun}"
         )
         return 1
     failed = []
@@ -229,7 +231,8 @@ def check(path: Path, leases: ModuleType) -> int:
         if name not in recomputed:
             failed.append(name)
             print(
-                f"FAIL  {name}: in the receipt ({stored[name]!r}) but not derived from its observations"
+                f"FAIL  {name}: in the receipt ({stored[name]!r}) but not derived from its "
+                "observations"
             )
         elif name not in stored:
             failed.append(name)
@@ -237,7 +240,8 @@ def check(path: Path, leases: ModuleType) -> int:
         elif not same(name, stored[name], recomputed[name]):
             failed.append(name)
             print(
-                f"FAIL  {name}: receipt says {stored[name]!r}, the observations give {recomputed[name]!r}"
+                f"FAIL  {name}: receipt says {stored[name]!r}, the observations give "
+                f"{recomputed[name]!r}"
             )
         else:
             print(f"ok    {name} = {recomputed[name]!r}")

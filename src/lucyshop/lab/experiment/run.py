@@ -60,7 +60,8 @@ def bar(total: int, what: str, unit: str) -> tqdm:
 
 
 def require_started(leases: Any) -> None:
-    """Raise NotStarted before the first model turn if a function the phases need is still a stub."""
+    """Raise NotStarted before the first model turn if a function the phases need is still a
+    stub."""
     leases.percentile([1.0], 50)
     leases.false_expiry_share([1.0], 1.0)
     leases.shortest_lease([1.0], 0)
@@ -192,8 +193,8 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
     shortest = " / ".join(f"{value:.3f}" for value in pilot["shortest_lease"].values())
     lines = [
         (
-            f"pilot: {pilot['turns']} turns of {chosen['model']['name']}, p50 {pilot['p50']:.3f} s, "
-            f"p90 {pilot['p90']:.3f} s, p100 {pilot['p100']:.3f} s"
+            f"pilot: {pilot['turns']} turns of {chosen['model']['name']}, p50 {pilot['p50']:.3f} "
+            f"s, p90 {pilot['p90']:.3f} s, p100 {pilot['p100']:.3f} s"
         ),
         (
             f"shortest lease for a false-expiry share of at most "
@@ -203,20 +204,23 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
     for rule, named in RULES.items():
         row = figures_["false_expiry"][rule]
         lines.append(
-            f"lease at {named}, {row['lease']:.3f} s: false expiry predicted {row['predicted_share']:.3f}, "
-            f"measured {row['measured_share']:.3f} ({row['false_expiries']} of {row['trials']}), "
-            f"stale completions accepted {row['stale_completions_accepted']}"
+            f"lease at {named}, {row['lease']:.3f} s: false expiry predicted "
+            f"{row['predicted_share']:.3f}, measured {row['measured_share']:.3f} "
+            f"({row['false_expiries']} of {row['trials']}), stale completions accepted "
+            f"{row['stale_completions_accepted']}"
         )
     found = figures_["detection"]
     lines.append(
-        f"detection under the {found['lease']:.3f} s lease (typical turn {found['typical_turn']:.3f} s, "
-        f"scan {found['scan']:g} s, {found['trials']} kills): predicted {found['predicted_delay']:.3f} s, "
-        f"measured mean {found['measured_mean_delay']:.3f} s, difference {found['difference']:+.3f} s"
+        f"detection under the {found['lease']:.3f} s lease (typical turn "
+        f"{found['typical_turn']:.3f} s, scan {found['scan']:g} s, {found['trials']} kills): "
+        f"predicted {found['predicted_delay']:.3f} s, measured mean "
+        f"{found['measured_mean_delay']:.3f} s, difference {found['difference']:+.3f} s"
     )
     for name, counts in figures_["recovery"].items():
         lines.append(
-            f"recovery, {name}, {counts['samples']} samples: placed again {counts['placed_again']}, "
-            f"looked up with the right key {counts['looked_up_right_key']}, neither {counts['neither']}"
+            f"recovery, {name}, {counts['samples']} samples: placed again "
+            f"{counts['placed_again']}, looked up with the right key "
+            f"{counts['looked_up_right_key']}, neither {counts['neither']}"
         )
     lines.append(
         f"receipt: {out} ({receipt['provenance']['seconds']:.0f} s); "
