@@ -57,7 +57,8 @@ from lucyshop.lab.processes import (
     write_ready,
 )
 from lucyshop.lab.stubs import NotStarted
-from lucyshop.supplier import ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import ledger_orders
 
 HERE = Path(__file__).resolve()
 OWNER = "lucy-worker"  # the replacement runs under the same service name: only generations differ

@@ -147,7 +147,9 @@ def claim(
     Eligible: pending work, or running work whose lease has expired (its holder is dead or
     too slow to tell apart). A session with another live holder is skipped, so one
     conversation never has two turns running at once. Each claim writes generation + 1.
-    ``owner`` is a non-empty label without ``#``; ``ttl`` is finite, above 0 and at most 3600.
+    ``owner`` is a non-empty label of at most 100 characters without ``#`` or control characters;
+    ``ttl`` is finite, above 0 and at most 3600; an injected ``now`` lies from 0 to 4102444800
+    (the year 2100). Anything else is a ValueError.
     """
     raise NotStarted("claim", "13b § Claim work in one transaction")
 
@@ -166,8 +168,8 @@ def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | N
     """Append one transcript message (any JSON value) for the held work; return its seq.
 
     The holder check and the insert share one transaction: a refused writer leaves no row.
-    The row records the writer's generation. A message that is not JSON (or holds NaN) is a
-    ValueError and writes nothing.
+    The row records the writer's generation. A message that is not JSON (or holds NaN), or is
+    over 65536 characters as JSON, is a ValueError and writes nothing.
     """
     raise NotStarted("observe", "13b § Fence the transcript")
 
@@ -178,7 +180,8 @@ def finish(
     """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
 
     One transaction: the holder check, the outcome row at the writer's generation, and the
-    state move. A stale or repeated finish is refused and changes nothing.
+    state move. A stale or repeated finish is refused and changes nothing. A result that is not
+    JSON, or is over 65536 characters as JSON, is a ValueError.
     """
     raise NotStarted("finish", "13b § Fence the completion")
 
@@ -238,7 +241,8 @@ def cancel(
     work as CANCELED with the reason; revokes the orders approved but never sent and
     releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
     is neither permission to transmit nor proof that the supplier did nothing. Finished or
-    unknown work, or a non-operator, is refused with nothing changed.
+    unknown work, or a non-operator, is refused with nothing changed; a ``work_id`` that is not
+    an int, or a blank reason or one over 4000 characters, is a ValueError.
 
     Returns ``{"work_id", "generation" (the new one), "actor", "reason", "revoked" (operation
     ids), "released_cents", "left_for_reconcile" (operation ids)}``; the outcome row's result

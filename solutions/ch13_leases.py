@@ -7,15 +7,14 @@ learner tests run either file; when they run a student's file, this one is block
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lucyshop import validate
 from lucyshop.approval import (
     CONCLUSIVE,
     UNCERTAIN,
@@ -185,7 +184,9 @@ def claim(
     Eligible: pending work, or running work whose lease has expired (its holder is dead or
     too slow to tell apart). A session with another live holder is skipped, so one
     conversation never has two turns running at once. Each claim writes generation + 1.
-    ``owner`` is a non-empty label without ``#``; ``ttl`` is finite, above 0 and at most 3600.
+    ``owner`` is a non-empty label of at most 100 characters without ``#`` or control characters;
+    ``ttl`` is finite, above 0 and at most 3600; an injected ``now`` lies from 0 to 4102444800
+    (the year 2100). Anything else is a ValueError.
     """
     _check_owner(owner)
     ttl = _ttl(ttl)
@@ -259,8 +260,8 @@ def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | N
     """Append one transcript message (any JSON value) for the held work; return its seq.
 
     The holder check and the insert share one transaction: a refused writer leaves no row.
-    The row records the writer's generation. A message that is not JSON (or holds NaN) is a
-    ValueError and writes nothing.
+    The row records the writer's generation. A message that is not JSON (or holds NaN), or is
+    over 65536 characters as JSON, is a ValueError and writes nothing.
     """
     text = _json(message, "message")
     with immediate(db):
@@ -278,7 +279,8 @@ def finish(
     """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
 
     One transaction: the holder check, the outcome row at the writer's generation, and the
-    state move. A stale or repeated finish is refused and changes nothing.
+    state move. A stale or repeated finish is refused and changes nothing. A result that is not
+    JSON, or is over 65536 characters as JSON, is a ValueError.
     """
     if status not in STATUSES:
         raise ValueError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
@@ -401,14 +403,16 @@ def cancel(
     work as CANCELED with the reason; revokes the orders approved but never sent and
     releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
     is neither permission to transmit nor proof that the supplier did nothing. Finished or
-    unknown work, or a non-operator, is refused with nothing changed.
+    unknown work, or a non-operator, is refused with nothing changed; a ``work_id`` that is not
+    an int, or a blank reason or one over 4000 characters, is a ValueError.
 
     Returns ``{"work_id", "generation" (the new one), "actor", "reason", "revoked" (operation
     ids), "released_cents", "left_for_reconcile" (operation ids)}``; the outcome row's result
     holds the same facts from ``actor`` on.
     """
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("a cancellation needs a reason")
+    validate.row_id(work_id, "work_id")
+    validate.label(actor, "actor")
+    validate.text(reason, "a cancellation's reason")
     now = _clock(now)
     with immediate(db):
         if actor not in policy.operators:
@@ -483,44 +487,20 @@ def _durations(values: Iterable[float]) -> list[float]:
 
 
 def _seconds(value: Any, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0: {value!r}")
-    return float(value)
+    return validate.seconds(value, name)
 
 
 def _check_owner(owner: Any) -> None:
-    if not isinstance(owner, str) or not owner.strip() or "#" in owner or len(owner) > 100:
-        raise ValueError(
-            f"owner must be a non-empty label of at most 100 characters without '#': {owner!r}"
-        )
+    validate.label(owner, "owner", forbidden="#")
 
 
 def _ttl(ttl: Any) -> float:
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, (int, float))
-        or not math.isfinite(ttl)
-        or not 0 < ttl <= MAX_TTL
-    ):
-        raise ValueError(f"ttl must be finite, above 0 and at most {MAX_TTL:g} seconds: {ttl!r}")
-    return float(ttl)
+    return validate.seconds(ttl, "ttl", positive=True, most=MAX_TTL)
 
 
 def _clock(now: float | None) -> float:
-    if now is None:
-        return time.time()
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise ValueError(f"now must be a finite number of seconds: {now!r}")
-    return float(now)
+    return validate.clock(now)
 
 
 def _json(value: Any, name: str) -> str:
-    try:
-        return json.dumps(value, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"the {name} must be JSON (no NaN or infinity): {error}") from None
+    return validate.json_text(value, name)

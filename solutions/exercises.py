@@ -67,8 +67,9 @@ from lucyshop.lab.processes import (
 )
 from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 from lucyshop.lab.stubs import NotStarted
+from lucyshop.lab.suppliers import supplier_process
 from lucyshop.store import connect, immediate
-from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
 OWNER = "lucy-worker"  # every execution runs under the shop's one service name

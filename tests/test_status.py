@@ -1,4 +1,5 @@
-"""``python -m lucyshop status`` and ``reconcile``: the four signals, read from real records.
+"""``python -m lucyshop status`` and ``python -m lucyshop.lab.reconcile``: the four signals,
+read from real records.
 
 The shop is built with the reference solutions and injected time (``now=``), and the report
 runs with the hidden ``--now``, so the screen is the same on every run and can be compared
@@ -33,7 +34,8 @@ from lucyshop.approval import (
     propose,
 )
 from lucyshop.lab.loader import load_impl
-from lucyshop.supplier import ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import ledger_orders
 
 EXPECTED = Path(__file__).parent / "expected"
 T = 1_700_000_000.0
@@ -121,10 +123,12 @@ def shop(tmp_path) -> Path:
     return path
 
 
-def lucyshop(*args: str, cwd: Path, check: int | None = 0) -> subprocess.CompletedProcess:
-    """Run ``python -m lucyshop ARGS`` in ``cwd``; by default it must exit 0."""
+def lucyshop(
+    *args: str, cwd: Path, check: int | None = 0, module: str = "lucyshop"
+) -> subprocess.CompletedProcess:
+    """Run ``python -m MODULE ARGS`` in ``cwd``; by default it must exit 0."""
     done = subprocess.run(
-        [sys.executable, "-m", "lucyshop", *args],
+        [sys.executable, "-m", module, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -136,6 +140,10 @@ def lucyshop(*args: str, cwd: Path, check: int | None = 0) -> subprocess.Complet
             f"exit {done.returncode}, stderr:\n{done.stderr}\nstdout:\n{done.stdout}"
         )
     return done
+
+
+def reconcile(*args: str, cwd: Path, check: int | None = 0) -> subprocess.CompletedProcess:
+    return lucyshop(*args, cwd=cwd, check=check, module="lucyshop.lab.reconcile")
 
 
 def status(shop: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess:
@@ -229,7 +237,7 @@ def test_every_figure_comes_from_the_records(shop):
         600,
     )
     assert uncertain["command"] == (
-        "python -m lucyshop reconcile shop.db --supplier URL --identity dairy --impl solutions"
+        "python -m lucyshop.lab.reconcile shop.db --supplier URL --identity dairy --impl solutions"
     ), f"without --supplier the command says where the address goes: {uncertain['command']}"
 
 
@@ -398,9 +406,9 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
     [uncertain] = report["orders"]["uncertain"]
     assert (uncertain["operation"], uncertain["status"]) == (order["operation"], "UNKNOWN")
     command = shlex.split(uncertain["command"])
-    assert command[:4] == ["python", "-m", "lucyshop", "reconcile"], command
+    assert command[:3] == ["python", "-m", "lucyshop.lab.reconcile"], command
 
-    done = lucyshop(*command[3:], cwd=path.parent)
+    done = lucyshop(*command[3:], cwd=path.parent, module=command[2])
 
     assert f"{order['operation']}  UNKNOWN -> ACCEPTED" in done.stdout, done.stdout
     db = sqlite3.connect(path)
@@ -421,8 +429,7 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
 def test_reconcile_with_a_stub_says_not_started_and_changes_nothing(dropped):
     path, up, _order = dropped
     before = dump(path)
-    done = lucyshop(
-        "reconcile",
+    done = reconcile(
         path.name,
         "--supplier",
         up.endpoint,
@@ -439,8 +446,7 @@ def test_reconcile_with_a_stub_says_not_started_and_changes_nothing(dropped):
 
 def test_reconcile_json_rows(dropped):
     path, up, order = dropped
-    done = lucyshop(
-        "reconcile",
+    done = reconcile(
         path.name,
         "--supplier",
         up.endpoint,

@@ -11,7 +11,6 @@ generation (``owner#generation``), and this unchanged comparison becomes a fence
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lucyshop import proposal as proposals
+from lucyshop import validate
 from lucyshop.queue import QUEUE_MIGRATIONS, WorkQueue
 from lucyshop.store import connect, immediate, migrate
 
@@ -116,14 +116,6 @@ def open_shop(path: str | Path) -> tuple[sqlite3.Connection, WorkQueue]:
     return db, WorkQueue(db)
 
 
-def _now(now: float | None) -> float:
-    if now is None:
-        return time.time()
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise ValueError(f"now must be a finite number of seconds: {now!r}")
-    return float(now)
-
-
 def require_holder(db: sqlite3.Connection, held: Held, now: float) -> float:
     """Chapter 11's check: ``held.worker_id`` runs the work and holds an unexpired lease.
 
@@ -159,6 +151,7 @@ def account(db: sqlite3.Connection) -> dict[str, int]:
 
 
 def get_order(db: sqlite3.Connection, order_id: int) -> dict[str, Any]:
+    validate.row_id(order_id, "order_id")
     row = db.execute("SELECT * FROM assistant_orders WHERE order_id = ?", (order_id,)).fetchone()
     if row is None:
         raise ValueError(f"there is no order {order_id!r}")
@@ -176,10 +169,9 @@ def propose(
     db: sqlite3.Connection, held: Held, *, supplier: str, proposal: dict, now: float | None = None
 ) -> dict[str, Any]:
     """Record a DRAFT order for the held work; proposing the same order again returns it."""
-    now = _now(now)
+    now = validate.clock(now)
     text = proposals.canonical(proposal)
-    if not isinstance(supplier, str) or not supplier:
-        raise ValueError("an order needs a supplier identity")
+    validate.label(supplier, "an order's supplier identity")
     operation = proposals.operation_id(held.work_id, supplier, proposal)
     with immediate(db):
         require_holder(db, held, now)
@@ -216,14 +208,9 @@ def approve(
 ) -> dict[str, Any]:
     """An operator approves exactly this proposal (by digest) until ``now + ttl``;
     reserves the money."""
-    now = _now(now)
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, (int, float))
-        or not math.isfinite(ttl)
-        or not 0 < ttl <= 86_400
-    ):
-        raise ValueError(f"an approval lasts more than 0 and at most 86400 seconds: {ttl!r}")
+    now = validate.clock(now)
+    validate.seconds(ttl, "an approval's ttl", positive=True, most=86_400)
+    validate.label(actor, "actor")
     with immediate(db):
         order = get_order(db, order_id)
         if actor not in policy.operators:
@@ -259,7 +246,8 @@ def revoke(
     now: float | None = None,
 ) -> dict[str, Any]:
     """Withdraw a DRAFT or APPROVED order; an approved one gives its reservation back."""
-    now = _now(now)
+    now = validate.clock(now)
+    validate.label(actor, "actor")
     with immediate(db):
         order = get_order(db, order_id)
         if actor not in policy.operators:
@@ -290,7 +278,7 @@ def record_receipt(
     it down. ACCEPTED moves the reservation to spent; REJECTED releases it. Recording the same
     answer twice changes nothing; a contradicting answer is refused.
     """
-    now = _now(now)
+    now = validate.clock(now)
     with immediate(db):
         order = get_order(db, order_id)
         status = _check_receipt(order, receipt)
@@ -335,7 +323,7 @@ def execute(
     for the lock must not let a send through on a reading taken before it.
     """
     injected = now is not None
-    now = _now(now)
+    now = validate.clock(now)
     order = get_order(db, order_id)
     if order["work_id"] != held.work_id:
         raise PermissionError(

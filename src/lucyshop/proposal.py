@@ -12,10 +12,11 @@ import json
 import re
 from typing import Any
 
-SKU = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# Matched with fullmatch: "$" alone would let a trailing newline through.
+SKU = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 MAX_QUANTITY = 1000
 MAX_UNIT_CENTS = 100_000
-OPERATION = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+OPERATION = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def validate_proposal(proposal: Any) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def validate_proposal(proposal: Any) -> dict[str, Any]:
             f"a proposal has exactly the fields {sorted(fields)}, got {sorted(proposal)}"
         )
     sku, quantity, unit = proposal["sku"], proposal["quantity"], proposal["unit_cents"]
-    if not isinstance(sku, str) or not SKU.match(sku):
+    if not isinstance(sku, str) or not SKU.fullmatch(sku):
         raise ValueError(f"sku must be lower-case letters, digits and '-', at most 64: {sku!r}")
     for name, value, top in (
         ("quantity", quantity, MAX_QUANTITY),
@@ -62,6 +63,6 @@ def operation_id(work_id: int, supplier: str, proposal: dict[str, Any]) -> str:
 
 
 def validate_operation(operation: Any) -> str:
-    if not isinstance(operation, str) or not OPERATION.match(operation):
+    if not isinstance(operation, str) or not OPERATION.fullmatch(operation):
         raise ValueError(f"an operation id is 1-128 letters, digits, '_' or '-': {operation!r}")
     return operation

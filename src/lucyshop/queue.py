@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from lucyshop import validate
 from lucyshop.store import immediate
+from lucyshop.validate import MAX_ID, MAX_TEXT
 
-MAX_TEXT = 4000
-MAX_ID = 200
 DEFAULT_CAPACITY = 10_000
 
 QUEUE_MIGRATIONS = {
@@ -109,13 +109,12 @@ class WorkQueue:
 
 
 def _invalid(source_id: object, session_id: object, text: object) -> str:
-    for name, value, top in (
-        ("source_id", source_id, MAX_ID),
-        ("session_id", session_id, MAX_ID),
-        ("text", text, MAX_TEXT),
-    ):
-        if not isinstance(value, str) or not value.strip():
-            return f"{name} must be a non-empty string"
-        if len(value) > top:
-            return f"{name} is longer than {top} characters"
+    """Why this admission is refused, or "": ids are labels (no control characters), text is
+    free text; each within its limit."""
+    try:
+        validate.label(source_id, "source_id", most=MAX_ID)
+        validate.label(session_id, "session_id", most=MAX_ID)
+        validate.text(text, "text", most=MAX_TEXT)
+    except ValueError as problem:
+        return str(problem)
     return ""

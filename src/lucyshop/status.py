@@ -15,7 +15,7 @@ Four signals, each read fresh from the shop file (opened read-only) or measured 
 - **cancellation**: cancelled work, who cancelled it and why, and what was revoked.
 - **external completion**: orders by status and the money; every SENDING or UNKNOWN order
   with its operation id, the cents it keeps reserved and what settles it (for finished work,
-  the exact ``python -m lucyshop reconcile`` command).
+  the exact ``python -m lucyshop.lab.reconcile`` command).
 
 Nothing here writes to the shop, and nothing here implements a chapter-13 function: the
 report reads the tables those functions write.
@@ -35,8 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from lucyshop.approval import APPROVAL_MIGRATIONS, UNCERTAIN
 from lucyshop.approval import STATUSES as ORDER_STATUSES
-from lucyshop.approval import UNCERTAIN
+from lucyshop.queue import QUEUE_MIGRATIONS
 from lucyshop.supplier import SupplierClient
 
 WIDTH = 80
@@ -49,6 +52,30 @@ LEASES_MISSING = (
     "the chapter-13 leases migration is missing from this shop: no generations, transcript"
     " or outcomes. Any chapter-13 run (open_worker_shop) applies it."
 )
+
+
+# The newest version of each migration line this report knows how to read. The leases line is
+# the chapter-13 migration (``LEASE_MIGRATIONS`` in the chapter's file), at version 1.
+KNOWN_VERSIONS = {"queue": max(QUEUE_MIGRATIONS), "approval": max(APPROVAL_MIGRATIONS), "leases": 1}
+# The columns the report reads, table by table; the leases ones only once that line is applied.
+COLUMNS = {
+    "work": ("work_id", "session_id", "worker_id", "state"),
+    "assignment_leases": ("work_id", "expires"),
+    "assistant_orders": (
+        "order_id",
+        "work_id",
+        "operation",
+        "supplier",
+        "status",
+        "amount_cents",
+        "revoked_by",
+    ),
+    "spending_account": ("limit_cents", "reserved_cents", "spent_cents"),
+}
+LEASE_COLUMNS = {
+    "assignment_leases": ("generation",),
+    "outcomes": ("work_id", "generation", "status", "result"),
+}
 
 
 class ShopUnreadable(Exception):
@@ -96,6 +123,12 @@ def schema(db: sqlite3.Connection) -> dict[str, int]:
         raise ShopUnreadable(
             f"this shop lacks the {' and '.join(missing)} schema (chapters 8 and 11)"
         )
+    for line, known in KNOWN_VERSIONS.items():
+        if versions.get(line, 0) > known:
+            raise ShopUnreadable(
+                f"this shop's {line} schema is at version {versions[line]}, newer than the"
+                f" version {known} this report reads: use the kit that wrote it"
+            )
     order = {"queue": 0, "approval": 1, "leases": 2}  # the chapters' order, then any others
     return dict(sorted(versions.items(), key=lambda item: (order.get(item[0], 3), item[0])))
 
@@ -105,6 +138,36 @@ def has_leases(db: sqlite3.Connection, versions: dict[str, int]) -> bool:
     columns = {r["name"] for r in db.execute("PRAGMA table_info(assignment_leases)")}
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return versions.get("leases", 0) >= 1 and "generation" in columns and "outcomes" in tables
+
+
+def intact(db: sqlite3.Connection) -> None:
+    """ShopUnreadable unless ``PRAGMA quick_check`` finds the file well formed.
+
+    A shop whose ``-wal`` file was deleted while it ran can be left half-written; its counts
+    would still add up to something, so the report checks the structure before it reads them.
+    """
+    problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+    if problems != ["ok"]:
+        raise ShopUnreadable(
+            "the shop file is malformed (PRAGMA quick_check: " + "; ".join(problems) + ")."
+            " Were its -wal or -shm files deleted? They are part of the database."
+        )
+
+
+def check_columns(db: sqlite3.Connection, leases: bool) -> None:
+    """ShopUnreadable naming the first table and column the report needs and cannot find."""
+    wanted = dict(COLUMNS)
+    if leases:
+        for table, names in LEASE_COLUMNS.items():
+            wanted[table] = wanted.get(table, ()) + names
+    for table, names in wanted.items():
+        present = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
+        for name in names:
+            if name not in present:
+                raise ShopUnreadable(
+                    f"the shop's {table} table has no {name} column (renamed or dropped?):"
+                    " this is not a shop this report can read"
+                )
 
 
 # ---------------------------------------------------------------- service health
@@ -157,16 +220,11 @@ def supplier_health(
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid runs on this machine now (a zombie counts as gone)."""
     try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except (psutil.NoSuchProcess, ValueError, OverflowError):
         return False
-    except PermissionError:
-        pass  # it exists, under another user
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
+    except psutil.AccessDenied:
+        return True  # it exists, under another user
 
 
 def worker_registry(
@@ -342,8 +400,7 @@ def reconcile_command(shop: str, endpoint: str | None, identity: str, impl: str)
     words = [
         python_command(),
         "-m",
-        "lucyshop",
-        "reconcile",
+        "lucyshop.lab.reconcile",
         shop,
         "--supplier",
         endpoint or "URL",
@@ -410,8 +467,10 @@ def collect(
     health = supplier_health(supplier, identity, timeout)
     db, opened = open_readonly(shop)
     try:
+        intact(db)
         versions = schema(db)
         leases = has_leases(db, versions)
+        check_columns(db, leases)
         progress = work_progress(db, now, leases)
         report = {
             "shop": shop,
@@ -428,20 +487,27 @@ def collect(
             "cancellations": cancellations(db, leases),
             "orders": external_completion(db, shop=shop, health=health, impl=impl),
         }
+    except sqlite3.DatabaseError as error:
+        raise ShopUnreadable(f"cannot read {shop} as a shop: {error}") from None
     finally:
         db.close()
     return report
 
 
 def seconds(value: float) -> str:
-    """``39.0s`` up to two minutes, then minutes, hours or days: a stale lease can be years old."""
-    if value < 120:
+    """``39.0s`` up to two minutes, then minutes, hours or days: a stale lease can be years old.
+
+    Each form rounds once, to its smallest unit, before splitting: 599.6 s is ``10m 00s``.
+    """
+    if round(value, 1) < 120:
         return f"{value:.1f}s"
-    if value < 7200:
-        return f"{value // 60:.0f}m {value % 60:02.0f}s"
-    if value < 172_800:
-        return f"{value // 3600:.0f}h {value % 3600 // 60:02.0f}m"
-    return f"{value // 86400:.0f} days"
+    if round(value) < 7200:
+        whole = round(value)
+        return f"{whole // 60}m {whole % 60:02d}s"
+    if round(value / 60) < 2880:
+        minutes = round(value / 60)
+        return f"{minutes // 60}h {minutes % 60:02d}m"
+    return f"{round(value / 86400)} days"
 
 
 def cents(value: int) -> str:
@@ -486,8 +552,22 @@ def command_lines(command: str, indent: int) -> list[str]:
     return [" " * indent + text for text in lines]
 
 
-def render(report: dict) -> str:
-    """The plain-text screen: four sections, aligned, at most 80 columns where the data allows."""
+def escaped(value: Any) -> Any:
+    """``value`` with every string made safe for a terminal, at any depth.
+
+    A control character stored in a label (ESC, say) would otherwise reach the operator's
+    screen as a command; each one, and anything else unprintable, is shown as its escape.
+    """
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in value)
+    if isinstance(value, dict):
+        return {k: escaped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escaped(v) for v in value]
+    return value
+
+
+def header(report: dict) -> list[str]:
     at = datetime.fromtimestamp(report["now"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     versions = ", ".join(f"{line} {v}" for line, v in report["schema"].items())
     out = [
@@ -497,43 +577,41 @@ def render(report: dict) -> str:
     ]
     for warning in report["warnings"]:
         out += [""] + wrap("WARNING", warning, 11)
+    return out
 
-    out += ["", "SERVICE HEALTH"]
-    s = report["health"]["supplier"]
+
+def supplier_lines(s: dict) -> list[str]:
     if not s["checked"]:
-        out += wrap("supplier", "not checked (pass --supplier URL)")
-    elif s["answering"]:
-        who, expected = s["identity"] or "?", s["expected_identity"]
-        verdict = (
-            "healthy"
-            if expected in (None, who)
-            else f"answering as {who}, NOT the expected {expected}"
-        )
-        out += wrap(
-            "supplier",
-            f"{verdict}: {who} answered /health in {s['latency_ms']:.1f} ms,"
-            f" {s['ledger_orders']} orders in its ledger, at {s['endpoint']}",
-        )
-    else:
-        out += wrap("supplier", f"not answering at {s['endpoint']}: {s['error']}")
-    w = report["health"]["workers"]
+        return wrap("supplier", "not checked (pass --supplier URL)")
+    if not s["answering"]:
+        return wrap("supplier", f"not answering at {s['endpoint']}: {s['error']}")
+    who, expected = s["identity"] or "?", s["expected_identity"]
+    verdict = (
+        "healthy" if expected in (None, who) else f"answering as {who}, NOT the expected {expected}"
+    )
+    return wrap(
+        "supplier",
+        f"{verdict}: {who} answered /health in {s['latency_ms']:.1f} ms,"
+        f" {s['ledger_orders']} orders in its ledger, at {s['endpoint']}",
+    )
+
+
+def worker_lines(w: dict) -> list[str]:
     if w["source"] is None:
-        out += wrap("workers", w["note"])
+        out = wrap("workers", w["note"])
     else:
-        out += wrap(
+        out = wrap(
             "workers",
             f"{w['alive']} alive, {w['gone']} gone (pids from {w['source']},"
             " checked on this machine)",
         )
-        width = max([len(p["owner"]) for p in w["processes"]], default=0)
-        for p in w["processes"]:
-            held = (
-                f"holds work {', '.join(map(str, p['holds']))}" if p["holds"] else "holds nothing"
-            )
-            out.append(
-                f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  "
-                f"{'alive' if p['alive'] else 'GONE':<5}  {held}"
-            )
+    width = max([len(p["owner"]) for p in w["processes"]], default=0)
+    for p in w["processes"]:
+        held = f"holds work {', '.join(map(str, p['holds']))}" if p["holds"] else "holds nothing"
+        out.append(
+            f"{'':12}{p['owner']:<{width}}  pid {p['pid']:<7}  "
+            f"{'alive' if p['alive'] else 'GONE':<5}  {held}"
+        )
     holders = w["holders_without_pid"]
     if holders or w["source"] is None:
         listed = ", ".join(
@@ -541,9 +619,10 @@ def render(report: dict) -> str:
         )
         label = "holders on record" if w["source"] is None else "no pid for holders"
         out += wrap("", f"{label}: {listed or 'none'}")
+    return out
 
-    out += ["", "WORK PROGRESS"]
-    work = report["work"]
+
+def items_line(work: dict) -> list[str]:
     line = ", ".join(f"{state} {work['counts'][state]}" for state in WORK_STATES)
     if work["outcomes"] is not None and work["counts"]["finished"]:
         detail = (
@@ -552,80 +631,104 @@ def render(report: dict) -> str:
         if work["finished_without_outcome"]:
             detail.append(f"{work['finished_without_outcome']} without an outcome")
         line += f" ({', '.join(detail)})"
-    out += wrap("items", line)
-    if work["running"]:
-        columns = ("work_id", "session_id", "owner")
-        size = {
-            c: max([len(str(i[c])) for i in work["running"]] + [len(h)])
-            for c, h in zip(columns, ("work", "session", "owner"), strict=True)
-        }
-        out += ["", "  running, with the lease as of now:"]
-        out.append(
+    return wrap("items", line)
+
+
+def lease_text(item: dict) -> str:
+    if item["lease_left"] is None:
+        return "no lease on record"
+    if not item["expired"]:
+        return f"{seconds(item['lease_left'])} left"
+    ago = seconds(-item["lease_left"])
+    if item["eligible_for_takeover"]:
+        return f"expired {ago} ago, eligible for takeover"
+    return f"expired {ago} ago; its session has a live holder"
+
+
+def running_lines(running: list[dict]) -> list[str]:
+    if not running:
+        return []
+    columns = ("work_id", "session_id", "owner")
+    size = {
+        c: max([len(str(i[c])) for i in running] + [len(h)])
+        for c, h in zip(columns, ("work", "session", "owner"), strict=True)
+    }
+    out = [
+        "",
+        "  running, with the lease as of now:",
+        (
             f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
             f"  {'owner':<{size['owner']}}  gen  lease"
-        )
-        for item in work["running"]:
-            if item["lease_left"] is None:
-                lease = "no lease on record"
-            elif not item["expired"]:
-                lease = f"{seconds(item['lease_left'])} left"
-            elif item["eligible_for_takeover"]:
-                lease = f"expired {seconds(-item['lease_left'])} ago, eligible for takeover"
-            else:
-                lease = f"expired {seconds(-item['lease_left'])} ago; its session has a live holder"
-            gen = "-" if item["generation"] is None else item["generation"]
-            out.append(
-                f"  {item['work_id']:>{size['work_id']}}  "
-                f"{item['session_id']:<{size['session_id']}}  {item['owner']:<{size['owner']}}  "
-                f"{gen:>3}  {lease}"
-            )
-    if work["recently_finished"]:
-        size = {
-            c: max([len(str(i[c] or "-")) for i in work["recently_finished"]] + [len(h)])
-            for c, h in (("work_id", "work"), ("session_id", "session"), ("status", "outcome"))
-        }
-        out += ["", f"  finished, newest first (at most {RECENT}):"]
+        ),
+    ]
+    for item in running:
+        gen = "-" if item["generation"] is None else item["generation"]
         out.append(
+            f"  {item['work_id']:>{size['work_id']}}  "
+            f"{item['session_id']:<{size['session_id']}}  {item['owner']:<{size['owner']}}  "
+            f"{gen:>3}  {lease_text(item)}"
+        )
+    return out
+
+
+def finished_lines(recent: list[dict]) -> list[str]:
+    if not recent:
+        return []
+    size = {
+        c: max([len(str(i[c] or "-")) for i in recent] + [len(h)])
+        for c, h in (("work_id", "work"), ("session_id", "session"), ("status", "outcome"))
+    }
+    out = [
+        "",
+        f"  finished, newest first (at most {RECENT}):",
+        (
             f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
             f"  {'outcome':<{size['status']}}  gen  finished by"
+        ),
+    ]
+    for item in recent:
+        gen = "-" if item["generation"] is None else item["generation"]
+        out.append(
+            f"  {item['work_id']:>{size['work_id']}}  "
+            f"{item['session_id']:<{size['session_id']}}  "
+            f"{item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
         )
-        for item in work["recently_finished"]:
-            gen = "-" if item["generation"] is None else item["generation"]
-            out.append(
-                f"  {item['work_id']:>{size['work_id']}}  "
-                f"{item['session_id']:<{size['session_id']}}  "
-                f"{item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
-            )
+    return out
 
-    out += ["", "CANCELLATION"]
-    cancelled = report["cancellations"]
+
+def cancellation_lines(cancelled: list[dict] | None) -> list[str]:
     if cancelled is None:
-        out += wrap("", "unknown: no outcomes table (the leases migration is missing)", 2)
-    elif not cancelled:
-        out += wrap("", "no cancelled work", 2)
-    for c in cancelled or []:
+        return wrap("", "unknown: no outcomes table (the leases migration is missing)", 2)
+    if not cancelled:
+        return wrap("", "no cancelled work", 2)
+    out = []
+    for c in cancelled:
         who = c["actor"] or "? (not in its result)"
         why = json.dumps(c["reason"]) if c["reason"] is not None else "? (no reason in its result)"
         out += wrap(
             f"work {c['work_id']}", f"cancelled by {who} at generation {c['generation']}: {why}"
         )
-        for label, orders in (("revoked", c["revoked"]), ("uncertain", c["left_for_reconcile"])):
-            if not orders:
-                out.append(f"{'':12}{label:<10}none")
-            for o in orders:
-                note = "released" if label == "revoked" else f"{o['status']}, still reserved"
-                out.append(
-                    f"{'':12}{label:<10}order {o['order_id']}, {cents(o['amount_cents'])} {note}"
-                )
-                out.append(f"{'':22}{o['operation']}")
-                label = ""
+        out += revoked_lines("revoked", c["revoked"], "released")
+        out += revoked_lines("uncertain", c["left_for_reconcile"], "still reserved")
+    return out
 
-    out += ["", "EXTERNAL COMPLETION"]
-    orders = report["orders"]
+
+def revoked_lines(label: str, orders: list[dict], note: str) -> list[str]:
+    if not orders:
+        return [f"{'':12}{label:<10}none"]
+    out = []
+    for o in orders:
+        said = note if label == "revoked" else f"{o['status']}, {note}"
+        out.append(f"{'':12}{label:<10}order {o['order_id']}, {cents(o['amount_cents'])} {said}")
+        out.append(f"{'':22}{o['operation']}")
+        label = ""
+    return out
+
+
+def completion_lines(orders: dict) -> list[str]:
     total = sum(orders["counts"].values())
-    out += wrap("orders", f"{total}: {counted(orders['counts'], ORDER_STATUSES)}")
-    money = orders["account"]
-    if money:
+    out = wrap("orders", f"{total}: {counted(orders['counts'], ORDER_STATUSES)}")
+    if money := orders["account"]:
         out += wrap(
             "account",
             f"limit {money['limit_cents']}, reserved {money['reserved_cents']},"
@@ -634,21 +737,42 @@ def render(report: dict) -> str:
     if not orders["uncertain"]:
         out += wrap("uncertain", "none: every order sent has a conclusive receipt")
     for o in orders["uncertain"]:
-        out.append(
+        out += uncertain_lines(o)
+    return out
+
+
+def uncertain_lines(o: dict) -> list[str]:
+    out = [
+        (
             f"  order {o['order_id']:<4} {o['status']:<8} work {o['work_id']} ({o['work_state']}),"
             f" {cents(o['reserved_cents'])} reserved, supplier {o['supplier']}"
+        ),
+        f"{'':4}{'operation':<11}{o['operation']}",
+    ]
+    if not o["command"]:
+        return out + [f"{'':4}{'settle':<11}{o['settled_by']}"]
+    out.append(f"{'':4}{'settle':<11}" + "\n".join(command_lines(o["command"], 15)).lstrip())
+    if "--supplier URL" in o["command"]:
+        out.append(
+            f"{'':15}(URL: where supplier {o['supplier']} listens, e.g. http://127.0.0.1:PORT)"
         )
-        out.append(f"{'':4}{'operation':<11}{o['operation']}")
-        if o["command"]:
-            out.append(
-                f"{'':4}{'settle':<11}" + "\n".join(command_lines(o["command"], 15)).lstrip()
-            )
-            if "--supplier URL" in o["command"]:
-                out.append(
-                    f"{'':15}(URL: where supplier {o['supplier']} listens, e.g. http://127.0.0.1:PORT)"
-                )
-        else:
-            out.append(f"{'':4}{'settle':<11}{o['settled_by']}")
+    return out
+
+
+def render(report: dict) -> str:
+    """The plain-text screen: four sections, aligned, at most 80 columns where the data allows.
+
+    Every string from the records is escaped first, so nothing stored can steer the terminal.
+    """
+    report = escaped(report)
+    health, work = report["health"], report["work"]
+    out = header(report)
+    out += ["", "SERVICE HEALTH", *supplier_lines(health["supplier"])]
+    out += worker_lines(health["workers"])
+    out += ["", "WORK PROGRESS", *items_line(work)]
+    out += running_lines(work["running"]) + finished_lines(work["recently_finished"])
+    out += ["", "CANCELLATION", *cancellation_lines(report["cancellations"])]
+    out += ["", "EXTERNAL COMPLETION", *completion_lines(report["orders"])]
     return "\n".join(out) + "\n"
 
 

@@ -22,7 +22,8 @@ from learner_support import (
 )
 
 from lucyshop.approval import account, execute, get_order, propose
-from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import SupplierClient, ledger_orders
 
 
 @pytest.fixture

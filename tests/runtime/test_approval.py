@@ -25,7 +25,8 @@ from lucyshop.approval import (
     record_receipt,
     revoke,
 )
-from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import SupplierClient, ledger_orders
 
 OPERATOR = "lucy"  # the conftest policy's only operator
 SUPPLIER = "dairy"  # the fake's identity, and supplier_process's default

@@ -20,13 +20,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from lucyshop.lab.processes import wait_exit
+from lucyshop.lab.suppliers import supplier_process
 from lucyshop.proposal import operation_id
 from lucyshop.supplier import (
     SupplierClient,
     SupplierRefused,
     SupplierUnavailable,
     ledger_orders,
-    supplier_process,
 )
 
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}

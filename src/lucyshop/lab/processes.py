@@ -14,11 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, Self, TypeVar
+
+from lucyshop.atomic import write_ready  # noqa: F401  (re-exported: the lab's callers use it here)
 
 T = TypeVar("T")
 
@@ -26,25 +27,6 @@ POLL_SECONDS = 0.02
 TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 STDERR_TAIL_BYTES = 2000
-
-
-def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON so that a reader sees either no file or the whole file.
-
-    The text goes to a temporary file in the same directory (so the rename cannot cross a file
-    system), is flushed to disk, and is renamed over ``path`` with ``os.replace``.
-    """
-    target = Path(path)
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _check_timeout(timeout: float) -> float:

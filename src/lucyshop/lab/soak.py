@@ -77,7 +77,8 @@ from lucyshop.lab.loader import (
 )
 from lucyshop.lab.processes import Children, python_argv
 from lucyshop.lab.stubs import NotStarted
-from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import SupplierClient, ledger_orders
 
 OPERATOR = "lucy"
 SERVICE = "lucy-worker"  # the shared service name a restarted worker may come back under

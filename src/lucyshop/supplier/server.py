@@ -1,4 +1,4 @@
-"""The supplier (chapter 12): a separate HTTP server process with its own SQLite ledger.
+"""The supplier's server (chapter 12): an HTTP process with its own SQLite ledger.
 
 The shop can only learn what the supplier did by asking it, so the supplier is idempotent by
 operation id: sending the same operation and proposal again returns the same receipt and never
@@ -13,32 +13,27 @@ was committed, and a reply slower than the client's timeout.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import math
 import os
 import random
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from lucyshop.lab.processes import Children, python_argv, wait_for_file, write_ready
+from lucyshop import validate
+from lucyshop.atomic import write_ready
 from lucyshop.proposal import amount_cents, canonical, validate_operation, validate_proposal
 
 MAX_BODY_BYTES = 16 * 1024
-MAX_REPLY_BYTES = 1024 * 1024
 BUSY_TIMEOUT_MS = 5000
 MAX_DELAY_SECONDS = 60.0
-RECEIPT_FIELDS = {"operation", "status", "supplier", "order_number", "amount_cents", "reason"}
 
 # One row per operation id ever seen, accepted or rejected. The primary key is what makes a
 # retried operation a lookup instead of a second order.
@@ -53,19 +48,6 @@ CREATE TABLE IF NOT EXISTS orders(
     created REAL NOT NULL
 )
 """
-
-
-class SupplierUnavailable(ConnectionError):
-    """No usable answer: the order may or may not exist, so the caller must look it up later."""
-
-
-class SupplierRefused(ValueError):
-    """The supplier answered and refused the request; sending it again will not change that."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(f"supplier refused the request with {status}: {error}")
-        self.status = status
-        self.error = error
 
 
 class OperationConflict(Exception):
@@ -180,7 +162,7 @@ class Faults:
             if name.endswith("_rate"):
                 ok = number and 0.0 <= value <= 1.0
             elif name == "delay_seconds":
-                ok = number and math.isfinite(value) and 0.0 <= value <= MAX_DELAY_SECONDS
+                ok = number and _within_delay(value)
             else:
                 ok = number and isinstance(value, int) and value >= 0
             if not ok:
@@ -214,6 +196,7 @@ class Faults:
 
 class SupplierServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a burst of connections waits, not refused
 
     def __init__(
         self,
@@ -250,25 +233,29 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(status, {"error": error})
 
     def read_json(self) -> Any:
-        """The request body as JSON; replies 411/413/400 itself and returns None when refused."""
+        """The request body as JSON; replies 411/413/400 itself and returns None when refused.
+
+        Every refusal is an answer: a length that is not plain ASCII digits, a length or number
+        too large to convert, and nesting too deep to parse each get a 400 or 413 with a reason.
+        """
         length = self.headers.get("Content-Length")
         if length is None:
             self.close_connection = True
             self.refuse(411, "a body needs a Content-Length header")
             return None
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):
             self.close_connection = True
-            self.refuse(400, f"Content-Length is not a whole number: {length!r}")
+            self.refuse(400, f"Content-Length is not a whole number: {length[:40]!r}")
             return None
-        if int(length) > MAX_BODY_BYTES:
+        if len(length) > len(str(MAX_BODY_BYTES)) or int(length) > MAX_BODY_BYTES:
             self.close_connection = True  # the unread body must not be parsed as a request
-            self.refuse(413, f"the body is {length} bytes; the limit is {MAX_BODY_BYTES}")
+            self.refuse(413, f"the body is {length[:40]} bytes; the limit is {MAX_BODY_BYTES}")
             return None
         raw = self.rfile.read(int(length))
         try:
             return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            self.refuse(400, f"the body is not JSON: {exc}")
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError too
+            self.refuse(400, f"the body is not JSON the supplier can read: {exc}"[:300])
             return None
 
     def operation(self) -> str | None:
@@ -350,142 +337,6 @@ class Handler(BaseHTTPRequestHandler):
             self.refuse(400, str(exc))
 
 
-def _receipt(data: Any, operation: str, identity: str) -> dict[str, Any]:
-    """The data if it is this supplier's receipt for this operation, else SupplierUnavailable."""
-    ok = (
-        isinstance(data, dict)
-        and set(data) == RECEIPT_FIELDS
-        and data["operation"] == operation
-        and data["status"] in ("ACCEPTED", "REJECTED")
-        and data["supplier"] == identity
-        and all(type(data[k]) is int and data[k] >= 0 for k in ("order_number", "amount_cents"))
-        and (data["reason"] is None or isinstance(data["reason"], str))
-    )
-    if not ok:
-        raise SupplierUnavailable(
-            f"garbage reply from {identity}: not its receipt for {operation}: {data!r:.200}"
-        )
-    return data
-
-
-class SupplierClient:
-    """Talks to one supplier; every call ends within about ``timeout`` seconds or raises.
-
-    One connection per request, so a dropped connection never poisons the next call. The
-    identity is the caller's statement of which supplier this is, so a client for a dead
-    supplier still knows its name, and a receipt signed by another supplier is refused.
-    """
-
-    def __init__(self, endpoint: str, *, identity: str, timeout: float = 1.0) -> None:
-        parts = urlsplit(endpoint)
-        if parts.scheme != "http" or not parts.hostname or parts.port is None:
-            raise ValueError(f"a supplier endpoint is http://host:port, not {endpoint!r}")
-        if not isinstance(identity, str) or not identity:
-            raise ValueError(f"a supplier identity is a non-empty name: {identity!r}")
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise ValueError(
-                f"a supplier timeout is a finite number of seconds above 0: {timeout!r}"
-            )
-        self.endpoint = endpoint
-        self.identity = identity
-        self.timeout = float(timeout)
-        self._host, self._port = parts.hostname, parts.port
-
-    def __repr__(self) -> str:
-        return (
-            f"SupplierClient({self.endpoint!r}, identity={self.identity!r}, timeout={self.timeout})"
-        )
-
-    def _request(self, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
-        """Status and parsed JSON; SupplierUnavailable for anything that is not a JSON answer.
-
-        One deadline of ``timeout`` seconds bounds the connect, the sending, the wait for the
-        reply and the reading of its body together.
-        """
-        what = f"{method} {path} to {self.identity} at {self.endpoint}"
-        deadline = time.monotonic() + self.timeout
-
-        def left() -> float:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no complete reply within {self.timeout}s")
-            return remaining
-
-        connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        try:
-            connection.connect()
-            sock = connection.sock  # kept: getresponse() may hand the socket to the response
-            sock.settimeout(left())
-            connection.request(method, path, body=body, headers=headers)
-            sock.settimeout(left())
-            response = connection.getresponse()
-            raw = b""
-            while len(raw) <= MAX_REPLY_BYTES:
-                sock.settimeout(left())
-                if not (chunk := response.read1(65536)):
-                    break
-                raw += chunk
-        except (OSError, http.client.HTTPException) as exc:
-            raise SupplierUnavailable(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-        finally:
-            connection.close()
-        status = response.status
-        if status >= 500:
-            raise SupplierUnavailable(f"{what} failed with {status}: {raw[:200]!r}")
-        if len(raw) > MAX_REPLY_BYTES:
-            raise SupplierUnavailable(f"garbage reply to {what}: over {MAX_REPLY_BYTES} bytes")
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise SupplierUnavailable(
-                f"garbage reply to {what} ({status}): {raw[:200]!r}"
-            ) from None
-        if status in (400, 409, 411, 413):
-            error = data.get("error") if isinstance(data, dict) else None
-            raise SupplierRefused(status, str(error if error is not None else data))
-        return status, data
-
-    def health(self) -> dict[str, Any]:
-        status, data = self._request("GET", "/health")
-        if status != 200 or not isinstance(data, dict) or data.get("status") != "ok":
-            raise SupplierUnavailable(
-                f"{self.identity} at {self.endpoint} is not healthy: {data!r:.200}"
-            )
-        return data
-
-    def lookup(self, operation: str) -> dict[str, Any] | None:
-        """The supplier's receipt for ``operation``, or None if it has never seen it."""
-        validate_operation(operation)
-        status, data = self._request("GET", f"/orders/{operation}")
-        if status == 404 and isinstance(data, dict) and data.get("error") == "unknown operation":
-            return None
-        if status != 200:
-            raise SupplierUnavailable(f"lookup of {operation} got {status}: {data!r:.200}")
-        return _receipt(data, operation, self.identity)
-
-    def order(self, operation: str, proposal: dict[str, Any]) -> dict[str, Any]:
-        """Send the order (safe to repeat with the same operation) and return its receipt."""
-        body = canonical(proposal)
-        validate_operation(operation)
-        status, data = self._request("POST", f"/orders/{operation}", body)
-        if status != 200:
-            raise SupplierUnavailable(f"order {operation} got {status}: {data!r:.200}")
-        return _receipt(data, operation, self.identity)
-
-    def set_faults(self, **faults: float) -> dict[str, Any]:
-        """Change the supplier's fault switches (experiments only); returns the new settings."""
-        status, data = self._request("PUT", "/faults", json.dumps(faults))
-        if status != 200 or not isinstance(data, dict):
-            raise SupplierUnavailable(f"setting faults got {status}: {data!r:.200}")
-        return data
-
-
 def ledger_orders(database: str | Path) -> list[dict[str, Any]]:
     """Every order in a supplier's ledger, read from its file (read-only), oldest first.
 
@@ -509,65 +360,6 @@ def ledger_orders(database: str | Path) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass(frozen=True)
-class RunningSupplier:
-    endpoint: str
-    identity: str
-    pid: int
-    database: Path
-    proc: subprocess.Popen[Any]
-
-    def client(self, timeout: float = 1.0) -> SupplierClient:
-        return SupplierClient(self.endpoint, identity=self.identity, timeout=timeout)
-
-    def set_faults(self, **faults: float) -> dict[str, Any]:
-        return self.client(timeout=5.0).set_faults(**faults)
-
-    def health(self) -> dict[str, Any]:
-        return self.client(timeout=5.0).health()
-
-
-@contextmanager
-def supplier_process(
-    directory: str | Path,
-    *,
-    identity: str = "dairy",
-    drop_rate: float = 0.0,
-    delay_rate: float = 0.0,
-    delay_seconds: float = 0.0,
-    seed: int = 0,
-    reject_skus: Sequence[str] = (),
-    start_timeout: float = 10.0,
-) -> Iterator[RunningSupplier]:
-    """Run a supplier process with its ledger, ready file and log in ``directory``; always end it.
-
-    Restarting on the same directory keeps the ledger, as a real supplier would.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    database = directory / f"{identity}-ledger.sqlite"
-    ready = directory / f"{identity}-ready.json"
-    ready.unlink(missing_ok=True)
-    options = {
-        "--database": database,
-        "--port": 0,
-        "--ready": ready,
-        "--identity": identity,
-        "--drop-rate": drop_rate,
-        "--delay-rate": delay_rate,
-        "--delay-seconds": delay_seconds,
-        "--seed": seed,
-        "--reject-skus": ",".join(reject_skus),
-    }
-    words = [str(word) for option in options.items() for word in option]
-    argv = python_argv("lucyshop.supplier", *words, blocked=False)
-    with Children() as children:
-        with open(directory / f"{identity}.log", "ab") as log:
-            proc = children.spawn(argv, stderr=log)
-        info = wait_for_file(ready, timeout=start_timeout, proc=proc)
-        yield RunningSupplier(info["endpoint"], identity, proc.pid, database, proc)
-
-
 def _rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -575,11 +367,26 @@ def _rate(text: str) -> float:
     return value
 
 
+def _within_delay(value: float) -> bool:
+    try:
+        validate.seconds(value, "delay_seconds", most=MAX_DELAY_SECONDS)
+    except ValueError:
+        return False
+    return True
+
+
 def _seconds(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and 0.0 <= value <= MAX_DELAY_SECONDS):
-        raise argparse.ArgumentTypeError(f"seconds are from 0 to {MAX_DELAY_SECONDS}: {text}")
-    return value
+    try:
+        return validate.seconds(float(text), "delay_seconds", most=MAX_DELAY_SECONDS)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _identity(text: str) -> str:
+    try:
+        return validate.label(text, "identity")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -589,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", required=True, type=Path, help="the ledger's SQLite file")
     parser.add_argument("--port", required=True, type=int, help="0 picks a free port")
     parser.add_argument("--ready", required=True, type=Path, help="JSON written once listening")
-    parser.add_argument("--identity", default="dairy")
+    parser.add_argument("--identity", type=_identity, default="dairy")
     parser.add_argument("--drop-rate", type=_rate, default=0.0, help="lose the reply after commit")
     parser.add_argument("--delay-rate", type=_rate, default=0.0, help="delay the reply")
     parser.add_argument("--delay-seconds", type=_seconds, default=0.0)
@@ -632,7 +439,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.server_close()
         ledger.close()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
