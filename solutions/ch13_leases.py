@@ -411,7 +411,7 @@ def cancel(
     holds the same facts from ``actor`` on.
     """
     validate.row_id(work_id, "work_id")
-    validate.label(actor, "actor")
+    validate.string(actor, "actor")
     validate.text(reason, "a cancellation's reason")
     now = _clock(now)
     with immediate(db):

@@ -669,7 +669,12 @@ ROUND_TWO = [
     Bad("session-trailing-newline", admit("bad-9", "session-a\n"), ValueError, "session_id must"),
     Bad("source-trailing-newline", admit("bad-1\n", "session-z"), ValueError, "source_id must"),
     Bad("supplier-trailing-newline", propose_for("dairy\n"), ValueError, "supplier identity must"),
-    Bad("actor-trailing-newline", cancel_with(actor="lucy\n"), ValueError, "actor must be"),
+    Bad(
+        "actor-trailing-newline",
+        cancel_with(actor="lucy\n"),
+        PermissionError,
+        "'lucy\\n' is not an operator",
+    ),
     # requests that once got no HTTP answer at all
     Bad(
         "body-int-5000-digits",
@@ -822,7 +827,7 @@ ROUND_TWO = [
     Bad("session-nul", admit("bad-9", "session\x00"), ValueError, "session_id must be"),
     Bad("session-escape", admit("bad-9", "session\x1b]0;x\x07"), ValueError, "session_id must"),
     Bad("source-nul", admit("bad\x00", "session-z"), ValueError, "source_id must be"),
-    Bad("actor-escape", cancel_with(actor="lucy\x1b[2J"), ValueError, "actor must be"),
+    Bad("actor-escape", cancel_with(actor="lucy\x1b[2J"), PermissionError, "is not an operator"),
     Bad("supplier-escape", propose_for("dairy\x1b[2J"), ValueError, "supplier identity must"),
     # Python's own exception types for odd input become ValueError
     Bad("cancel-work-id-10**30", cancel_with(work_id=10**30), ValueError, "work_id must be"),

@@ -210,7 +210,7 @@ def approve(
     reserves the money."""
     now = validate.clock(now)
     validate.seconds(ttl, "an approval's ttl", positive=True, most=86_400)
-    validate.label(actor, "actor")
+    validate.string(actor, "actor")
     with immediate(db):
         order = get_order(db, order_id)
         if actor not in policy.operators:
@@ -247,7 +247,7 @@ def revoke(
 ) -> dict[str, Any]:
     """Withdraw a DRAFT or APPROVED order; an approved one gives its reservation back."""
     now = validate.clock(now)
-    validate.label(actor, "actor")
+    validate.string(actor, "actor")
     with immediate(db):
         order = get_order(db, order_id)
         if actor not in policy.operators:

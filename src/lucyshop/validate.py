@@ -85,6 +85,13 @@ def label(value: Any, name: str, *, most: int = MAX_LABEL, forbidden: str = "") 
     return value
 
 
+def string(value: Any, name: str) -> str:
+    """Any ``str`` (for a name matched against a list, where a mismatch is its own refusal)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {type(value).__name__}: {value!r:.80}")
+    return value
+
+
 def text(value: Any, name: str, *, most: int = MAX_TEXT) -> str:
     """Free text (line breaks allowed): non-blank, at most ``most`` characters, valid UTF-8."""
     if not isinstance(value, str) or not value.strip() or not encodable(value):

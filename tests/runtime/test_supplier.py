@@ -9,10 +9,12 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -367,3 +369,57 @@ def test_a_supplier_that_cannot_open_its_ledger_is_reported_with_its_log(tmp_pat
     assert time.monotonic() - started < 10
     assert "exited with status 1" in str(raised.value)
     assert "unable to open database file" in str(raised.value)
+
+
+def test_a_burst_of_200_connections_waits_in_the_backlog_and_all_get_answers(supplier):
+    """The listen backlog is at least 128, and 200 concurrent connections all get answers.
+
+    While the supplier is stopped (SIGSTOP) nothing is accepted, so the handshakes the kernel
+    completes are exactly those the backlog holds: with the old backlog of 5 about six of them.
+    Once it continues, every connection, queued or retrying its handshake, gets its answer.
+    """
+    parts = urlsplit(supplier.endpoint)
+    sockets = []
+    os.kill(supplier.pid, signal.SIGSTOP)
+    try:
+        for _ in range(200):
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.setblocking(False)
+            sock.connect_ex((parts.hostname, parts.port))
+        queued = handshakes(sockets, within=2.0)
+    finally:
+        os.kill(supplier.pid, signal.SIGCONT)
+    try:
+        with ThreadPoolExecutor(max_workers=len(sockets)) as pool:
+            lines = list(pool.map(health_over, sockets))
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert queued >= 128, f"only {queued} handshakes completed while the supplier was stopped"
+    assert lines == [b"HTTP/1.1 200 OK"] * len(sockets)
+
+
+def handshakes(sockets: list[socket.socket], *, within: float) -> int:
+    """How many of these non-blocking connects complete within ``within`` seconds."""
+    done: set[socket.socket] = set()
+    deadline = time.monotonic() + within
+    while len(done) < len(sockets) and (left := deadline - time.monotonic()) > 0:
+        waiting = [sock for sock in sockets if sock not in done]
+        _, writable, _ = select.select([], waiting, [], min(left, 0.1))
+        done.update(s for s in writable if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+    return len(done)
+
+
+def health_over(sock: socket.socket) -> bytes:
+    """GET /health on a connection once its handshake is done; the reply's status line."""
+    _, writable, _ = select.select([], [sock], [], 30)
+    assert writable, "the handshake did not complete within 30 s"
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+    sock.setblocking(True)
+    sock.settimeout(30)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: supplier\r\nConnection: close\r\n\r\n")
+    reply = b""
+    while chunk := sock.recv(65536):
+        reply += chunk
+    return reply.split(b"\r\n", 1)[0]
