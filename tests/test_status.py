@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 import socket
 import sqlite3
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop import status as status_report
 from lucyshop.approval import (
     SpendingPolicy,
     account,
@@ -461,3 +463,58 @@ def test_reconcile_json_rows(dropped):
     assert [(r["order_id"], r["before"], r["after"]) for r in rows] == [
         (order["order_id"], "UNKNOWN", "ACCEPTED")
     ]
+
+
+# ---------------------------------------------------------------- the report agrees with claim
+
+
+def random_shop(path: Path, seed: int) -> None:
+    """Running items in a few sessions, each lease expired or alive at NOW, written by hand.
+
+    A shop written by the reference never holds two running items in one session, but records
+    can (an older kit, a hand repair); the report's rule must still be claim's rule there.
+    """
+    rng = random.Random(seed)
+    leases = load_impl("solutions")
+    db, queue = leases.open_worker_shop(path)
+    try:
+        for n in range(rng.randint(3, 10)):
+            work_id = leases.enqueue(queue, f"w-{n}", f"s{rng.randint(1, 4)}", "work")
+            expires = NOW + rng.choice([-500.0, -1.0, 0.0, 0.0001, 1.0, 500.0])
+            db.execute(
+                "UPDATE work SET state = 'running', worker_id = ? WHERE work_id = ?",
+                (f"w{n}#1", work_id),
+            )
+            db.execute(
+                "INSERT INTO assignment_leases(work_id, worker_id, expires, generation)"
+                " VALUES (?, ?, ?, 1)",
+                (work_id, f"w{n}#1", expires),
+            )
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_eligible_for_takeover_is_what_the_reference_claim_takes(tmp_path, seed):
+    """Pinned against the reference: claim at NOW takes the oldest item the report calls
+    eligible, and returns None when it calls none eligible; again after every claim."""
+    path = tmp_path / "shop.db"
+    random_shop(path, seed)
+    leases = load_impl("solutions")
+    db = leases.open_worker_shop(path)[0]
+    try:
+        for _ in range(12):
+            report = status_report.collect(str(path), now=NOW)
+            eligible = [
+                item["work_id"]
+                for item in report["work"]["running"]
+                if item["eligible_for_takeover"]
+            ]
+            taken = leases.claim(db, "pinned", ttl=60, now=NOW)
+            assert (taken and taken.work_id) == (min(eligible) if eligible else None), report
+            if taken is None:
+                break
+        else:
+            pytest.fail("claim kept taking work beyond the shop's size")
+    finally:
+        db.close()

@@ -317,14 +317,15 @@ def work_progress(db: sqlite3.Connection, now: float, leases: bool) -> dict:
         )
     for item in running:
         # The rule claim() applies: expired, and no other item of its session under a live lease.
+        # Compared unrounded, as claim compares them: lease_left is rounded for the screen.
         live_neighbour = any(
             o["session_id"] == item["session_id"]
             and o["work_id"] != item["work_id"]
-            and o["lease_left"] is not None
-            and o["lease_left"] > 0
+            and o["expires"] is not None
+            and o["expires"] > now
             for o in running
         )
-        expired = item["lease_left"] is not None and item["lease_left"] <= 0
+        expired = item["expires"] is not None and item["expires"] <= now
         item["expired"] = expired
         item["eligible_for_takeover"] = expired and not live_neighbour
     outcome = "o.status, o.generation" if leases else "NULL AS status, NULL AS generation"
