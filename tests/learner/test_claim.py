@@ -268,3 +268,26 @@ def test_claims_are_atomic_under_contention(impl, db, add_work, child_env, tmp_p
         (w, by_work[w], 1) for w in ids
     ], "the lease table agrees with what each process was told"
     assert {r["state"] for r in rows(db, "work")} == {"running"}
+
+
+# Appended for issue 17: the refusals claim's docstring names for labels and injected time.
+UNPRINTABLE_OWNERS = ["till\n", "till\x00", "till\x1b[2J", "t" * 101]
+
+
+@pytest.mark.parametrize("owner", UNPRINTABLE_OWNERS, ids=["newline", "nul", "escape", "101"])
+def test_an_owner_with_a_control_character_or_over_100_is_refused(impl, db, add_work, owner):
+    add_work("s1")
+    before = snapshot(db)
+    with refuses(ValueError, f"claim(db, {owner!r})"):
+        impl.claim(db, owner, ttl=30, now=T)
+    assert snapshot(db) == before, "a refused claim changes no work and no lease"
+
+
+@pytest.mark.parametrize("now", [1e300, -1.0, 10**400, 4_102_444_800.5], ids=str)
+def test_an_injected_clock_outside_0_to_the_year_2100_is_refused(impl, db, add_work, now):
+    add_work("s1")
+    impl.claim(db, "till", ttl=5, now=T)  # a live holder that a far-future clock would expire
+    before = snapshot(db)
+    with refuses(ValueError, f"claim(db, 'night', now={now!r:.20})"):
+        impl.claim(db, "night", ttl=30, now=now)
+    assert snapshot(db) == before, "a refused claim changes no work and no lease"
