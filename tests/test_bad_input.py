@@ -675,6 +675,12 @@ ROUND_TWO = [
         PermissionError,
         "'lucy\\n' is not an operator",
     ),
+    Bad(
+        "client-identity-trailing-newline",
+        lambda w: SupplierClient(w.supplier.endpoint, identity="dairy\n"),
+        ValueError,
+        "a supplier identity must be a non-empty label",
+    ),
     # requests that once got no HTTP answer at all
     Bad(
         "body-int-5000-digits",
