@@ -646,55 +646,58 @@ def lease_text(item: dict) -> str:
     return f"expired {ago} ago; its session has a live holder"
 
 
+def table(title: str, columns: tuple[tuple[str, str], ...], rows: list[list]) -> list[str]:
+    """A titled table: each column's heading and alignment (``>`` or ``<``), its cells as wide
+    as the widest of them; the last column runs free."""
+    headings = [heading for heading, _ in columns]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headings, *rows)]
+
+    def line(cells: list) -> str:
+        fixed = [
+            f"{cell!s:{align}{width}}"
+            for cell, (_, align), width in zip(cells[:-1], columns, widths, strict=False)
+        ]
+        return "  " + "  ".join([*fixed, str(cells[-1])])
+
+    return ["", title, line(headings), *map(line, rows)]
+
+
 def running_lines(running: list[dict]) -> list[str]:
     if not running:
         return []
-    columns = ("work_id", "session_id", "owner")
-    size = {
-        c: max([len(str(i[c])) for i in running] + [len(h)])
-        for c, h in zip(columns, ("work", "session", "owner"), strict=True)
-    }
-    out = [
-        "",
-        "  running, with the lease as of now:",
-        (
-            f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
-            f"  {'owner':<{size['owner']}}  gen  lease"
-        ),
+    columns = (("work", ">"), ("session", "<"), ("owner", "<"), ("gen", ">"), ("lease", "<"))
+    rows = [
+        [i["work_id"], i["session_id"], i["owner"], dash(i["generation"]), lease_text(i)]
+        for i in running
     ]
-    for item in running:
-        gen = "-" if item["generation"] is None else item["generation"]
-        out.append(
-            f"  {item['work_id']:>{size['work_id']}}  "
-            f"{item['session_id']:<{size['session_id']}}  {item['owner']:<{size['owner']}}  "
-            f"{gen:>3}  {lease_text(item)}"
-        )
-    return out
+    return table("  running, with the lease as of now:", columns, rows)
 
 
 def finished_lines(recent: list[dict]) -> list[str]:
     if not recent:
         return []
-    size = {
-        c: max([len(str(i[c] or "-")) for i in recent] + [len(h)])
-        for c, h in (("work_id", "work"), ("session_id", "session"), ("status", "outcome"))
-    }
-    out = [
-        "",
-        f"  finished, newest first (at most {RECENT}):",
-        (
-            f"  {'work':>{size['work_id']}}  {'session':<{size['session_id']}}"
-            f"  {'outcome':<{size['status']}}  gen  finished by"
-        ),
+    columns = (
+        ("work", ">"),
+        ("session", "<"),
+        ("outcome", "<"),
+        ("gen", ">"),
+        ("finished by", "<"),
+    )
+    rows = [
+        [
+            i["work_id"],
+            i["session_id"],
+            dash(i["status"]),
+            dash(i["generation"]),
+            dash(i["worker_id"]),
+        ]
+        for i in recent
     ]
-    for item in recent:
-        gen = "-" if item["generation"] is None else item["generation"]
-        out.append(
-            f"  {item['work_id']:>{size['work_id']}}  "
-            f"{item['session_id']:<{size['session_id']}}  "
-            f"{item['status'] or '-':<{size['status']}}  {gen:>3}  {item['worker_id'] or '-'}"
-        )
-    return out
+    return table(f"  finished, newest first (at most {RECENT}):", columns, rows)
+
+
+def dash(value: Any) -> Any:
+    return "-" if value is None else value
 
 
 def cancellation_lines(cancelled: list[dict] | None) -> list[str]:

@@ -20,7 +20,7 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -375,18 +375,16 @@ def _within_delay(value: float) -> bool:
     return True
 
 
-def _seconds(text: str) -> float:
-    try:
-        return validate.seconds(float(text), "delay_seconds", most=MAX_DELAY_SECONDS)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a ``validate`` check: its ValueError becomes argparse's message."""
 
+    def convert(text: str) -> Any:
+        try:
+            return check(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
 
-def _identity(text: str) -> str:
-    try:
-        return validate.label(text, "identity")
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    return convert
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -396,10 +394,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", required=True, type=Path, help="the ledger's SQLite file")
     parser.add_argument("--port", required=True, type=int, help="0 picks a free port")
     parser.add_argument("--ready", required=True, type=Path, help="JSON written once listening")
-    parser.add_argument("--identity", type=_identity, default="dairy")
+    parser.add_argument(
+        "--identity", type=_checked(lambda text: validate.label(text, "identity")), default="dairy"
+    )
     parser.add_argument("--drop-rate", type=_rate, default=0.0, help="lose the reply after commit")
     parser.add_argument("--delay-rate", type=_rate, default=0.0, help="delay the reply")
-    parser.add_argument("--delay-seconds", type=_seconds, default=0.0)
+    parser.add_argument(
+        "--delay-seconds",
+        type=_checked(lambda text: validate.seconds(float(text), "delay", most=MAX_DELAY_SECONDS)),
+        default=0.0,
+    )
     parser.add_argument("--seed", type=int, default=0, help="for the fault rates")
     parser.add_argument("--reject-skus", default="", help="comma-separated skus answered REJECTED")
     args = parser.parse_args(argv)
