@@ -25,8 +25,12 @@ from typing import Any
 import pytest
 from impls import IMPL_PATH
 
-from lucyshop.lab import pg_shop
+from lucyshop.lab import NotStarted, pg_shop
 from lucyshop.lab.postgres import missing, postgres_server, scratch_schema
+
+# The test modules import the helpers below as ``from pg_support import ...`` (see the same
+# line in tests/learner/conftest.py for why not ``from conftest import``).
+sys.modules["pg_support"] = sys.modules[__name__]
 
 CHILD_SECONDS = 60.0  # a shifted child: start Python, connect, one call, on a loaded machine
 
@@ -49,6 +53,22 @@ def pg_file(pytestconfig: pytest.Config) -> Path:
 def pg(pg_file: Path):
     """The exercise-7 implementation under test, loaded fresh."""
     return pg_shop.load_pg_impl(pg_file)
+
+
+@pytest.fixture(autouse=True)
+def _stub_first(request: pytest.FixtureRequest, pg) -> None:
+    """While this module's function (``test_pg_claim`` -> ``claim``) is still a stub, fail with
+    *its* NotStarted before fixtures call other functions: called with placeholder arguments,
+    a stub raises NotStarted, and anything a student wrote fails some other way, ignored here.
+    """
+    function = getattr(pg, request.module.__name__.rpartition(".")[2].removeprefix("test_pg_"))
+    placeholders = [None] * function.__code__.co_argcount
+    try:
+        function(*placeholders)
+    except NotStarted:
+        raise
+    except Exception:  # noqa: BLE001, S110 - a written function, left to the tests
+        pass
 
 
 @pytest.fixture
@@ -100,6 +120,15 @@ def snapshot(conn) -> dict[str, list[dict[str, Any]]]:
     return {name: table(conn, name) for name in ("work", "leases", "transcript", "outcomes")}
 
 
+def claim_source(held: Any) -> str:
+    """Python source that rebuilds ``held`` in a child process."""
+    return (
+        f"pg_shop.PgClaim({held.work_id}, {held.session_id!r}, {held.text!r}, {held.owner!r},"
+        f" {held.generation}, __import__('datetime').datetime.fromisoformat("
+        f"{held.expires.isoformat()!r}))"
+    )
+
+
 def shifted(pg_file: Path, dsn: str, seconds: float, body: str) -> dict[str, Any]:
     """Run ``body`` in a child whose wall clock reads ``seconds`` off (libfaketime), with
     ``pg`` (the implementation), ``conn`` and ``pg_shop`` in scope; return its ``result``.
@@ -109,18 +138,20 @@ def shifted(pg_file: Path, dsn: str, seconds: float, body: str) -> dict[str, Any
     """
     from lucyshop.lab.skew import shifted_env
 
-    code = textwrap.dedent(f"""
-        import json, time
-        from lucyshop.lab import pg_shop
-        pg = pg_shop.load_pg_impl({str(pg_file)!r})
-        conn = pg_shop.connect({dsn!r})
-        result = {{"clock": time.time()}}
-        try:
-        {textwrap.indent(textwrap.dedent(body), "    ")}
-        except Exception as error:
-            result["error"] = type(error).__name__ + ": " + str(error)
-        print(json.dumps(result, default=str))
-    """)
+    code = "\n".join(
+        [
+            "import json, time",
+            "from lucyshop.lab import pg_shop",
+            f"pg = pg_shop.load_pg_impl({str(pg_file)!r})",
+            f"conn = pg_shop.connect({dsn!r})",
+            "result = {'clock': time.time()}",
+            "try:",
+            textwrap.indent(textwrap.dedent(body).strip("\n"), "    "),
+            "except Exception as error:",
+            "    result['error'] = type(error).__name__ + ': ' + str(error)",
+            "print(json.dumps(result, default=str))",
+        ]
+    )
     started = time.time()
     done = subprocess.run(
         [sys.executable, "-c", code],

@@ -1,7 +1,7 @@
 """Exercise 7's shop on PostgreSQL: the schema, a claim's record, and loading the student's file.
 
 Four tables, the SQLite chapter's in miniature. ``work`` is the queue; ``leases`` holds one
-row per work item from the moment it is queued (generation 0, expired since ``-infinity``),
+row per work item from the moment it is queued (generation 0, expired since 1970),
 so a claim always updates, and locks, a row that exists; ``transcript`` and ``outcomes``
 record the generation that wrote them. Every time in them is the server's
 (``clock_timestamp()``): no worker's wall clock is ever written or compared.
@@ -28,7 +28,7 @@ CREATE TABLE leases(
     work_id    integer PRIMARY KEY REFERENCES work,
     owner      text,
     generation integer NOT NULL DEFAULT 0,
-    expires    timestamptz NOT NULL DEFAULT '-infinity'
+    expires    timestamptz NOT NULL DEFAULT 'epoch'
 );
 CREATE TABLE transcript(
     seq        bigserial PRIMARY KEY,
