@@ -61,7 +61,10 @@ def _stub_first(request: pytest.FixtureRequest, pg) -> None:
     *its* NotStarted before fixtures call other functions: called with placeholder arguments,
     a stub raises NotStarted, and anything a student wrote fails some other way, ignored here.
     """
-    function = getattr(pg, request.module.__name__.rpartition(".")[2].removeprefix("test_pg_"))
+    name = request.module.__name__.rpartition(".")[2].removeprefix("test_pg_")
+    function = getattr(pg, name, None)
+    if function is None:  # a module about the whole exercise, not one function
+        return
     placeholders = [None] * function.__code__.co_argcount
     try:
         function(*placeholders)
