@@ -208,3 +208,21 @@ def test_each_exercise_stub_keeps_the_answers_docstring_up_to_its_explanation(na
         stub.split("Explain in your own words")[0].rstrip()
         == answer.split("What it shows:")[0].rstrip()
     )
+
+
+PG_LEARNER = functions(parse(ROOT / "learner" / "ch13_postgres.py"))
+PG_SOLUTIONS = functions(parse(ROOT / "solutions" / "ch13_postgres.py"))
+
+
+@pytest.mark.parametrize("name", list(PG_SOLUTIONS))
+def test_exercise_7_stubs_keep_the_references_shape(name):
+    """learner/ch13_postgres.py and its reference: same functions, signatures and docstrings;
+    each stub is its docstring and one ``raise NotStarted(name, "13d § ...")``."""
+    assert list(PG_LEARNER) == list(PG_SOLUTIONS)
+    stub, answer = PG_LEARNER[name], PG_SOLUTIONS[name]
+    assert signature(stub) == signature(answer)
+    assert ast.get_docstring(stub, clean=False) == ast.get_docstring(answer, clean=False)
+    assert len(stub.body) == 2 and isinstance(stub.body[1], ast.Raise), ast.unparse(stub)
+    call = stub.body[1].exc
+    assert ast.unparse(call.func) == "NotStarted" and call.args[0].value == name
+    assert call.args[1].value.startswith("13d § ")

@@ -1,0 +1,71 @@
+"""Exercise 7: your file. Leases on a PostgreSQL server, whose clock decides expiry.
+
+You own this file. Each function below is a stub that raises ``NotStarted``; notebook 13d,
+*Beyond one host*, teaches what it must do. Replace the ``raise NotStarted(...)`` line with your
+code, keeping the signature and the docstring. Workers on several hosts share one database
+server but not one clock: every time here is the server's (``clock_timestamp()``).
+
+Check your work (a real PostgreSQL server is started for the tests and stopped after):
+
+    .venv/bin/python -m pytest tests/postgres --impl learner
+
+Given, in ``lucyshop.lab.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
+``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.
+"""
+
+from __future__ import annotations
+
+import json  # noqa: F401  (you will need it)
+from typing import Any
+
+from lucyshop.lab import NotStarted
+from lucyshop.lab.pg_shop import PgClaim
+
+STATUSES = ("DONE", "BLOCKED", "CANCELED")
+MAX_TTL = 3600.0
+
+
+def claim(connection: Any, owner: str, *, ttl: float = 90) -> PgClaim | None:
+    """Take the oldest eligible work item in one statement, or return None.
+
+    Eligible, by the server's clock (``clock_timestamp()``), never the caller's: pending work,
+    or running work whose lease has expired. Only the oldest unfinished item of a session is
+    eligible, so one conversation never has two turns running at once. The statement locks
+    the work and lease rows it takes with ``FOR UPDATE SKIP LOCKED`` (a concurrent claim moves
+    on to other work instead of waiting), raises the generation by one, and writes
+    ``expires = clock_timestamp() + ttl``. ``connection`` is in autocommit mode; ``owner`` is a
+    non-empty label without ``#`` of at most 100 characters; ``ttl`` is finite, above 0 and
+    at most 3600 seconds.
+    """
+    raise NotStarted("claim", "13d § One statement claims, on the server's clock")
+
+
+def assert_current(connection: Any, held: PgClaim) -> None:
+    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+
+    The same four checks as chapter 13's, with the server's clock for the last: the work is
+    running; its lease names ``held``'s owner; at ``held``'s generation; and has not expired
+    at ``clock_timestamp()``. Call it inside the transaction whose write it guards: it locks
+    the lease row (``FOR SHARE``), so no claim can take the work over before that write
+    commits.
+    """
+    raise NotStarted("assert_current", "13d § The fence reads the server's clock")
+
+
+def observe(connection: Any, held: PgClaim, message: Any) -> int:
+    """Append one transcript message (any JSON value) for the held work; return its seq.
+
+    One transaction: ``assert_current``, then the insert at the writer's generation, so a
+    refused writer leaves no row. A message that is not JSON (or holds NaN) is a ValueError
+    and writes nothing.
+    """
+    raise NotStarted("observe", "13d § Fenced writes")
+
+
+def finish(connection: Any, held: PgClaim, status: str, result: Any) -> None:
+    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
+
+    One transaction: ``assert_current``, the outcome row at the writer's generation, and the
+    state move. A stale or repeated finish is refused and changes nothing.
+    """
+    raise NotStarted("finish", "13d § Fenced writes")

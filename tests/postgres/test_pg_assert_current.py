@@ -1,0 +1,88 @@
+"""``assert_current(connection, held)``: four checks, the last on the server's clock, under a
+row lock that keeps a takeover out until the guarded write commits."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pg_support import claim_source, expire, shifted
+
+from lucyshop.lab import pg_shop
+
+
+@pytest.fixture
+def held(pg, conn, add_work):
+    add_work()
+    return pg.claim(conn, "till", ttl=30)
+
+
+def test_the_current_holder_passes(pg, conn, held):
+    with conn.transaction():
+        assert pg.assert_current(conn, held) is None
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ("UPDATE work SET state = 'finished'", "the work is finished"),
+        ("UPDATE leases SET owner = 'rival'", "another owner holds the lease"),
+        ("UPDATE leases SET generation = generation + 1", "the generation moved on"),
+        ("UPDATE leases SET expires = clock_timestamp() - interval '1 second'", "it expired"),
+    ],
+)
+def test_each_check_refuses_on_its_own(pg, conn, held, change, why):
+    conn.execute(change)
+    with pytest.raises(PermissionError), conn.transaction():
+        pg.assert_current(conn, held)
+    assert why
+
+
+def test_unknown_work_is_refused(pg, conn, held):
+    ghost = pg_shop.PgClaim(held.work_id + 99, "s1", "t", "till", 1, held.expires)
+    with pytest.raises(PermissionError), conn.transaction():
+        pg.assert_current(conn, ghost)
+
+
+def test_a_worker_clock_ahead_does_not_expire_a_live_lease(pg_file, dsn, held):
+    seen = shifted(
+        pg_file,
+        dsn,
+        +600,
+        f"""
+        with conn.transaction():
+            pg.assert_current(conn, {claim_source(held)})
+        result['passed'] = True
+    """,
+    )
+    assert seen.get("passed"), f"the server says the lease has 30 s left: {seen}"
+
+
+def test_a_worker_clock_behind_does_not_keep_an_expired_lease(pg_file, dsn, conn, held):
+    expire(conn, held.work_id)
+    seen = shifted(
+        pg_file,
+        dsn,
+        -600,
+        f"""
+        with conn.transaction():
+            pg.assert_current(conn, {claim_source(held)})
+    """,
+    )
+    assert seen.get("error", "").startswith("PermissionError"), seen
+
+
+def test_no_takeover_between_the_check_and_the_write(pg, dsn, conn, add_work):
+    """The lease runs out while the guarded transaction is open: a claim must not take the
+    work until that transaction ends, or the write would land after a takeover."""
+    work_id = add_work()
+    short = pg.claim(conn, "till", ttl=0.5)
+    with pg_shop.connect(dsn) as rival:
+        rival.execute("SET lock_timeout = '3s'")  # a claim that waits for the lock fails here
+        with conn.transaction():
+            pg.assert_current(conn, short)
+            time.sleep(0.8)  # the lease expires by the server's clock inside the transaction
+            during = pg.claim(rival, "rival", ttl=30)
+        after = pg.claim(rival, "rival", ttl=30)
+    assert during is None, f"a claim took work {work_id} while its holder's check was open"
+    assert (after.work_id, after.generation) == (work_id, 2), after

