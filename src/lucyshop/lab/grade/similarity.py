@@ -24,8 +24,8 @@ from pathlib import Path
 
 from lucyshop.lab.loader import IMPLEMENTATIONS
 
-K = 12  # tokens per k-gram: shorter than one statement of the chapter's code
-W = 6  # winnowing window: any shared run of K + W - 1 tokens is found
+K = 16  # tokens per k-gram: about one line of the chapter's code
+W = 8  # winnowing window: any shared run of K + W - 1 tokens is found
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 _LINE_START = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, None}
 # Python 3.12 splits f-strings into parts: the start stands for the string, the rest is dropped.
