@@ -102,6 +102,7 @@ def submission_in(directory: Path) -> Submission:
 
 def run(root: Path) -> dict:
     """Grade ``root/submission`` and write ``root/results/results.json``; return the document."""
+    print(f"autograder: grading {root / 'submission'} with the kit at {ROOT}")
     rubric = rubrics.load()
     submission = submission_in(root / "submission")
     with tempfile.TemporaryDirectory(prefix="lucyshop-autograder-") as work:

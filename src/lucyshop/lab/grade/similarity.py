@@ -41,12 +41,17 @@ def tokens(source: str) -> list[str]:
         stream = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError) as error:
         raise ValueError(f"not Python tokens: {error}") from None
+    dropped = False
     for index, token in enumerate(stream):
         kind = token.type
         if kind in _SKIP:
             continue
+        if dropped and kind == tokenize.NEWLINE:
+            dropped = False
+            continue
         if kind == tokenize.STRING and previous in _LINE_START and _ends_line(stream, index):
-            continue  # a docstring or a bare string statement
+            dropped = True  # a docstring or a bare string statement, and its line's end
+            continue
         previous = kind
         if kind == tokenize.NAME:
             out.append(token.string if keyword.iskeyword(token.string) else "N")
