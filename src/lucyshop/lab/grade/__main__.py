@@ -21,7 +21,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "submissions", type=Path, help="DIR/<student>/ch13_leases.py or DIR/<student>.py"
     )
     parser.add_argument(
-        "--out", type=Path, help="where the gradebook goes (default: SUBMISSIONS/../grades)"
+        "--out", type=Path, help="where the gradebook goes (default: SUBMISSIONS-grades beside it)"
     )
     parser.add_argument(
         "--jobs", type=int, default=2, help="submissions checked at once (default 2)"
@@ -46,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not submissions:
         print(f"make grade: no submissions under {args.submissions}", file=sys.stderr)
         return 2
-    out = args.out or args.submissions.resolve().parent / "grades"
+    hand_ins = args.submissions.resolve()
+    out = args.out or hand_ins.with_name(f"{hand_ins.name}-grades")
     graded = grade_class(
         submissions,
         out,
