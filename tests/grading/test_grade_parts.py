@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -190,6 +191,18 @@ def test_a_file_that_hangs_is_stopped_at_the_deadline(tmp_path):
     assert verdict.status == "TIMED OUT" and "5s" in verdict.error
     assert time.monotonic() - started < 30
     assert rubric.score(verdict, rubric.load()) == 0
+
+
+def test_an_interrupted_grader_ends_the_running_check_at_once(tmp_path):
+    hanging = tmp_path / "hand-in" / "ch13_leases.py"
+    hanging.parent.mkdir()
+    hanging.write_text(stubs_with(HANGS))
+    stop = threading.Event()
+    threading.Timer(2, stop.set).start()
+    started = time.monotonic()
+    verdict = judge(hanging, tmp_path / "tmp", timeout=600, checkpoint=False, stop=stop)
+    assert verdict.status == "STOPPED"
+    assert time.monotonic() - started < 20
 
 
 def test_bad_hand_ins_each_get_a_row_and_do_not_stop_the_run(tmp_path):

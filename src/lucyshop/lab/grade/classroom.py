@@ -15,6 +15,7 @@ import json
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -39,7 +40,12 @@ class Graded:
 
 
 def grade_one(
-    submission: Submission, work: Path, rubric: Rubric, *, checkpoint: bool = True
+    submission: Submission,
+    work: Path,
+    rubric: Rubric,
+    *,
+    checkpoint: bool = True,
+    stop: threading.Event | None = None,
 ) -> Graded:
     """Judge one hand-in in ``work`` (created, then removed) and score it."""
     if submission.problem:
@@ -54,7 +60,9 @@ def grade_one(
         return Graded(submission, verdict, like, 0.0, flagged)
     try:
         staged = stage(submission, work / "submission")
-        verdict = judge(staged, work / "tmp", timeout=rubric.seconds, checkpoint=checkpoint)
+        verdict = judge(
+            staged, work / "tmp", timeout=rubric.seconds, checkpoint=checkpoint, stop=stop
+        )
         # Show the student's own path, not the staging copy that is about to go.
         original = shlex.quote(str(submission.chapter))
         verdict.feedback = verdict.feedback.replace(str(staged), original)
@@ -79,12 +87,15 @@ def grade_class(
     wants = checkpoint if callable(checkpoint) else (lambda _s: checkpoint)
     out.mkdir(parents=True, exist_ok=True)
     graded: list[Graded] = []
+    stop = threading.Event()  # set on Ctrl-C or an error: running checks end within a poll
     with (
         tempfile.TemporaryDirectory(prefix="lucyshop-grade-") as scratch,
         ThreadPoolExecutor(max_workers=jobs) as pool,
     ):
         futures = [
-            pool.submit(grade_one, sub, Path(scratch) / sub.slug, rubric, checkpoint=wants(sub))
+            pool.submit(
+                grade_one, sub, Path(scratch) / sub.slug, rubric, checkpoint=wants(sub), stop=stop
+            )
             for sub in submissions
         ]
         bar = tqdm(total=len(futures), desc="grading", unit="student", disable=not progress)
@@ -92,10 +103,13 @@ def grade_class(
             for future in as_completed(futures):
                 graded.append(future.result())
                 bar.update()
-        finally:
-            bar.close()
+        except BaseException:
+            stop.set()
             for future in futures:
                 future.cancel()
+            raise
+        finally:
+            bar.close()
     graded.sort(key=lambda g: g.submission.student)
     write(graded, out, rubric)
     return graded

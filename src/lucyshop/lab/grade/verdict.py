@@ -28,6 +28,7 @@ SCHEMA = "ch13-check/1"
 HEAD_BYTES = 16_384
 TAIL_BYTES = 65_536
 KILL_WAIT = 10.0
+POLL = 0.25  # seconds between looks at the deadline and the stop flag
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Row:
 class Verdict:
     """What the judge said about one file, or why it said nothing (``status`` not ``CHECKED``)."""
 
-    status: str  # CHECKED, CANNOT CHECK, TIMED OUT, JUDGE ERROR
+    status: str  # CHECKED, CANNOT CHECK, TIMED OUT, STOPPED, JUDGE ERROR
     rows: list[Row] = field(default_factory=list)
     checkpoint: str = "SKIPPED"  # PASSED, FAILED, NOT STARTED, SKIPPED
     cases: list[Case] = field(default_factory=list)
@@ -85,11 +86,17 @@ class Output:
 
 
 def run_judge(
-    chapter: Path, tmp: Path, *, timeout: float, checkpoint: bool = True
+    chapter: Path,
+    tmp: Path,
+    *,
+    timeout: float,
+    checkpoint: bool = True,
+    stop: threading.Event | None = None,
 ) -> tuple[int | None, str, dict | None]:
     """Run ``make check`` on ``chapter`` with ``tmp`` as its TMPDIR: (exit or None, output, JSON).
 
-    The exit is None when the deadline passed; then the child's whole process group is killed.
+    The exit is None when the deadline passed (or ``stop`` was set: the grader is being
+    interrupted); either way the child's whole process group is killed.
     """
     tmp.mkdir(parents=True, exist_ok=True)
     result = tmp / "check.json"
@@ -98,7 +105,7 @@ def run_judge(
     argv += [] if checkpoint else ["--no-checkpoint"]
     env = os.environ | {"TMPDIR": str(tmp), ENV: str(chapter), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
-    status, output = _bounded(argv, env, timeout)
+    status, output = _bounded(argv, env, timeout, stop or threading.Event())
     data = None
     if result.is_file():
         try:
@@ -108,7 +115,10 @@ def run_judge(
     return status, output.text(), data
 
 
-def _bounded(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, Output]:
+def _bounded(
+    argv: list[str], env: dict[str, str], timeout: float, stop: threading.Event
+) -> tuple[int | None, Output]:
+    """Run ``argv`` until it exits, the deadline passes or ``stop`` is set; then end its group."""
     output = Output()
     proc = subprocess.Popen(
         argv,
@@ -121,10 +131,14 @@ def _bounded(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int 
     )
     reader = threading.Thread(target=_drain, args=(proc.stdout, output), daemon=True)
     reader.start()
+    deadline = time.monotonic() + timeout
+    status = None
     try:
-        status = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = None
+        while status is None and time.monotonic() < deadline and not stop.is_set():
+            try:
+                status = proc.wait(timeout=POLL)
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         _kill_group(proc.pid)  # also whatever the file started and left behind
         proc.wait(timeout=KILL_WAIT)
@@ -154,11 +168,22 @@ def judge_writes_json() -> bool:
     return '"--json"' in source
 
 
-def judge(chapter: Path, tmp: Path, *, timeout: float, checkpoint: bool = True) -> Verdict:
+def judge(
+    chapter: Path,
+    tmp: Path,
+    *,
+    timeout: float,
+    checkpoint: bool = True,
+    stop: threading.Event | None = None,
+) -> Verdict:
     """The verdict on ``chapter``: from the judge's JSON, else from its printed table."""
     started = time.monotonic()
-    status, output, data = run_judge(chapter, tmp, timeout=timeout, checkpoint=checkpoint)
-    if status is None:
+    status, output, data = run_judge(
+        chapter, tmp, timeout=timeout, checkpoint=checkpoint, stop=stop
+    )
+    if status is None and stop is not None and stop.is_set():
+        verdict = Verdict("STOPPED", error="the grader was interrupted before the check ended")
+    elif status is None:
         verdict = Verdict("TIMED OUT", error=f"the check did not finish within {timeout:g}s")
         verdict.feedback = output
     elif data is not None:
