@@ -21,7 +21,7 @@ from mutants import BY_NAME
 
 from lucyshop.lab.grade import autograder, gradescope, rubric, similarity, submissions
 from lucyshop.lab.grade.classroom import COLUMNS, grade_class
-from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, judge
+from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
 from lucyshop.lab.report import EXERCISES, FUNCTIONS
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
@@ -168,6 +168,63 @@ def test_the_schema_refuses_what_gradescope_would():
         validate({"tests": [{"name": "no score anywhere"}]})
     with pytest.raises(jsonschema.ValidationError):
         validate({"score": 1, "visibility": "sometimes"})
+
+
+# ---------------------------------------------------------------- the judge's JSON
+
+
+def check_document(**changes) -> dict:
+    """A ``ch13-check/1`` document as the judge (issue 13) writes it."""
+    rows = [
+        {
+            "label": label,
+            "kind": kind,
+            "status": "PASSING",
+            "passed": 3,
+            "total": 3,
+            "message": "",
+            "failures": [],
+        }
+        for label, kind in [(f, "function") for f in FUNCTIONS]
+        + [(e[0], "exercise") for e in EXERCISES]
+    ]
+    rows[-1] |= {"status": "NEEDS MODEL", "passed": 0, "message": "needs the embedded model"}
+    rows[9] |= {"status": "FAILING", "passed": 1, "message": "timed out after 30 s in claim()"}
+    cases = [{"case": n, "name": f"case {n}", "passed": n != 3, "message": ""} for n in range(7)]
+    document = {
+        "schema": "ch13-check/1",
+        "impl": "x.py",
+        "exit": 1,
+        "summary": "15/16 functions PASSING",
+        "error": None,
+        "rows": rows,
+        "checkpoint": {"status": "FAILED", "cases": cases, "tail": []},
+        "feedback": "the table a student sees",
+    }
+    return document | changes
+
+
+def test_a_verdict_is_read_from_the_judges_json():
+    verdict = from_json(check_document(), "printed")
+    loaded = rubric.load()
+    assert verdict.status == "CHECKED" and verdict.feedback == "the table a student sees"
+    assert [r.status for r in verdict.rows].count("PASSING") == 20
+    assert verdict.checkpoint == "FAILED" and sum(c.passed for c in verdict.cases) == 6
+    claim_share = loaded.functions.points * 2 / 21  # claim weighs 2 of 21 (16 rows, 5 doubled)
+    expected = (
+        loaded.functions.points
+        - claim_share * 2 / 3
+        + loaded.exercises.points * 5 / 6
+        + loaded.checkpoint * 6 / 7
+    )
+    assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.01)
+
+
+def test_a_judge_error_or_an_unknown_schema_is_not_a_grade():
+    assert from_json(check_document(error="does not compile: line 3"), "").status == (
+        "CANNOT CHECK"
+    )
+    assert from_json(check_document(schema="ch13-check/9"), "").status == "JUDGE ERROR"
 
 
 # ---------------------------------------------------------------- bounded runs
