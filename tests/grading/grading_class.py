@@ -12,14 +12,14 @@ REFERENCE = ROOT / "solutions" / "ch13_leases.py"
 INDEPENDENT = ROOT / "solutions" / "independent" / "ch13_leases.py"
 STUBS = ROOT / "learner" / "ch13_leases.py"
 
-# Local variables of the reference, each given another name: a copy a student might disguise.
+# Local variables of the reference (never a parameter, field or key), each given another name:
+# a copy a student might disguise.
 RENAMES = {
     "row": "rec",
     "ordered": "srt",
     "observed": "seen",
     "rank": "pos",
     "candidate": "cand",
-    "receipts": "got",
     "problems": "issues",
     "orders": "olist",
     "settled": "fixed",
