@@ -21,6 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from lucyshop.lab.loader import ENV, ROOT
 
@@ -142,17 +143,15 @@ def _bounded(
     finally:
         _kill_group(proc.pid)  # also whatever the file started and left behind
         proc.wait(timeout=KILL_WAIT)
-        reader.join(timeout=KILL_WAIT)
-        proc.stdout.close()
+        reader.join(timeout=KILL_WAIT)  # a daemon a file escaped into may still hold the pipe
     return status, output
 
 
-def _drain(stream, output: Output) -> None:
-    try:
+def _drain(stream: BinaryIO, output: Output) -> None:
+    """Read until the last writer closes the pipe; the reader alone closes it."""
+    with stream:
         while chunk := stream.read1(65_536):
             output.add(chunk)
-    except (OSError, ValueError):
-        pass  # the stream was closed under us at the deadline
 
 
 def _kill_group(pgid: int) -> None:
