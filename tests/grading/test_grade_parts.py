@@ -20,6 +20,7 @@ from grading_class import HANGS, INDEPENDENT, STUBS, renamed_reference, stubs_wi
 from mutants import BY_NAME
 
 from lucyshop.lab.grade import autograder, gradescope, rubric, similarity, submissions
+from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.classroom import COLUMNS, grade_class
 from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
 from lucyshop.lab.report import EXERCISES, FUNCTIONS
@@ -364,3 +365,24 @@ def test_run_autograder_grades_the_submission_from_its_own_copy_of_the_kit(tmp_p
     assert 0 < document["score"] < 100
     assert document["extra_data"]["similarity_to_reference"] >= 0.9
     assert f"kit at {root / 'source' / 'kit'}" in done.stdout  # the zip's kit judged it, not ours
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_the_command_grades_a_class_and_prints_one_line_per_student(tmp_path, capsys):
+    hand_ins = tmp_path / "hand-ins"
+    (hand_ins / "ana").mkdir(parents=True)
+    (hand_ins / "bo.py").write_text("")
+    assert grade_main([str(hand_ins), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "ana" in printed and "NO FILE" in printed and "EMPTY" in printed
+    assert (tmp_path / "hand-ins-grades" / "grades.csv").is_file()
+
+
+@pytest.mark.parametrize("extra", [["--jobs", "0"], ["--timeout", "-1"], ["--rubric", "nope"]])
+def test_the_command_refuses_bad_options_with_exit_2(tmp_path, capsys, extra):
+    (tmp_path / "bo.py").write_text("")
+    assert grade_main([str(tmp_path), *extra]) == 2
+    assert capsys.readouterr().err.startswith("make grade: ")
+    assert not (tmp_path.with_name(f"{tmp_path.name}-grades")).exists()
