@@ -92,9 +92,7 @@ def submission_in(directory: Path) -> Submission:
     """The hand-in Gradescope put in ``directory``: its ``ch13_leases.py``, wherever it is."""
     found = sorted(directory.rglob(CHAPTER), key=lambda p: (len(p.parts), str(p)))
     if not found:
-        return Submission(
-            "submission", None, problem=f"NO FILE: no {CHAPTER} in the submission; upload it"
-        )
+        return Submission("submission", None, problem=f"no {CHAPTER} in the submission; upload it")
     chapter = found[0]
     exercises = chapter.with_name(EXERCISES)
     return Submission("submission", chapter, exercises if exercises.is_file() else None)

@@ -49,7 +49,7 @@ def grade_one(
 ) -> Graded:
     """Judge one hand-in in ``work`` (created, then removed) and score it."""
     if submission.problem:
-        verdict = Verdict(submission.problem.split(":")[0], error=submission.problem)
+        verdict = Verdict("NO FILE", error=submission.problem)
         return Graded(submission, verdict, None, 0.0, False)
     source = submission.chapter.read_bytes()
     text = source.decode("utf-8", "replace")

@@ -21,7 +21,7 @@ EXERCISES = "exercises.py"
 
 @dataclass(frozen=True)
 class Submission:
-    """One student's hand-in, as found; ``problem`` says why it cannot be graded, if it cannot."""
+    """One student's hand-in, as found; ``problem`` says which file is missing, if one is."""
 
     student: str
     chapter: Path | None
@@ -64,7 +64,7 @@ def _from_directory(entry: Path) -> Submission:
         return Submission(entry.name, chapter, extra)
     others = sorted(p.name for p in entry.iterdir())[:5]
     seen = f" (it holds: {', '.join(others)})" if others else " (it is empty)"
-    return Submission(entry.name, None, extra, f"NO FILE: no {CHAPTER} in {entry.name}/{seen}")
+    return Submission(entry.name, None, extra, f"no {CHAPTER} in {entry.name}/{seen}")
 
 
 def stage(submission: Submission, directory: Path) -> Path:
