@@ -164,7 +164,7 @@ def csv_row(item: Graded, rubric: Rubric) -> dict[str, str]:
         "checkpoint": verdict.checkpoint if verdict.status == "CHECKED" else "",
         "checkpoint_cases": (
             f"{sum(c.passed for c in verdict.cases)}/{max(len(verdict.cases), CHECKPOINT_CASES)}"
-            if verdict.status == "CHECKED"
+            if verdict.status == "CHECKED" and verdict.checkpoint != "SKIPPED"
             else ""
         ),
         "seconds": f"{verdict.seconds:.0f}",
