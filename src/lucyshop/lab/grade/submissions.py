@@ -1,0 +1,81 @@
+"""A class's hand-ins: find them in a directory, and stage each one alone.
+
+A submission is ``DIR/<student>/ch13_leases.py`` (with an optional ``exercises.py`` beside
+it) or ``DIR/<student>.py``. Anything else in ``DIR`` that looks like a hand-in (a directory
+without the chapter file) is still a submission, with a problem that says what is missing, so
+it gets its own row instead of vanishing from the gradebook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+CHAPTER = "ch13_leases.py"
+EXERCISES = "exercises.py"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One student's hand-in, as found; ``problem`` says which file is missing, if one is."""
+
+    student: str
+    chapter: Path | None
+    exercises: Path | None = None
+    problem: str = ""
+
+    @property
+    def slug(self) -> str:
+        return slug(self.student)
+
+
+def slug(student: str) -> str:
+    """A file-name-safe, unique name for ``student`` (spaces, unicode, dots all allowed in)."""
+    ascii_name = unicodedata.normalize("NFKD", student).encode("ascii", "ignore").decode()
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", ascii_name).strip("-")[:40] or "student"
+    digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{safe}-{digest}"
+
+
+def find(directory: Path) -> list[Submission]:
+    """Every hand-in under ``directory``, sorted by student name."""
+    if not directory.is_dir():
+        raise ValueError(f"no submissions directory at {directory}")
+    found = []
+    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            found.append(_from_directory(entry))
+        elif entry.is_file() and entry.suffix == ".py":
+            found.append(Submission(entry.stem, entry))
+    return found
+
+
+def _from_directory(entry: Path) -> Submission:
+    chapter = entry / CHAPTER
+    exercises = entry / EXERCISES
+    extra = exercises if exercises.is_file() else None
+    if chapter.is_file():
+        return Submission(entry.name, chapter, extra)
+    others = sorted(p.name for p in entry.iterdir())[:5]
+    seen = f" (it holds: {', '.join(others)})" if others else " (it is empty)"
+    return Submission(entry.name, None, extra, f"no {CHAPTER} in {entry.name}/{seen}")
+
+
+def stage(submission: Submission, directory: Path) -> Path:
+    """Copy the hand-in into ``directory`` as ``ch13_leases.py`` (+ ``exercises.py``).
+
+    The judge then reads a copy the grader owns, under the name the kit expects, whatever the
+    student called their file; the original is never touched.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / CHAPTER
+    shutil.copyfile(submission.chapter, target)
+    if submission.exercises is not None:
+        shutil.copyfile(submission.exercises, directory / EXERCISES)
+    return target
