@@ -151,7 +151,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         leases.claim(db, "rival", ttl=ttl, now=t0 + 1),
         None,
     )
-    new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 0.001)  # injected: just past expiry
+    new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl)  # injected: the instant it expires
     expect("same owner reacquires expired work", (new.work_id, new.generation), (first, 2))
     refused = {}
     for boundary, write in (
