@@ -9,9 +9,10 @@ failed expectation, or the exception a function raised and where in the implemen
 for a stub, which function is not started (``not_started``) and the notebook section.
 
 A test that runs past its deadline (pytest-timeout) says "timed out after 30 s in claim()".
-From then on, in this run and in any rerun the report starts with ``--hung claim``, every
-freshly loaded implementation has that function replaced by one that fails at once
-(``blocked_by``), so one hung function costs one deadline, not one per test that needs it.
+From then on, in this run and in any rerun the report starts with ``--hung claim`` (after a
+hang or a process that died in a test of it), every freshly loaded implementation has that
+function replaced by one that fails at once (``blocked_by``), so one hung function costs one
+deadline, not one per test that needs it.
 ``KeyboardInterrupt`` from the code under test fails that test instead of ending the run.
 """
 
@@ -42,11 +43,11 @@ def deadline_of(nodeid: str) -> float:
 
 
 class TimedOutBefore(RuntimeError):
-    """A function that already ran past a test's deadline, failing fast in the next tests."""
+    """A function that already hung or ended the test process, failing fast in later tests."""
 
-    def __init__(self, function: str, seconds: float) -> None:
+    def __init__(self, function: str) -> None:
         self.function = function
-        super().__init__(f"{function}() timed out after {seconds:g} s in an earlier test")
+        super().__init__(f"{function}() hung or ended the process in an earlier test")
 
 
 class StoppedTheRun(RuntimeError):
@@ -136,13 +137,13 @@ def describe(
     return {"message": message, "not_started": None}
 
 
-def fail_fast(module: ModuleType, hung: dict[str, float]) -> None:
+def fail_fast(module: ModuleType, hung: set[str]) -> None:
     """Replace each hung function of a freshly loaded implementation with one that fails."""
-    for function, seconds in hung.items():
+    for function in hung:
         if callable(getattr(module, function, None)):
 
-            def failing(*_args: Any, _f: str = function, _s: float = seconds, **_kw: Any) -> None:
-                raise TimedOutBefore(_f, _s)
+            def failing(*_args: Any, _function: str = function, **_kwargs: Any) -> None:
+                raise TimedOutBefore(_function)
 
             setattr(module, function, failing)
 
@@ -151,7 +152,7 @@ class Outcomes:
     def __init__(self, path: Path, impl_file: Path | None, hung: list[str] = ()) -> None:
         self.path = path
         self.impl_file = impl_file
-        self.hung = dict.fromkeys(hung, LEARNER_TIMEOUT)
+        self.hung = set(hung)
         self.failed: dict[str, dict[str, Any]] = {}
         self.skipped: set[str] = set()
         self.path.write_text("")
@@ -193,7 +194,7 @@ class Outcomes:
             )
             self.failed[item.nodeid] = {"when": report.when, "not_started": None} | found
             if found.get("hung"):
-                self.hung[found["hung"]] = found["timed_out"]
+                self.hung.add(found["hung"])
         elif report.skipped:
             self.skipped.add(item.nodeid)
         return report

@@ -6,8 +6,9 @@
 - ``sweep``: end every process that carries the marker, however it detached (``setsid``,
   double fork), so nothing a student's file starts outlives the check.
 - ``KitFiles``: the kit's own files (tests, checkpoints, src, solutions, Makefile,
-  pyproject.toml) read before the student's code runs; afterwards anything changed, deleted
-  or added is put back and named.
+  pyproject.toml) read before the student's code runs; afterwards anything changed or deleted
+  is put back, and anything added is named (never deleted: it may be someone's new work). Do
+  not edit the kit while a check runs: a file changed under it is put back too.
 """
 
 from __future__ import annotations
@@ -113,9 +114,9 @@ class KitFiles:
         return {path: path.read_bytes() for path in self._paths()}
 
     def restore(self) -> list[str]:
-        """Put back whatever changed; return the changed paths, relative to the kit's root."""
+        """Put back whatever changed or went; return those and any added files, by their paths
+        relative to the kit's root ("(added)" after a file that was not there before)."""
         changed = []
-        now = set(self._paths())
         for path, data in self.files.items():
             try:
                 same = path.read_bytes() == data
@@ -124,8 +125,6 @@ class KitFiles:
             if not same:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-                changed.append(path)
-        for path in now - set(self.files):
-            path.unlink(missing_ok=True)
-            changed.append(path)
-        return sorted(str(path.relative_to(self.root)) for path in changed)
+                changed.append(str(path.relative_to(self.root)))
+        added = set(self._paths()) - set(self.files)
+        return sorted(changed) + sorted(f"{path.relative_to(self.root)} (added)" for path in added)

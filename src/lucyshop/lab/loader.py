@@ -177,53 +177,70 @@ def _judge_open(
     _stat=os.stat,
     _fstat=os.fstat,
     _realpath=os.path.realpath,
+    _fsdecode=os.fsdecode,
+    _allowed=_is_allowed,
+    _frame=_student_frame,
+    _error=ReferenceBlocked,
 ) -> None:
-    """Refuse opening the reference by any name, link or descriptor, and kit files for writing."""
+    """Refuse opening the reference by any name, link or descriptor, and kit files for writing.
+
+    Everything it calls is bound here, at definition: rebinding the module's globals from a
+    student's file changes nothing.
+    """
     if isinstance(target, int):
         info = _fstat(target)
         if (info.st_dev, info.st_ino) in block.reference:
-            raise ReferenceBlocked(
+            raise _error(
                 f"reference blocked: this process may not read descriptor {target},"
                 " a file of the reference solutions"
             )
         return
     try:
-        name = os.fsdecode(target)
+        name = _fsdecode(target)
     except TypeError:
         return
     real = _realpath(name)
-    if _is_allowed(block.allowed, real):
+    if _allowed(block.allowed, real):
         return
     if real == block.root or real.startswith(block.root + os.sep):
-        raise ReferenceBlocked(f"reference blocked: this process may not read {real}")
+        raise _error(f"reference blocked: this process may not read {real}")
     try:
         info = _stat(name)
     except (OSError, ValueError):
         info = None
     if info is not None and (info.st_dev, info.st_ino) in block.reference:
-        raise ReferenceBlocked(f"reference blocked: {name} is a link to the reference solutions")
+        raise _error(f"reference blocked: {name} is a link to the reference solutions")
     writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
         isinstance(flags, int) and flags & _WRITE_FLAGS
     )
-    if writing and real.startswith(block.protected) and _student_frame(block):
-        raise ReferenceBlocked(f"reference blocked: your code may not change {real}")
+    if writing and real.startswith(block.protected) and _frame(block):
+        raise _error(f"reference blocked: your code may not change {real}")
 
 
-def _judge_event(block: _Block, event: str, args: tuple, _getframe=sys._getframe) -> None:
+def _judge_event(
+    block: _Block,
+    event: str,
+    args: tuple,
+    _getframe=sys._getframe,
+    _realpath=os.path.realpath,
+    _fsdecode=os.fsdecode,
+    _frame=_student_frame,
+    _error=ReferenceBlocked,
+) -> None:
     """Every judged event but ``open``: processes, native code, patched code, kit files."""
     if event == "object.__setattr__":
         if args[1] in _GUARDED_ATTRIBUTES and getattr(args[0], "__module__", "") == __name__:
-            raise ReferenceBlocked(f"reference blocked: the blocker's {args[1]} may not change")
+            raise _error(f"reference blocked: the blocker's {args[1]} may not change")
     elif event in _DIRECT_NATIVE_EVENTS:
         if _getframe(2).f_code.co_filename in block.students:  # the frame that made the call
-            raise ReferenceBlocked(f"reference blocked: your code may not use ctypes ({event})")
+            raise _error(f"reference blocked: your code may not use ctypes ({event})")
     elif event in _CHANGE_EVENTS:
-        target = os.path.realpath(os.fsdecode(args[0])) if args and args[0] else ""
-        if target.startswith(block.protected) and _student_frame(block):
-            raise ReferenceBlocked(f"reference blocked: your code may not change {target}")
-    elif where := _student_frame(block):
+        target = _realpath(_fsdecode(args[0])) if args and args[0] else ""
+        if target.startswith(block.protected) and _frame(block):
+            raise _error(f"reference blocked: your code may not change {target}")
+    elif where := _frame(block):
         what = "start or signal processes" if event in _PROCESS_EVENTS else "load native code"
-        raise ReferenceBlocked(f"reference blocked: {Path(where).name} may not {what} ({event})")
+        raise _error(f"reference blocked: {Path(where).name} may not {what} ({event})")
 
 
 def _make_hook(block: _Block):

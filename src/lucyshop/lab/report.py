@@ -350,7 +350,7 @@ def run_suites(
             "message": f"{why} in {function}()" if "timed out" in why else why,
             "not_started": None,
         }
-        if "timed out" in why and function not in hung:
+        if function not in hung:
             hung.append(function)
         if time.monotonic() > until:
             run.stopped = "the whole suite ran out of time"
@@ -429,7 +429,8 @@ def grade_row(
     own = [r for r in tests if r.get("not_started") in own_stubs]
     failing = [r for r in tests if r["outcome"] == "failed"]
     row.failures = [
-        Failure(r["nodeid"], failure_message(r), rerun_command(r["nodeid"], spec)) for r in failing
+        Failure(r["nodeid"], failure_message(r, label), rerun_command(r["nodeid"], spec))
+        for r in failing
     ]
     if own or any(stub in stubs for stub in own_stubs):
         row.status = "NOT STARTED"
@@ -452,12 +453,15 @@ def grade_row(
     return row
 
 
-def failure_message(record: dict[str, Any]) -> str:
+def failure_message(record: dict[str, Any], label: str) -> str:
     other = record.get("not_started")
     if other:
         return f"needs {other}() first: it is not started"
-    if record.get("blocked_by"):
-        return f"needs {record['blocked_by']}() first: it timed out in an earlier test"
+    blocked = record.get("blocked_by")
+    if blocked == label.rpartition(".")[2]:
+        return f"not run: {blocked}() hung or ended the process in an earlier test of it"
+    if blocked:
+        return f"needs {blocked}() first: it hung or ended the process in an earlier test"
     return record.get("message") or "failed"
 
 
@@ -570,7 +574,8 @@ class Checkpoint:
                 if case.name == name:
                     case.message = why
             status = "FAILED"
-        tail = without_reference_source(self.child.tail())[-CHECKPOINT_LINES:]
+        lines = [line for line in self.child.tail() if not line.startswith("evidence: ")]
+        tail = without_reference_source(lines)[-CHECKPOINT_LINES:]
         return status, cases, tail
 
 
@@ -692,11 +697,12 @@ def run_check(
     result.checkpoint = {"status": status, "cases": [asdict(c) for c in cases], "tail": tail}
     result.say()
     result.say(f"checkpoint: python {CHECKPOINT} --impl {shlex.quote(result.impl)}")
-    for line in tail:
-        result.say(f"  {line}")
+    if status == "FAILED":  # what the checkpoint itself printed last, to debug from
+        for line in tail:
+            result.say(f"  | {line}")
     result.say("checkpoint verdict, read from the files it kept (never from its exit status):")
     for case in cases:
-        mark = "PASS" if case.passed else "FAIL"
+        mark = "PASS" if case.passed else "NOT STARTED" if status == "NOT STARTED" else "FAIL"
         result.say(f"  {mark}  {case.case} {case.name}: {case.message}")
     return status
 
