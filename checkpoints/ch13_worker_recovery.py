@@ -720,6 +720,14 @@ def summary(name: str, facts: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+INTERRUPTED: list[int] = []  # SIGINT received: a KeyboardInterrupt that is the user's
+
+
+def _interrupted(signum: int, _frame: Any) -> None:
+    INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
 def run_case(
     run: Run, leases: Any, number: int, directory: Path, rerun: str
 ) -> tuple[dict[str, Any], str]:
@@ -747,7 +755,10 @@ def run_case(
             f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
             f"      saw      {failed.seen!r}\n{again}"
         )
-    except BaseException as error:  # noqa: BLE001 - a student's code may raise anything; say where
+    # A student's code may raise anything, SystemExit included: fail this case and say where.
+    except BaseException as error:
+        if INTERRUPTED:
+            raise  # a real Ctrl-C stops the checkpoint; a KeyboardInterrupt raised by code fails
         kind = type(error).__name__
         where = traceback.extract_tb(error.__traceback__)[-1]
         stopped = " (it tried to stop the checkpoint)" if not isinstance(error, Exception) else ""
@@ -780,6 +791,7 @@ def main(argv: list[str] | None = None) -> int:
     if not math.isfinite(args.lease) or not 0.5 <= args.lease <= 60:
         parser.error("--lease must be between 0.5 and 60 seconds")
     impl = impl_path(args.impl)
+    signal.signal(signal.SIGINT, _interrupted)
     block_for(impl)
     os.environ["LEASES_IMPL"] = str(impl)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))

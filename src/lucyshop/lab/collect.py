@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from lucyshop.lab.loader import ENV, MODULE, ImplementationError, impl_path
+from lucyshop.lab.loader import ENV, ImplementationError, after_load, impl_path
 from lucyshop.lab.stubs import NotStarted
 
 MESSAGE_CHARS = 200
@@ -153,16 +153,10 @@ class Outcomes:
         self.path = path
         self.impl_file = impl_file
         self.hung = set(hung)
+        after_load(lambda module: fail_fast(module, self.hung))
         self.failed: dict[str, dict[str, Any]] = {}
         self.skipped: set[str] = set()
         self.path.write_text("")
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest):
-        value = yield
-        if self.hung and isinstance(value, ModuleType) and value.__name__ == MODULE:
-            fail_fast(value, self.hung)
-        return value
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item):
