@@ -204,6 +204,10 @@ class Outcomes:
         }
         self.write(record | (failure or {}))
 
+    def pytest_sessionfinish(self) -> None:
+        """The run reached its end: a process that exits without this line died in a test."""
+        self.write({"event": "finish"})
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             text = str(report.longrepr)

@@ -261,6 +261,7 @@ class Outcomes:
         self.records: list[dict[str, Any]] = []
         self.current: str | None = None
         self.since = time.monotonic()
+        self.finished = False
 
     def read(self) -> None:
         try:
@@ -277,7 +278,9 @@ class Outcomes:
             except ValueError:
                 continue
             self.records.append(record)
-            if record.get("event") == "start":
+            if record.get("event") == "finish":
+                self.finished = True
+            elif record.get("event") == "start":
                 self.current, self.since = record["nodeid"], time.monotonic()
             elif record.get("nodeid") == self.current:
                 self.current = None
@@ -298,9 +301,11 @@ def watch_suite(child: Child, outcomes: Outcomes, until: float) -> tuple[str | N
         status = child.poll()
         outcomes.read()
         if status is not None:
+            if outcomes.finished:
+                return None  # a result it never wrote is counted against its row
             if outcomes.current is not None:
                 return outcomes.current, "ended the test process (os._exit, a signal or a crash)"
-            return None
+            return None, "the test process ended before the end of the suite"
         now = time.monotonic()
         if outcomes.current and now - outcomes.since > deadline_of(outcomes.current) + GRACE:
             child.kill()
@@ -329,9 +334,13 @@ def run_suites(
         child = Child(argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker)
         stopped = watch_suite(child, outcomes, until)
         run.tail = child.tail()
+        before = len(run.results)
         for record in outcomes.records:
             if record.get("event") in ("result", "collect_error"):
                 run.results[record["nodeid"]] = record
+        if stopped is not None and attempt and len(run.results) == before:
+            run.stopped = "the test process reported no results twice in a row"
+            return run
         if stopped is None:
             if child.poll() not in (0, 1, 5) and not outcomes.records:
                 last = [line for line in run.tail if line.strip()]
