@@ -356,7 +356,8 @@ def run_suites(
             "nodeid": nodeid,
             "module": Path(nodeid.split("::")[0]).stem,
             "outcome": "failed",
-            "message": f"{why} in {function}()" if "timed out" in why else why,
+            "message": f"{why} in {function}()",
+            "hung": function,
             "not_started": None,
         }
         if function not in hung:
@@ -406,6 +407,10 @@ def build_rows(
     needs_model: bool = False,
     only: str | None = None,
 ) -> list[Row]:
+    hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
+    for record in results.values():
+        if record.get("hung"):
+            hangs.setdefault(record["hung"], record["message"])
     rows = []
     for label, _directory, module, own_stubs in subjects():
         if only is not None and label != only:
@@ -417,7 +422,10 @@ def build_rows(
             )
             continue
         tests = [r for r in results.values() if r.get("module") == module]
-        rows.append(grade_row(label, kind, tests, own_stubs, spec, stubs, counts, module, stopped))
+        row = grade_row(label, kind, tests, own_stubs, spec, stubs, counts, module, stopped)
+        if row.status != "NOT STARTED" and label.rpartition(".")[2] in hangs:
+            row.status, row.message = "FAILING", hangs[label.rpartition(".")[2]]
+        rows.append(row)
     return rows
 
 
@@ -468,7 +476,7 @@ def failure_message(record: dict[str, Any], label: str) -> str:
         return f"needs {other}() first: it is not started"
     blocked = record.get("blocked_by")
     if blocked == label.rpartition(".")[2]:
-        return f"not run: {blocked}() hung or ended the process in an earlier test of it"
+        return f"not run again: {blocked}() hung or ended the process in an earlier test"
     if blocked:
         return f"needs {blocked}() first: it hung or ended the process in an earlier test"
     return record.get("message") or "failed"
@@ -481,7 +489,7 @@ def table_lines(rows: list[Row]) -> list[str]:
     for row in rows:
         tests = "" if row.status == "NEEDS MODEL" else f"{row.passed}/{row.total}"
         line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
-        lines.append(f"{line}   {row.message}" if row.message and not row.failures else line)
+        lines.append(f"{line}   {row.message}" if row.message else line)
         for failure in row.failures:
             lines.append(f"{pad} {failure.test.split('::')[-1]}: {failure.message}")
             lines.append(f"{pad}   rerun: {failure.rerun}")
