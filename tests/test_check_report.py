@@ -107,7 +107,7 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
     assert rows["claim"][0] == "FAILING", rows["claim"]
     assert rows["claim"][1], "a failing row says what it expected, in one line"
     others = {f: s for f, (s, _m) in rows.items() if f != "claim"}
-    assert others == dict.fromkeys(others, "PASSING"), others
+    assert others == {f: measured("PASSING", f) for f in others}, others
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
     assert reruns and all("tests/learner/test_claim.py::test_" in r for r in reruns), reruns
     assert all(f"--impl {broken}" in r for r in reruns), reruns

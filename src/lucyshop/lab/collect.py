@@ -124,9 +124,10 @@ def describe(
     timeout = _TIMEOUT.search(str(error)) if isinstance(error, pytest.fail.Exception) else None
     if timeout:
         seconds = float(timeout.group(1))
-        where = f" in {own[-1].name}()" if own else ""
+        name = own[-1].name if own else innermost(error, impl_file)
+        where = f" in {name}()" if name else ""
         found = {"message": f"timed out after {seconds:g} s{where}", "timed_out": seconds}
-        return found | {"hung": own[-1].name if own else None, "not_started": None}
+        return found | {"hung": name, "not_started": None}
     if isinstance(error, TimedOutBefore):
         return {"message": str(error), "blocked_by": error.function, "not_started": None}
     if isinstance(error, (AssertionError, pytest.fail.Exception)):
@@ -135,6 +136,16 @@ def describe(
     if own:
         message += f" (line {own[-1].lineno + 1} of {impl_file.name})"
     return {"message": message, "not_started": None}
+
+
+def innermost(error: BaseException, impl_file: Path | None) -> str | None:
+    """The innermost function of ``impl_file`` in the raw traceback (pytest's may be cut)."""
+    name, tb = None, error.__traceback__
+    while tb is not None:
+        if impl_file is not None and tb.tb_frame.f_code.co_filename == str(impl_file):
+            name = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return name
 
 
 def fail_fast(module: ModuleType, hung: set[str]) -> None:
