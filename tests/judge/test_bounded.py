@@ -17,10 +17,11 @@ def test_a_hanging_function_fails_its_own_row_with_the_deadline(broken_run):
     assert claim["status"] == "FAILING", claim
     assert claim["message"] == "timed out after 30 s in claim()", claim["message"]
     messages = {failure["message"] for failure in claim["failures"]}
-    assert messages <= {
-        "timed out after 30 s in claim()",
-        "not run again: claim() hung or ended the process in an earlier test",
-    }, messages
+    assert all(  # a multi-process test of claim times out waiting for its hung children
+        m.startswith("timed out after 30 s")
+        or m == "not run again: claim() hung or ended the process in an earlier test"
+        for m in messages
+    ), messages
     row = r"^  claim +FAILING +0/\d+   timed out after 30 s in claim\(\)$"
     assert re.search(row, output, re.MULTILINE), output[-3000:]
 
