@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from lucyshop import approval
 from lucyshop.lab.loader import ReferenceBlocked, block_for, impl_path, load_impl
 from lucyshop.lab.processes import (
@@ -152,7 +154,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         leases.claim(db, "rival", ttl=ttl, now=t0 + 1),
         None,
     )
-    new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 0.001)  # injected: just past expiry
+    new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl)  # injected: the instant it expires
     expect("same owner reacquires expired work", (new.work_id, new.generation), (first, 2))
     refused = {}
     for boundary, write in (
@@ -250,9 +252,7 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         child.send_signal(signal.SIGSTOP)
         expect(
             "holder is stopped",
-            wait_until(
-                lambda: _state(child.pid) == "T", timeout=DEADLINE, what="the holder to stop"
-            ),
+            wait_until(lambda: _stopped(child.pid), timeout=DEADLINE, what="the holder to stop"),
             True,
         )
         run.event("paused", "holder stopped", pid=child.pid)
@@ -647,8 +647,12 @@ def _child_record(child: Any, path: Path, stderr: Path) -> dict[str, Any]:
     return record
 
 
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+def _stopped(pid: int) -> bool:
+    """True once ``pid`` is stopped by a signal (psutil: Linux and macOS alike)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.NoSuchProcess:
+        return False
 
 
 class refused_models:
@@ -717,6 +721,57 @@ def summary(name: str, facts: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+INTERRUPTED: list[int] = []  # SIGINT received: a KeyboardInterrupt that is the user's
+
+
+def _interrupted(signum: int, _frame: Any) -> None:
+    INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
+def run_case(
+    run: Run, leases: Any, number: int, directory: Path, rerun: str
+) -> tuple[dict[str, Any], str]:
+    """Run one case: (its evidence record, the line to print). Whatever the student's code
+    raises, ``SystemExit`` and ``KeyboardInterrupt`` included, fails this case by name."""
+    name, case = CASES[number]
+    again = f"      rerun: {rerun} --case {number}"
+    try:
+        facts = case(run, leases, directory)
+    except NotStarted as stub:
+        record = {"result": "not started", "function": stub.function, "message": str(stub)}
+        return record, f"NOT STARTED  {number} {name}: {stub}"
+    except ReferenceBlocked as blocked:
+        record = {"result": "fail", "message": str(blocked)}
+        return record, f"FAIL  {number} {name}: {blocked}"
+    except CheckFailed as failed:
+        record = {
+            "result": "fail",
+            "check": failed.check,
+            "expected": repr(failed.expected),
+            "seen": repr(failed.seen),
+            "message": f"{failed.check}: expected {failed.expected!r}, saw {failed.seen!r}",
+        }
+        return record, (
+            f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
+            f"      saw      {failed.seen!r}\n{again}"
+        )
+    # A student's code may raise anything, SystemExit included: fail this case and say where.
+    except BaseException as error:
+        if INTERRUPTED:
+            raise  # a real Ctrl-C stops the checkpoint; a KeyboardInterrupt raised by code fails
+        kind = type(error).__name__
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        stopped = " (it tried to stop the checkpoint)" if not isinstance(error, Exception) else ""
+        message = f"{kind}{stopped}: {error}"
+        record = {"result": "fail", "error": message, "message": message}
+        return (
+            record,
+            f"FAIL  {number} {name}: {message}\n      at {where.filename}:{where.lineno}\n{again}",
+        )
+    return {"result": "pass"} | facts, f"PASS  {number} {name}: {summary(name, facts)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--impl", default=os.environ.get("LEASES_IMPL", "learner"))
@@ -737,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
     if not math.isfinite(args.lease) or not 0.5 <= args.lease <= 60:
         parser.error("--lease must be between 0.5 and 60 seconds")
     impl = impl_path(args.impl)
+    signal.signal(signal.SIGINT, _interrupted)
     block_for(impl)
     os.environ["LEASES_IMPL"] = str(impl)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
@@ -751,46 +807,17 @@ def main(argv: list[str] | None = None) -> int:
         f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)"
     )
     for number in sorted(set(args.case or CASES)):
-        name, case = CASES[number]
+        name, _case = CASES[number]
+        run.cases[name] = {"case": number, "result": "started"}
+        if args.evidence:  # a case that ends the process is named by this record
+            write_evidence(args.evidence, run, None, argv)
         with case_directory(args.keep, number) as tmp:
-            try:
-                facts = case(run, leases, Path(tmp))
-            except NotStarted as stub:
-                results[name] = "not started"
-                run.cases[name] = {"result": "not started", "function": stub.function}
-                print(f"NOT STARTED  {number} {name}: {stub}")
-                continue
-            except ReferenceBlocked as blocked:
-                results[name] = "fail"
-                run.cases[name] = {"result": "fail", "reference_blocked": str(blocked)}
-                print(f"FAIL  {number} {name}: reference blocked: {blocked}")
-                continue
-            except CheckFailed as failed:
-                results[name] = "fail"
-                run.cases[name] = {
-                    "result": "fail",
-                    "check": failed.check,
-                    "expected": repr(failed.expected),
-                    "seen": repr(failed.seen),
-                }
-                print(
-                    f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
-                    f"      saw      {failed.seen!r}\n      rerun: {rerun} --case {number}"
-                )
-                continue
-            except Exception as error:  # noqa: BLE001 - a student's code may raise anything; say where
-                results[name] = "fail"
-                where = traceback.extract_tb(error.__traceback__)[-1]
-                run.cases[name] = {"result": "fail", "error": f"{type(error).__name__}: {error}"}
-                print(
-                    f"FAIL  {number} {name}: {type(error).__name__}: {error}\n"
-                    f"      at {where.filename}:{where.lineno}\n      rerun: {rerun} --case "
-                    f"{number}"
-                )
-                continue
-        results[name] = "pass"
-        run.cases[name] = {"result": "pass"} | facts
-        print(f"PASS  {number} {name}: {summary(name, facts)}")
+            record, line = run_case(run, leases, number, Path(tmp), rerun)
+        results[name] = record["result"]
+        run.cases[name] = {"case": number} | record
+        print(line)
+        if args.evidence:
+            write_evidence(args.evidence, run, None, argv)
     outcome = 1 if "fail" in results.values() else 3 if "not started" in results.values() else 0
     print(
         {0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome]
@@ -817,7 +844,8 @@ def case_directory(keep: Path | None, number: int) -> Iterator[str]:
     yield str(directory)
 
 
-def write_evidence(path: Path, run: Run, outcome: int, argv: list[str] | None) -> None:
+def write_evidence(path: Path, run: Run, outcome: int | None, argv: list[str] | None) -> None:
+    """The evidence so far, replaced whole (``outcome`` None while cases are still running)."""
     evidence = {
         "schema": 1,
         "command": [sys.executable, *(sys.argv if argv is None else [str(HERE), *argv])],
@@ -834,7 +862,7 @@ def write_evidence(path: Path, run: Run, outcome: int, argv: list[str] | None) -
         "timeline": run.timeline,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(evidence, indent=2, default=str) + "\n")
+    write_ready(path, json.loads(json.dumps(evidence, default=str)))
 
 
 if __name__ == "__main__":

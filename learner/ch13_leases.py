@@ -51,14 +51,17 @@ def percentile(values: Sequence[float], q: float) -> float:
     below it.
 
     p50, p90 and p100 of 40 samples are the 20th, 36th and 40th smallest. Empty input, a
-    ``q`` outside [0, 100], NaN or a negative sample raise ValueError.
+    ``q`` outside [0, 100], or a sample that is NaN, infinite or negative raise ValueError.
     """
     raise NotStarted("percentile", "13a § Percentiles of a turn")
 
 
 def false_expiry_share(turns: Sequence[float], lease: float) -> float:
     """Share of turns that outlive ``lease`` (strictly longer):
-    how often a live holder loses its work."""
+    how often a live holder loses its work.
+
+    Every turn and the lease are finite seconds >= 0: NaN or infinity is a ValueError.
+    """
     raise NotStarted("false_expiry_share", "13a § False expiry is the latency tail")
 
 
@@ -78,6 +81,7 @@ def detection_delay(lease: float, turn: float, scan: float) -> float:
     The crash is uniform within a turn of length ``turn`` that began when the lease was
     taken, and the replacement polls every ``scan`` seconds. A turn longer than the lease is
     refused: then the lease would expire under a live holder and the formula does not apply.
+    Each argument is finite seconds >= 0 (a lease above 0): NaN or infinity is a ValueError.
     """
     raise NotStarted("detection_delay", "13a § Detection delay")
 
@@ -146,10 +150,11 @@ def claim(
 
     Eligible: pending work, or running work whose lease has expired (its holder is dead or
     too slow to tell apart). A session with another live holder is skipped, so one
-    conversation never has two turns running at once. Each claim writes generation + 1.
-    ``owner`` is a non-empty label of at most 100 characters without ``#`` or control characters;
-    ``ttl`` is finite, above 0 and at most 3600; an injected ``now`` lies from 0 to 4102444800
-    (the year 2100). Anything else is a ValueError.
+    conversation never has two turns running at once. Each claim writes generation + 1, so a
+    work item's first claim is generation 1. ``owner`` is a non-empty label of at most 100
+    characters without ``#`` or control characters; ``ttl`` is finite, above 0 and at most 3600
+    (infinity is refused); an injected ``now`` lies from 0 to 4102444800 (the year 2100).
+    Anything else is a ValueError.
     """
     raise NotStarted("claim", "13b § Claim work in one transaction")
 
@@ -219,8 +224,9 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     """Settle the SENDING and UNKNOWN orders of finished work by looking them up; never send.
 
     A found receipt is recorded (ACCEPTED spends the reservation, REJECTED releases it). An
-    operation the supplier never saw, or a supplier that does not answer, leaves the order
-    UNKNOWN with its reservation kept, and the returned row says which.
+    operation the supplier never saw, or a supplier that does not answer, leaves the order as
+    it was (SENDING stays SENDING, UNKNOWN stays UNKNOWN) with its reservation kept, and the
+    returned row's ``note`` says which.
     """
     raise NotStarted("reconcile", "13b § Reconcile what is still unknown")
 
@@ -238,11 +244,12 @@ def cancel(
 
     Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
     work now is refused at its next transcript, completion or supplier write; finishes the
-    work as CANCELED with the reason; revokes the orders approved but never sent and
-    releases their money. SENDING and UNKNOWN orders are left for ``reconcile``: cancelling
-    is neither permission to transmit nor proof that the supplier did nothing. Finished or
-    unknown work, or a non-operator, is refused with nothing changed; a ``work_id`` that is not
-    an int, or a blank reason or one over 4000 characters, is a ValueError.
+    work as CANCELED with the reason; revokes the orders never sent (DRAFT and APPROVED) and
+    releases the money the APPROVED ones reserved. SENDING and UNKNOWN orders are left for
+    ``reconcile``: cancelling is neither permission to transmit nor proof that the supplier
+    did nothing. Finished or unknown work, or a non-operator, is refused with nothing changed;
+    a ``work_id`` that is not an int, or a blank reason or one over 4000 characters, is a
+    ValueError.
 
     Returns ``{"work_id", "generation" (the new one), "actor", "reason", "revoked" (operation
     ids), "released_cents", "left_for_reconcile" (operation ids)}``; the outcome row's result

@@ -69,7 +69,8 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
 
     One shop, one work item, the owner label ``lucy-worker`` both times and real time (a
     0.2 s lease, waited out). The first execution then comes back and tries its transcript,
-    its completion and a supplier proposal with its old claim; each is refused.
+    its completion and a supplier proposal with its old claim; each is refused. Then the
+    second execution finishes the work DONE: generation 2's is the only outcome row.
 
     Returns a dict with (at least) ``shop`` and ``log_file`` (the paths, to read back),
     ``work_id``, ``worker_ids`` (both executions'), ``refused`` (``transcript``,
@@ -134,7 +135,8 @@ def exercise_3_remove_one_fence(directory: Path) -> dict:
     said so): claim, let the lease run out, reacquire as generation 2, write generation 2's
     row; then generation 1 comes back with a late transcript row and a completion. In the
     first shop the late row goes through ``observe_without_fence``; in the second through the
-    chapter's ``observe``.
+    chapter's ``observe``. Each shop ends with generation 2 finishing the work DONE: its
+    outcome is the only one, as generation 1's completion is refused either way.
 
     Returns ``{"without_fence": ..., "with_fence": ...}``, each with ``shop``, ``work_id``,
     ``late_write`` and ``stale_completion`` (``''`` when the write went through, else

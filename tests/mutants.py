@@ -126,4 +126,29 @@ MUTANTS.append(
     )
 )
 
+
+# The expiry instant: at now == expires the lease is over (for its holder and for a rival).
+MUTANTS.append(
+    Mutant("assert_current_expiry_instant", 'if row["expires"] <= now:', 'if row["expires"] < now:')
+)
+MUTANTS.append(Mutant("claim_expiry_instant", "AND l.expires <= :now)", "AND l.expires < :now)"))
+# The check inside the write's transaction: a second transaction lets a takeover in between.
+MUTANTS.append(
+    Mutant(
+        "observe_check_in_its_own_transaction",
+        "        assert_current(db, held, now)\n        cursor = db.execute(",
+        "        assert_current(db, held, now)\n    with immediate(db):\n"
+        "        cursor = db.execute(",
+    )
+)
+MUTANTS.append(
+    Mutant(
+        "finish_check_in_its_own_transaction",
+        "        assert_current(db, held, now)\n        db.execute(\n"
+        '            "INSERT INTO outcomes',
+        "        assert_current(db, held, now)\n    with immediate(db):\n        db.execute(\n"
+        '            "INSERT INTO outcomes',
+    )
+)
+
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}

@@ -212,6 +212,56 @@ def approved_order(
     )
 
 
+class RivalBetween:
+    """Take the work over on a second connection the moment ``db`` starts a new transaction
+    after reading the lease: between a holder check and a write that are not one transaction.
+
+    A ``set_trace_callback`` sees each statement as it starts. A check and write that share
+    one transaction never give it that moment (``during`` stays False). Raw SQL, not the
+    student's ``claim``: the test is about the writer.
+    """
+
+    def __init__(self, db: sqlite3.Connection, work_id: int, expires: float) -> None:
+        self.db, self.work_id, self.expires = db, work_id, expires
+        self.path = db.execute("PRAGMA database_list").fetchone()[2]
+        self.read_lease = False
+        self.during = False
+
+    def __enter__(self) -> RivalBetween:
+        self.db.set_trace_callback(self._statement)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.set_trace_callback(None)
+
+    def _statement(self, sql: str) -> None:
+        if self.during:
+            return
+        if "assignment_leases" in sql:
+            self.read_lease = True
+        elif self.read_lease and not self.db.in_transaction:
+            self.during = True
+            self.take_over()
+
+    def take_over(self) -> None:
+        rival = sqlite3.connect(self.path, isolation_level=None, timeout=5)
+        try:
+            rival.execute("BEGIN IMMEDIATE")
+            generation = rival.execute(
+                "SELECT generation FROM assignment_leases WHERE work_id = ?", (self.work_id,)
+            ).fetchone()[0]
+            holder = f"rival#{generation + 1}"
+            rival.execute(
+                "UPDATE assignment_leases SET worker_id = ?, generation = ?, expires = ?"
+                " WHERE work_id = ?",
+                (holder, generation + 1, self.expires, self.work_id),
+            )
+            rival.execute("UPDATE work SET worker_id = ? WHERE work_id = ?", (holder, self.work_id))
+            rival.execute("COMMIT")
+        finally:
+            rival.close()
+
+
 def dead_endpoint() -> str:
     """An endpoint nobody listens on: a port that was free a moment ago."""
     with socket.socket() as sock:

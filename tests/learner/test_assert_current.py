@@ -62,6 +62,11 @@ def test_an_expired_lease_is_refused_even_if_nobody_took_over(impl, db, held):
         impl.assert_current(db, held, T + 3600)
 
 
+def test_a_lease_that_expires_exactly_now_no_longer_authorises(impl, db, held):
+    with refuses(PermissionError, f"the holder at now == expires ({held.expires})"):
+        impl.assert_current(db, held, held.expires)
+
+
 def test_the_clock_defaults_to_now(impl, db, add_work):
     add_work()
     past = impl.claim(db, "till", ttl=30, now=time.time() - 100)  # expired 70s ago

@@ -77,6 +77,16 @@ def test_expired_running_work_is_taken_over_at_the_next_generation(impl, db, add
     assert len(rows(db, "assignment_leases")) == 1, "one lease row per work item"
 
 
+def test_a_lease_that_expires_exactly_now_is_claimable(impl, db, add_work):
+    work_id = add_work()
+    held = impl.claim(db, "till", ttl=30, now=T)
+    taken = impl.claim(db, "night", ttl=30, now=held.expires)
+    assert taken is not None and (taken.work_id, taken.generation) == (work_id, 2), (
+        f"at now == expires ({held.expires}) the lease is over: a rival takes the work at"
+        f" generation 2, got {taken}"
+    )
+
+
 def test_each_takeover_adds_one_to_the_generation(impl, db, add_work):
     add_work()
     generations = [impl.claim(db, f"w{n}", ttl=1, now=T + 2 * n).generation for n in range(4)]

@@ -7,21 +7,51 @@ Lines are appended as the run goes (``start`` when a test begins, ``result`` whe
 says which test was running. A failure is boiled down to one line: the first line of the
 failed expectation, or the exception a function raised and where in the implementation, or,
 for a stub, which function is not started (``not_started``) and the notebook section.
+
+A test that runs past its deadline (pytest-timeout) says "timed out after 30 s in claim()".
+From then on, in this run and in any rerun the report starts with ``--hung claim`` (after a
+hang or a process that died in a test of it), every freshly loaded implementation has that
+function replaced by one that fails at once (``blocked_by``), so one hung function costs one
+deadline, not one per test that needs it.
+``KeyboardInterrupt`` from the code under test fails that test instead of ending the run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from lucyshop.lab.loader import ENV, ImplementationError, impl_path
+from lucyshop.lab.loader import ENV, ImplementationError, after_load, impl_path
 from lucyshop.lab.stubs import NotStarted
 
 MESSAGE_CHARS = 200
+LEARNER_TIMEOUT = 30.0  # seconds for one learner test
+# The measured exercises run real model turns: their tests get longer.
+LONG_TESTS = {"test_exercise_5": 300.0, "test_exercise_6": 300.0}
+_TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
+
+
+def deadline_of(nodeid: str) -> float:
+    """The deadline of one test, in seconds (the report's watchdog uses the same)."""
+    return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, LEARNER_TIMEOUT)
+
+
+class TimedOutBefore(RuntimeError):
+    """A function that already hung or ended the test process, failing fast in later tests."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        super().__init__(f"{function}() hung or ended the process in an earlier test")
+
+
+class StoppedTheRun(RuntimeError):
+    """The code under test raised KeyboardInterrupt, which would end the whole run."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,14 +61,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="append each test's outcome to FILE as JSON lines",
     )
+    parser.addoption(
+        "--hung",
+        action="append",
+        default=[],
+        metavar="FUNCTION",
+        help="a function that already timed out: it fails at once in every test",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("--outcomes")
     if target:
-        config.pluginmanager.register(
-            Outcomes(Path(target), _impl_file(config)), "lucyshop-outcomes"
-        )
+        outcomes = Outcomes(Path(target), _impl_file(config), config.getoption("--hung"))
+        config.pluginmanager.register(outcomes, "lucyshop-outcomes")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's deadline (pytest-timeout reads the marker when it is installed)."""
+    for item in items:
+        item.add_marker(pytest.mark.timeout(deadline_of(item.nodeid)))
 
 
 def _impl_file(config: pytest.Config) -> Path | None:
@@ -78,23 +120,68 @@ def describe(
             "not_started": stub.function,
             "section": stub.section,
         }
+    own = [e for e in excinfo.traceback if impl_file is not None and Path(e.path) == impl_file]
+    timeout = _TIMEOUT.search(str(error)) if isinstance(error, pytest.fail.Exception) else None
+    if timeout:
+        seconds = float(timeout.group(1))
+        name = own[-1].name if own else innermost(error, impl_file)
+        where = f" in {name}()" if name else ""
+        found = {"message": f"timed out after {seconds:g} s{where}", "timed_out": seconds}
+        return found | {"hung": name, "not_started": None}
+    if isinstance(error, TimedOutBefore):
+        return {"message": str(error), "blocked_by": error.function, "not_started": None}
     if isinstance(error, (AssertionError, pytest.fail.Exception)):
         return {"message": one_line(str(error)) or "an expectation failed", "not_started": None}
     message = f"{type(error).__name__}: {one_line(str(error))}".rstrip(": ")
-    if impl_file is not None:
-        lines = [entry.lineno + 1 for entry in excinfo.traceback if Path(entry.path) == impl_file]
-        if lines:
-            message += f" (line {lines[-1]} of {impl_file.name})"
+    if own:
+        message += f" (line {own[-1].lineno + 1} of {impl_file.name})"
     return {"message": message, "not_started": None}
 
 
+def innermost(error: BaseException, impl_file: Path | None) -> str | None:
+    """The innermost function of ``impl_file`` in the raw traceback (pytest's may be cut)."""
+    name, tb = None, error.__traceback__
+    while tb is not None:
+        if impl_file is not None and tb.tb_frame.f_code.co_filename == str(impl_file):
+            name = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return name
+
+
+def fail_fast(module: ModuleType, hung: set[str]) -> None:
+    """Replace each hung function of a freshly loaded implementation with one that fails."""
+    for function in hung:
+        if callable(getattr(module, function, None)):
+
+            def failing(*_args: Any, _function: str = function, **_kwargs: Any) -> None:
+                raise TimedOutBefore(_function)
+
+            setattr(module, function, failing)
+
+
 class Outcomes:
-    def __init__(self, path: Path, impl_file: Path | None) -> None:
+    def __init__(self, path: Path, impl_file: Path | None, hung: list[str] = ()) -> None:
         self.path = path
         self.impl_file = impl_file
+        self.hung = set(hung)
+        after_load(lambda module: fail_fast(module, self.hung))
         self.failed: dict[str, dict[str, Any]] = {}
         self.skipped: set[str] = set()
         self.path.write_text("")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        try:
+            return (yield)
+        except KeyboardInterrupt as error:
+            raise StoppedTheRun(f"KeyboardInterrupt raised by the code under test: {error}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        try:
+            return (yield)
+        except KeyboardInterrupt as error:
+            raise StoppedTheRun(f"KeyboardInterrupt raised by the code under test: {error}")
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as handle:
@@ -111,6 +198,8 @@ class Outcomes:
                 describe(call.excinfo, self.impl_file) if call.excinfo else {"message": "failed"}
             )
             self.failed[item.nodeid] = {"when": report.when, "not_started": None} | found
+            if found.get("hung"):
+                self.hung.add(found["hung"])
         elif report.skipped:
             self.skipped.add(item.nodeid)
         return report
@@ -125,6 +214,10 @@ class Outcomes:
             "outcome": outcome,
         }
         self.write(record | (failure or {}))
+
+    def pytest_sessionfinish(self) -> None:
+        """The run reached its end: a process that exits without this line died in a test."""
+        self.write({"event": "finish"})
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

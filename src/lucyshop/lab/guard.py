@@ -1,0 +1,130 @@
+"""What ``make check`` does around the student's code: bounded children, the kit kept intact.
+
+- ``Child``: a process started in its own session with its output drained to a file (never a
+  pipe, so no amount of output can block it, and a grandchild holding the descriptor cannot
+  hold the check open), tagged with this check's marker in its environment.
+- ``sweep``: end every process that carries the marker, however it detached (``setsid``,
+  double fork), so nothing a student's file starts outlives the check.
+- ``KitFiles``: the kit's own files (tests, checkpoints, src, solutions, Makefile,
+  pyproject.toml) read before the student's code runs; afterwards anything changed or deleted
+  is put back, and anything added is named (never deleted: it may be someone's new work). Do
+  not edit the kit while a check runs: a file changed under it is put back too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+MARKER = "LUCYSHOP_CHECK"
+TAIL_BYTES = 8000
+WATCHED = ("tests", "checkpoints", "src", "solutions")
+WATCHED_FILES = ("Makefile", "pyproject.toml")
+SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis")
+
+
+def new_marker() -> str:
+    return uuid.uuid4().hex
+
+
+class Child:
+    """One bounded child: its own session, its output in ``log``, the check's marker."""
+
+    def __init__(
+        self, argv: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, marker: str
+    ) -> None:
+        self.log = log
+        self.started = time.monotonic()
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env | {MARKER: marker},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def kill(self) -> None:
+        """End the child's whole session group, then reap the child."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+    def tail(self, limit: int = TAIL_BYTES) -> list[str]:
+        """The last lines it wrote (at most ``limit`` bytes)."""
+        try:
+            with open(self.log, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - limit))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        lines = text.splitlines()
+        return lines[1:] if len(text) >= limit and len(lines) > 1 else lines
+
+
+def sweep(marker: str) -> list[int]:
+    """Kill every process whose environment carries ``marker``; return their pids."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.environ().get(MARKER) == marker:
+                proc.kill()
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    psutil.wait_procs([psutil.Process(pid) for pid in found if psutil.pid_exists(pid)], timeout=5)
+    return found
+
+
+class KitFiles:
+    """A byte-for-byte copy of the kit's own files, to compare and restore after a check."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files = self._read()
+
+    def _paths(self) -> list[Path]:
+        paths = [self.root / name for name in WATCHED_FILES if (self.root / name).is_file()]
+        for name in WATCHED:
+            for path in (self.root / name).rglob("*"):
+                parts = path.relative_to(self.root).parts
+                if path.is_file() and not any(
+                    p in SKIPPED_PARTS or p.endswith(".egg-info") for p in parts
+                ):
+                    paths.append(path)
+        return paths
+
+    def _read(self) -> dict[Path, bytes]:
+        return {path: path.read_bytes() for path in self._paths()}
+
+    def restore(self) -> list[str]:
+        """Put back whatever changed or went; return those and any added files, by their paths
+        relative to the kit's root ("(added)" after a file that was not there before)."""
+        changed = []
+        for path, data in self.files.items():
+            try:
+                same = path.read_bytes() == data
+            except OSError:
+                same = False
+            if not same:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                changed.append(str(path.relative_to(self.root)))
+        added = set(self._paths()) - set(self.files)
+        return sorted(changed) + sorted(f"{path.relative_to(self.root)} (added)" for path in added)

@@ -1,0 +1,96 @@
+"""A file that hangs, exits or dies is bounded and named; every other row is still graded."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from judge_files import check, rows, student_copy
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_hanging_function_fails_its_own_row_with_the_deadline(broken_run):
+    status, data, output = broken_run
+    assert status == 1, output[-3000:]
+    claim = rows(data)["claim"]
+    assert claim["status"] == "FAILING", claim
+    assert claim["message"] == "timed out after 30 s in claim()", claim["message"]
+    messages = {failure["message"] for failure in claim["failures"]}
+    assert all(  # a multi-process test of claim times out waiting for its hung children
+        m.startswith("timed out after 30 s")
+        or m == "not run again: claim() hung or ended the process in an earlier test"
+        for m in messages
+    ), messages
+    row = r"^  claim +FAILING +0/\d+   timed out after 30 s in claim\(\)$"
+    assert re.search(row, output, re.MULTILINE), output[-3000:]
+
+
+def test_system_exit_and_os_exit_fail_the_function_that_raised_them(broken_run):
+    _status, data, _output = broken_run
+    table = rows(data)
+    assert table["percentile"]["status"] == "FAILING", table["percentile"]
+    assert "SystemExit" in table["percentile"]["failures"][0]["message"]
+    assert table["fenced"]["status"] == "FAILING", table["fenced"]
+    assert table["fenced"]["message"].startswith("ended the test process"), table["fenced"]
+
+
+def test_every_other_row_is_still_graded(broken_run):
+    _status, data, _output = broken_run
+    table = rows(data)
+    independent = ["false_expiry_share", "shortest_lease", "detection_delay", "open_worker_shop"]
+    assert {name: table[name]["status"] for name in independent} == dict.fromkeys(
+        independent, "PASSING"
+    )
+    observe = table["observe"]
+    assert observe["status"] == "FAILING"
+    assert all("claim() first" in f["message"] for f in observe["failures"]), observe["failures"]
+
+
+def test_the_checkpoint_names_the_case_that_exited_and_the_one_that_hung(broken_run):
+    _status, data, _output = broken_run
+    checkpoint = data["checkpoint"]
+    assert checkpoint["status"] == "FAILED"
+    cases = {case["case"]: case for case in checkpoint["cases"]}
+    assert not cases[0]["passed"] and "SystemExit" in cases[0]["message"], cases[0]
+    assert not cases[1]["passed"] and "timed out after 60 s" in cases[1]["message"], cases[1]
+    assert not any(case["passed"] for case in checkpoint["cases"])
+
+
+def test_the_json_keeps_its_contract(broken_run):
+    status, data, output = broken_run
+    assert data["schema"] == "ch13-check/1" and data["exit"] == status
+    assert data["error"] is None and data["summary"] == output.strip().splitlines()[-1]
+    assert re.match(
+        r"\d+/16 functions PASSING, \d+ FAILING · checkpoint FAILED · exercises: ", data["summary"]
+    ), data["summary"]
+    assert {row["kind"] for row in data["rows"]} == {"function", "exercise"}
+    for row in data["rows"]:
+        assert row["status"] in ("PASSING", "FAILING", "NOT STARTED", "NEEDS MODEL"), row
+        for failure in row["failures"]:
+            assert set(failure) == {"test", "message", "rerun"} and "pytest" in failure["rerun"]
+    assert data["feedback"].rstrip().endswith(data["summary"])
+
+
+def test_a_chatty_slow_correct_file_passes(tmp_path):
+    """Megabytes of output from the checkpoint's recovery and the tests, and slow calls."""
+    chatty = """
+
+_quiet_recover_once = recover_once
+
+
+@functools.wraps(_quiet_recover_once)
+def recover_once(*args, **kwargs):
+
+    for n in range(3000):
+        print(f"debug {n}: " + "recovering " * 20)
+        print(f"debug {n} on stderr", file=sys.stderr)
+    time.sleep(0.5)
+    return _quiet_recover_once(*args, **kwargs)
+"""
+    status, data, output = check(
+        student_copy(tmp_path, "\nimport functools\nimport sys\n" + chatty), tmp_path
+    )
+    assert status == 0, output[-3000:]
+    assert data["checkpoint"]["status"] == "PASSED", data["checkpoint"]
+    assert data["summary"].startswith("16/16 functions PASSING · checkpoint PASSED"), data

@@ -1,0 +1,139 @@
+"""Nothing the checked code says about itself is taken on trust; the kit stays as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from judge_files import ROOT, check, rows, student_copy, tree
+
+from lucyshop.lab import judge
+from lucyshop.lab.guard import MARKER, KitFiles, new_marker, sweep
+from lucyshop.lab.report import stubs_in
+
+
+def test_a_file_that_exits_0_while_imported_cannot_be_checked(tmp_path):
+    path = student_copy(tmp_path, "\nimport os\n\nos._exit(0)\n")
+    status, data, output = check(path, tmp_path)
+    assert status == 2, output
+    assert "ended its process while being imported" in data["error"], data
+    assert output.strip().splitlines() == [data["summary"]]
+
+
+def test_a_file_that_edits_the_tests_fails_and_leaves_the_tree_unchanged(tmp_path):
+    before = tree("tests", "checkpoints")
+    edit = f"\nwith open({str(ROOT / 'tests' / 'learner' / 'test_claim.py')!r}, 'w') as f:\n"
+    path = student_copy(tmp_path, edit + "    f.write('def test_nothing():\\n    pass\\n')\n")
+    status, _data, output = check(path, tmp_path, "--no-checkpoint")
+    assert status != 0, output
+    assert "reference blocked: your code may not change" in output, output
+    assert "tests/learner/test_claim.py" in output
+    assert tree("tests", "checkpoints") == before
+
+
+def test_changed_kit_files_are_put_back_and_named(tmp_path):
+    kit = KitFiles(ROOT)
+    target = ROOT / "checkpoints" / "ch13_worker_recovery.py"
+    original = target.read_bytes()
+    try:
+        target.write_bytes(original + b"\n# tampered\n")
+        assert kit.restore() == ["checkpoints/ch13_worker_recovery.py"]
+    finally:
+        target.write_bytes(original)
+    assert target.read_bytes() == original
+
+
+def test_evidence_that_says_pass_without_the_files_is_a_failure(tmp_path):
+    """A forged evidence file (what a student's code could write) does not pass the judge."""
+    forged = {"arithmetic": {"result": "pass", "p50": 0.7, "p90": 1.2, "detection_delay": 3.6}}
+    cases = {name: {"result": "pass"} for _n, name in judge.CASES} | forged
+    evidence = tmp_path / "evidence.json"
+    evidence.write_text(json.dumps({"cases": cases}))
+    status, found = judge.judge(evidence, tmp_path)
+    assert status == "FAILED"
+    assert [case.passed for case in found] == [True] + [False] * (len(judge.CASES) - 1)
+    assert all("no shop file was kept" in case.message for case in found[1:]), found
+
+
+def test_a_case_that_started_and_never_ended_fails_by_name(tmp_path):
+    evidence = tmp_path / "evidence.json"
+    evidence.write_text(json.dumps({"cases": {"arithmetic": {"result": "started"}}}))
+    status, found = judge.judge(evidence, tmp_path)
+    assert status == "FAILED"
+    assert "ended inside this case" in found[0].message
+    assert "never reached" in found[1].message
+
+
+def test_a_stub_is_not_started_whatever_its_tests_report(tmp_path):
+    """The row's status comes from the file's own syntax tree, read outside the checked process."""
+    stub = tmp_path / "ch13_leases.py"
+    stub.write_text(
+        "from lucyshop.lab import NotStarted\n\n"
+        "def claim(db, owner):\n    '''doc'''\n    raise NotStarted('claim', '13b')\n\n"
+        "class Claim:\n    @property\n    def worker_id(self):\n"
+        "        raise NotStarted('Claim.worker_id', '13b')\n\n"
+        "def percentile(values, q):\n    return 1\n"
+    )
+    assert stubs_in(stub) == {"claim", "Claim.worker_id"}
+
+
+@pytest.mark.slow
+def test_a_stub_file_that_patches_the_grader_is_not_passing(tmp_path):
+    patch = """
+import lucyshop.lab.collect as collect
+
+collect.Outcomes.write = lambda self, record: collect.Outcomes.__dict__  # swallow failures
+_real = collect.describe
+collect.describe = lambda *args: {"message": "", "not_started": None}
+"""
+    stub = tmp_path / "ch13_leases.py"
+    stub.write_text((ROOT / "learner" / "ch13_leases.py").read_text() + patch)
+    status, data, output = check(stub, tmp_path, "--no-checkpoint")
+    assert status in (1, 3), output[-2000:]
+    assert not any(row["status"] == "PASSING" for row in data["rows"]), rows(data)
+
+
+def test_the_sweep_ends_a_setsid_daemon_and_a_forked_child():
+    """Every process carrying the check's marker ends, however it detached."""
+    marker = new_marker()
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "time.sleep(300)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", daemon], env=os.environ | {MARKER: marker}, cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(marked(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(marked(marker)) >= 2, "the daemon and its parent should be running"
+        swept = sweep(marker)
+        assert len(swept) >= 2, swept
+        assert marked(marker) == [], "nothing with the marker is left"
+    finally:
+        if parent.poll() is None:
+            parent.send_signal(signal.SIGKILL)
+        parent.wait()
+
+
+def marked(marker: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(MARKER) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
