@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from lucyshop.lab.loader import ROOT
 from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
 
 STORED = ROOT / "notebooks" / "stored"
+# Set by ``python -m lucyshop.lab.notebooks``: a live turn's replies are stored for replay.
+RECORD = "LUCYSHOP_RECORD_REPLIES"
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
@@ -173,6 +176,7 @@ def turn_model(name: str, *, seed: int = 13) -> tuple[Any, str]:
     otherwise those stored replies, replayed, with the command that builds the model.
     """
     stored = STORED / f"{name}.json"
+    record = os.environ.get(RECORD) == "1"
     try:
         model = EmbeddedModel(seed=seed, temperature=0.0)
     except ModelUnavailable:
@@ -181,4 +185,53 @@ def turn_model(name: str, *, seed: int = 13) -> tuple[Any, str]:
         return ReplayedModel(stored), (
             "the embedded model is not built (make model builds it): replaying its stored replies"
         )
-    return RecordingModel(model, stored), f"model: {model.name}, live"
+    return (RecordingModel(model, stored) if record else model), f"model: {model.name}, live"
+
+
+# ---------------------------------------------------------------- the checkpoint's evidence
+
+
+def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """One passed case of a checkpoint run, or one line saying what to finish first."""
+    from lucyshop.lab.inline import StepMissing
+
+    cases = (evidence or {}).get("cases", {})
+    if name not in cases:
+        raise StepMissing(
+            f"the checkpoint's {name!r} case has no evidence: it did not pass;"
+            " finish the functions make check shows as not PASSING, then rerun the checkpoint"
+        )
+    return cases[name]
+
+
+def read_evidence(path: Path) -> dict[str, Any] | None:
+    """The evidence a checkpoint run wrote, or None when it wrote none (a stub stopped it)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def without_paths(text: str, **places: Path) -> str:
+    """``text`` with the kit's root dropped and each place named (``<shop>``): no machine's
+    absolute paths in a stored output."""
+    for name, place in places.items():
+        text = text.replace(str(place), f"<{name}>")
+    return text.replace(str(ROOT) + "/", "")
+
+
+def status_report(path: Path, impl: str, **places: Path) -> None:
+    """``python -m lucyshop status SHOP --impl IMPL``, printed without absolute paths."""
+    import contextlib
+    import io
+
+    from lucyshop import status
+
+    if not path.is_file():
+        from lucyshop.lab.inline import StepMissing
+
+        raise StepMissing(f"no shop at {path.name}: the checkpoint case that keeps it did not pass")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status.main([str(path), "--impl", impl])
+    print(without_paths(out.getvalue(), **places), end="")
