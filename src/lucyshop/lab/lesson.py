@@ -235,3 +235,18 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
     with contextlib.redirect_stdout(out):
         status.main([str(path), "--impl", impl])
     print(without_paths(out.getvalue(), **places), end="")
+
+
+def receipt_check(mine: Path, kit: Path, leases: Any) -> None:
+    """Check the student's own measured receipt; the kit's is shown beside it, never for it."""
+    from lucyshop.lab.exercise_receipts import check_receipt, headline
+
+    if mine.is_file():
+        problems = check_receipt(mine, leases)
+        verdict = "PASSING: every figure recomputed" if not problems else f"FAILING: {problems}"
+        print(f"your receipt ({mine.name}): {verdict}")
+        print("\n".join(headline(json.loads(mine.read_text()))))
+        return
+    print(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
+    print("the kit's receipt, for comparison only (it is not yours):")
+    print("\n".join(headline(json.loads(kit.read_text()))))
