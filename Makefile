@@ -29,12 +29,14 @@ $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
 	@touch $@
 
-.PHONY: help setup demo check test lab experiment plots bench soak status clean
+.PHONY: help setup model demo check test lab experiment plots bench soak status clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
+
+model: $(VENV)/.model ## build the embedded model (llama-cpp-python, once): live model turns in the notebooks
 
 demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
 	@$(PY) -m lucyshop.lab.demo

@@ -147,7 +147,7 @@ class ReplayedModel:
 
 
 class RecordingModel:
-    """The embedded model, keeping each reply so the notebook can replay it where it is not built."""
+    """The embedded model, keeping each reply for a notebook run where it is not built."""
 
     def __init__(self, model: EmbeddedModel, path: Path) -> None:
         self.model, self.path, self.replies = model, path, []
@@ -159,7 +159,9 @@ class RecordingModel:
             {
                 "model": self.model.name,
                 "text": reply.text,
-                "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+                "tool_calls": [
+                    {"name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                ],
                 "tokens": reply.tokens,
                 "seconds": round(reply.seconds, 3),
             }
