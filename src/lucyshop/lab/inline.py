@@ -91,8 +91,25 @@ def _one_line(error: BaseException) -> str:
 
 def _handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None):
     if isinstance(value, NameError) and not _first_stub:
-        return shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    return [_one_line(value)]
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    else:
+        stb = [_one_line(value)]
+    if _SHOWS_ITSELF:
+        shell._showtraceback(etype, value, stb)
+        return []
+    return stb
+
+
+def _handler_shows_itself() -> bool:
+    """IPython 9 leaves showing a custom handler's traceback to the handler; 8 shows it."""
+    try:
+        import IPython
+    except ImportError:
+        return False
+    return IPython.version_info[0] >= 9
+
+
+_SHOWS_ITSELF = _handler_shows_itself()
 
 
 def guard() -> None:

@@ -197,13 +197,20 @@ def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
     """One passed case of a checkpoint run, or one line saying what to finish first."""
     from lucyshop.lab.inline import StepMissing
 
-    cases = (evidence or {}).get("cases", {})
-    if name not in cases:
+    found = (evidence or {}).get("cases", {}).get(name)
+    if found is None:
+        raise StepMissing(f"the checkpoint wrote no evidence of its {name!r} case: rerun it")
+    if found.get("result") == "not started":
         raise StepMissing(
-            f"the checkpoint's {name!r} case has no evidence: it did not pass;"
-            " finish the functions make check shows as not PASSING, then rerun the checkpoint"
+            f"the checkpoint's {name!r} case stopped at {found.get('function')}(), not started:"
+            " finish it first, then rerun the checkpoint cell"
         )
-    return cases[name]
+    if found.get("result") != "pass":
+        why = found.get("error") or found.get("check") or found.get("result")
+        raise StepMissing(
+            f"the checkpoint's {name!r} case failed ({why}): make check shows what to fix"
+        )
+    return found
 
 
 def read_evidence(path: Path) -> dict[str, Any] | None:
