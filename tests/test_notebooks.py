@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -218,3 +219,20 @@ def test_jupyterlab_draws_every_diagram_and_plot(tmp_path):
             }
             counts = lab_browser.seen(driver, url, notebook.name, want, timeout=120)
             assert counts == {**want, "diagrams": DIAGRAMS[stem]}, (notebook.name, counts)
+
+
+def test_without_the_model_a_turn_replays_the_stored_replies(monkeypatch):
+    """`make lab` alone installs no model: the owned loop's cell replays what the model said
+    when the notebook was executed, and says how to build it."""
+    from lucyshop.lab import lesson
+    from lucyshop.models import ModelUnavailable
+
+    def not_built(**_):
+        raise ModelUnavailable("install the model extra")
+
+    monkeypatch.setattr(lesson, "EmbeddedModel", not_built)
+    model, which = lesson.turn_model("owned_loop")
+    assert "make model" in which
+    stored = json.loads((ROOT / "notebooks" / "stored" / "owned_loop.json").read_text())
+    replies = [model.chat([{"role": "user", "content": "?"}]) for _ in stored]
+    assert [reply.text for reply in replies] == [row["text"] for row in stored]
