@@ -93,7 +93,7 @@ _ACTORS = {
     "holder exited": ("P", "H", "SIGKILL (exit {status})"),
     "lease expired": ("DB", "DB", "lease runs out after {waited_seconds}s"),
     "replacement finished": ("R", "DB", "recover_once: {status} at generation {generation}"),
-    "stale holder reported": ("H", "DB", "stale writes: {refused}"),
+    "stale holder reported": ("H", "DB", "stale writes refused: {refused}"),
 }
 
 
