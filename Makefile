@@ -45,6 +45,8 @@ help: ## list the targets
 
 setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 
+model: $(VENV)/.model ## build the embedded model (llama-cpp-python, once): live model turns in the notebooks
+
 demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
 	@$(PY) -m lucyshop.lab.demo
 

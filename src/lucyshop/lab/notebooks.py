@@ -12,6 +12,7 @@ import sys
 import nbformat
 from nbclient import NotebookClient
 
+from lucyshop.lab.lesson import RECORD
 from lucyshop.lab.loader import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
@@ -21,6 +22,7 @@ def execute(path, *, impl: str = "solutions", timeout: int = 120) -> nbformat.No
     """Run every cell of one notebook with ``LEASES_IMPL=impl``; raise on the first error."""
     notebook = nbformat.read(path, as_version=4)
     os.environ["LEASES_IMPL"] = impl
+    os.environ[RECORD] = "1"  # the model's replies are stored, for a kit without the model
     NotebookClient(
         notebook,
         timeout=timeout,

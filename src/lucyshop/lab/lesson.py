@@ -1,0 +1,261 @@
+"""What the notebooks print and draw, kept out of the lesson cells.
+
+Tables, the arithmetic the chapter does not ask the student to write (binomial probabilities,
+the kill moments of the detection phase), mermaid diagrams built from a checkpoint's own
+timeline, and the model a notebook turn runs on: the embedded model when it is built, else
+the replies it gave when the notebook was last executed, replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.loader import ROOT
+from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
+
+STORED = ROOT / "notebooks" / "stored"
+# Set by ``python -m lucyshop.lab.notebooks``: a live turn's replies are stored for replay.
+RECORD = "LUCYSHOP_RECORD_REPLIES"
+
+
+def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
+    """Rows as aligned columns: numbers to three decimals, right-aligned; text left-aligned."""
+
+    def cell(value: Any) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    numeric = [all(_is_number(r[i]) for r in cells) for i in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in cells)])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- Part A arithmetic
+
+
+def binomial(k: int, n: int, p: float) -> float:
+    """P(exactly k of n independent trials), each with probability p."""
+    return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+
+def false_expiries(trials: Sequence[Mapping[str, Any]]) -> int:
+    """Trials of the false-expiry phase whose lease a replacement took over."""
+    return sum(trial["takeover"] is not None for trial in trials)
+
+
+def kill_moments(detection: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(seconds into the lease when the worker was killed, crash-to-takeover seconds)."""
+    return [
+        (row["killed_at"] - row["claimed_at"], row["takeover"]["took_at"] - row["killed_at"])
+        for row in detection["trials"]
+    ]
+
+
+def capped(turns: Sequence[Mapping[str, Any]], max_tokens: int) -> int:
+    """Pilot turns that stopped at the token cap rather than by finishing."""
+    return sum(turn["tokens"] >= max_tokens for turn in turns)
+
+
+# ---------------------------------------------------------------- diagrams
+
+
+def mermaid(text: str) -> Any:
+    """A diagram for a notebook's output: markdown holding a mermaid fence (JupyterLab draws it)."""
+    from IPython.display import Markdown
+
+    return Markdown(f"```mermaid\n{text}\n```")
+
+
+_ACTORS = {
+    "enqueued": ("P", "P", "enqueue work {work_id}"),
+    "holder ready": ("H", "DB", "claim: generation {generation}, approved order"),
+    "competing claim": ("P", "DB", "competing claim gets {got}"),
+    "holder exited": ("P", "H", "SIGKILL (exit {status})"),
+    "lease expired": ("DB", "DB", "lease runs out after {waited_seconds}s"),
+    "replacement finished": ("R", "DB", "recover_once: {status} at generation {generation}"),
+    "stale holder reported": ("H", "DB", "stale writes refused: {refused}"),
+}
+
+
+def sequence(timeline: Sequence[Mapping[str, Any]], case: str) -> str:
+    """A mermaid sequence diagram of one checkpoint case, one arrow per recorded event."""
+    lines = [
+        "sequenceDiagram",
+        "    participant P as checkpoint",
+        "    participant H as holder (child process)",
+        "    participant DB as shop database",
+        "    participant R as replacement",
+    ]
+    for event in timeline:
+        if event.get("case") != case or event.get("event") not in _ACTORS:
+            continue
+        source, target, label = _ACTORS[event["event"]]
+        facts = dict(event)
+        facts["refused"] = ", ".join(
+            k for k, v in event.items() if str(v).startswith("PermissionError")
+        )
+        text = label.format_map(_Missing(facts))
+        if source == target:
+            lines.append(f"    Note over {source}: t={event['t']:.2f}s {text}")
+        else:
+            lines.append(f"    {source}->>{target}: t={event['t']:.2f}s {text}")
+    return "\n".join(lines)
+
+
+class _Missing(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+# ---------------------------------------------------------------- the model of a turn
+
+
+class ReplayedModel:
+    """The replies the embedded model gave when the notebook was last executed, in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.replies = json.loads(path.read_text())
+        self.name = "replayed " + self.replies[0]["model"]
+        self.file_sha256 = None
+        self.calls = 0
+
+    def chat(self, messages: list[dict], tools: Sequence[dict] = (), max_tokens: int = 256):
+        stored = self.replies[self.calls % len(self.replies)]
+        self.calls += 1
+        calls = tuple(ToolCall(c["name"], c["arguments"]) for c in stored["tool_calls"])
+        return Reply(stored["text"], calls, stored["tokens"], stored["seconds"])
+
+
+class RecordingModel:
+    """The embedded model, keeping each reply for a notebook run where it is not built."""
+
+    def __init__(self, model: EmbeddedModel, path: Path) -> None:
+        self.model, self.path, self.replies = model, path, []
+        self.name, self.file_sha256 = model.name, None
+
+    def chat(self, messages: list[dict], tools: Sequence[dict] = (), max_tokens: int = 256):
+        reply = self.model.chat(messages, tools, max_tokens)
+        self.replies.append(
+            {
+                "model": self.model.name,
+                "text": reply.text,
+                "tool_calls": [
+                    {"name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                ],
+                "tokens": reply.tokens,
+                "seconds": round(reply.seconds, 3),
+            }
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.replies, indent=1) + "\n")
+        return reply
+
+
+def turn_model(name: str, *, seed: int = 13) -> tuple[Any, str]:
+    """The model for a notebook's turn, and one line saying which it is.
+
+    The embedded model when it is built (its replies are stored under ``notebooks/stored``);
+    otherwise those stored replies, replayed, with the command that builds the model.
+    """
+    stored = STORED / f"{name}.json"
+    record = os.environ.get(RECORD) == "1"
+    try:
+        model = EmbeddedModel(seed=seed, temperature=0.0)
+    except ModelUnavailable:
+        if not stored.is_file():
+            raise
+        return ReplayedModel(stored), (
+            "the embedded model is not built (make model builds it): replaying its stored replies"
+        )
+    return (RecordingModel(model, stored) if record else model), f"model: {model.name}, live"
+
+
+# ---------------------------------------------------------------- the checkpoint's evidence
+
+
+def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """One passed case of a checkpoint run, or one line saying what to finish first."""
+    from lucyshop.lab.inline import StepMissing
+
+    found = (evidence or {}).get("cases", {}).get(name)
+    if found is None:
+        raise StepMissing(f"the checkpoint wrote no evidence of its {name!r} case: rerun it")
+    if found.get("result") == "not started":
+        raise StepMissing(
+            f"the checkpoint's {name!r} case stopped at {found.get('function')}(), not started:"
+            " finish it first, then rerun the checkpoint cell"
+        )
+    if found.get("result") != "pass":
+        why = found.get("error") or found.get("check") or found.get("result")
+        raise StepMissing(
+            f"the checkpoint's {name!r} case failed ({why}): make check shows what to fix"
+        )
+    return found
+
+
+def read_evidence(path: Path) -> dict[str, Any] | None:
+    """The evidence a checkpoint run wrote, or None when it wrote none (a stub stopped it)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def without_paths(text: str, **places: Path) -> str:
+    """``text`` with the kit's root dropped and each place named (``<shop>``): no machine's
+    absolute paths in a stored output."""
+    for name, place in places.items():
+        text = text.replace(str(place), f"<{name}>")
+    return text.replace(str(ROOT) + "/", "")
+
+
+def status_report(path: Path, impl: str, **places: Path) -> None:
+    """``python -m lucyshop status SHOP --impl IMPL``, printed without absolute paths."""
+    import contextlib
+    import io
+
+    from lucyshop import status
+
+    if not path.is_file():
+        from lucyshop.lab.inline import StepMissing
+
+        raise StepMissing(f"no shop at {path.name}: the checkpoint case that keeps it did not pass")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status.main([str(path), "--impl", impl])
+    print(without_paths(out.getvalue(), **places), end="")
+
+
+def receipt_check(mine: Path, kit: Path, leases: Any) -> None:
+    """Check the student's own measured receipt; the kit's is shown beside it, never for it."""
+    from lucyshop.lab.exercise_receipts import check_receipt, headline
+
+    if mine.is_file():
+        problems = check_receipt(mine, leases)
+        verdict = "PASSING: every figure recomputed" if not problems else f"FAILING: {problems}"
+        print(f"your receipt ({mine.name}): {verdict}")
+        print("\n".join(headline(json.loads(mine.read_text()))))
+        return
+    print(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
+    print("the kit's receipt, for comparison only (it is not yours):")
+    print("\n".join(headline(json.loads(kit.read_text()))))

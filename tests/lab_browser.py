@@ -1,0 +1,184 @@
+"""JupyterLab under headless Chromium: a notebook as a learner sees it, for the browser test.
+
+``jupyterlab(root, tmp)`` serves ``root`` on a free loopback port with its settings, runtime
+and workspaces in ``tmp``; ``chromium(tmp)`` drives Debian's chromium through chromedriver.
+Both end what they started in ``finally``, whatever happened, kernels included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from procs import processes_mentioning
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+# Chromium as root, without a GPU, a network beyond loopback, or a profile of its own.
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1000",
+)
+TOKEN = "ch13-browser-test"
+START_SECONDS = 120.0
+STOP_SECONDS = 20.0
+
+
+def missing() -> str | None:
+    """Why the browser test cannot run here, or None when it can."""
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        return "no chromium/chromedriver (apt-get install -y chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _settings(tmp: Path) -> Path:
+    """Every cell rendered at once (JupyterLab 4 renders only what is in view by default)."""
+    folder = tmp / "settings" / "@jupyterlab" / "notebook-extension"
+    folder.mkdir(parents=True)
+    tracker = {"windowingMode": "none"}
+    (folder / "tracker.jupyterlab-settings").write_text(json.dumps(tracker))
+    return tmp / "settings"
+
+
+@contextmanager
+def jupyterlab(root: Path, tmp: Path) -> Iterator[str]:
+    """A JupyterLab server on ``root``; yields its URL."""
+    port = _free_port()
+    env = os.environ | {
+        "JUPYTERLAB_SETTINGS_DIR": str(_settings(tmp)),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={TOKEN}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    log_path = tmp / "jupyterlab.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_up(url, server, log_path)
+        yield url
+    finally:
+        _stop(server, marker=str(tmp))
+
+
+def _wait_until_up(url: str, server: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2):
+                return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"JupyterLab did not start within {START_SECONDS:g}s:\n"
+                    + log_path.read_text()[-2000:]
+                ) from None
+            time.sleep(0.5)
+
+
+def _stop(server: subprocess.Popen, marker: str) -> None:
+    """SIGTERM (the server shuts its kernels down), then SIGKILL whatever is left: the server's
+    group and any kernel that names this run's runtime folder."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=STOP_SECONDS)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    for line in processes_mentioning(marker):
+        try:
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@contextmanager
+def chromium(tmp: Path) -> Iterator[object]:
+    """A selenium driver of headless chromium with a fresh profile in ``tmp``."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (*CHROMIUM_ARGS, f"--user-data-dir={tmp / 'chromium-profile'}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# What the notebook in view shows (other tabs stay in the page, hidden): diagrams drawn as
+# SVG, and images that decoded.
+SEEN = """
+const page = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+if (!page) { return {title: '', cells: 0, diagrams: 0, svg: 0, images: 0}; }
+const diagrams = Array.from(page.querySelectorAll('.jp-RenderedMermaid'));
+const svg = diagrams.filter(d =>
+  d.querySelector('svg') || Array.from(d.querySelectorAll('img')).some(
+    i => i.src.startsWith('data:image/svg+xml') && i.complete && i.naturalWidth > 0));
+const images = Array.from(page.querySelectorAll('.jp-RenderedImage img'))
+  .filter(i => i.complete && i.naturalWidth > 0);
+const tab = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current');
+return {title: tab ? tab.textContent.trim() : '',
+        cells: page.querySelectorAll('.jp-Notebook .jp-Cell').length,
+        diagrams: diagrams.length, svg: svg.length, images: images.length};
+"""
+
+
+def seen(driver: object, url: str, notebook: str, want: dict, timeout: float) -> dict:
+    """Open ``notebook`` and wait until the page shows ``want`` (or the deadline); the counts."""
+    driver.get(f"{url}/lab/tree/{notebook}?token={TOKEN}")
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = driver.execute_script(SEEN)
+        if counts.pop("title", "") != notebook:  # still the previous notebook's page
+            counts = {"cells": 0, "diagrams": 0, "svg": 0, "images": 0}
+        done = counts["cells"] >= want["cells"] and counts["svg"] >= want["svg"]
+        if (done and counts["images"] >= want["images"]) or time.monotonic() > deadline:
+            return counts
+        time.sleep(1)
