@@ -45,7 +45,7 @@ help: ## list the targets
 
 setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 
-model: $(VENV)/.model ## build the embedded model (llama-cpp-python, once): live model turns in the notebooks
+model: $(VENV)/.model ## build the embedded model (llama-cpp-python, once): exercises 5 and 6, live notebook turns
 
 demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
 	@$(PY) -m lucyshop.lab.demo
@@ -53,8 +53,6 @@ demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference
 # Exit 3 means "nothing failing, some work not started yet": not a make error.
 check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file)
 	@$(PY) -m lucyshop.lab.report --impl $(IMPL) || [ $$? -eq 3 ]
-
-model: $(VENV)/.model ## install the embedded model (exercises 5 and 6 measure real model turns)
 
 grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=2] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi
