@@ -322,11 +322,12 @@ def is_blocked() -> bool:
 def block_for(spec: str | os.PathLike | None = None) -> None:
     """Block the reference, allowing only the implementation that ``spec`` names.
 
-    That is its chapter file and the ``exercises.py`` and ``ch13_postgres.py`` (exercise 7)
+    That is its chapter file, and the ``exercises.py`` and ``ch13_postgres.py`` (exercise 7)
     beside it (a student's answers go with their own chapter file; the reference answers with
-    the reference). The chapter file and exercise 7 are the student's code: its frames may not start processes or load native code. The
-    choice is exported (``$LUCYSHOP_BLOCKED``), so every process started from here that loads
-    an implementation blocks the reference before it runs a line of it.
+    the reference). The chapter file and exercise 7 are the student's code: their frames may
+    not start processes or load native code. The choice is exported (``$LUCYSHOP_BLOCKED``),
+    so every process started from here that loads an implementation blocks the reference
+    before it runs a line of it.
     """
     path = impl_path(spec)
     os.environ[BLOCKED_ENV] = str(path)

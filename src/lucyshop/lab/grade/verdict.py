@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -102,7 +101,7 @@ def run_judge(
     tmp.mkdir(parents=True, exist_ok=True)
     result = tmp / "check.json"
     argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(chapter)]
-    argv += ["--json", str(result)] if judge_writes_json() else []
+    argv += ["--json", str(result)]
     argv += [] if checkpoint else ["--no-checkpoint"]
     env = os.environ | {"TMPDIR": str(tmp), ENV: str(chapter), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
@@ -161,12 +160,6 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def judge_writes_json() -> bool:
-    """Whether this kit's ``make check`` has ``--json`` (the judge issue's contract)."""
-    source = (ROOT / "src" / "lucyshop" / "lab" / "report.py").read_text(encoding="utf-8")
-    return '"--json"' in source
-
-
 def judge(
     chapter: Path,
     tmp: Path,
@@ -175,7 +168,7 @@ def judge(
     checkpoint: bool = True,
     stop: threading.Event | None = None,
 ) -> Verdict:
-    """The verdict on ``chapter``: from the judge's JSON, else from its printed table."""
+    """The verdict on ``chapter``, from the judge's ``ch13-check/1`` JSON, never its exit."""
     started = time.monotonic()
     status, output, data = run_judge(
         chapter, tmp, timeout=timeout, checkpoint=checkpoint, stop=stop
@@ -188,7 +181,7 @@ def judge(
     elif data is not None:
         verdict = from_json(data, output)
     else:
-        verdict = parse_printed_table(status, output)
+        verdict = Verdict("JUDGE ERROR", feedback=output, error=f"no verdict file (exit {status})")
     verdict.seconds = time.monotonic() - started
     return verdict
 
@@ -210,53 +203,3 @@ def from_json(data: dict, output: str) -> Verdict:
         for c in point.get("cases", [])
     ]
     return Verdict("CHECKED", rows, point.get("status", "SKIPPED"), cases, feedback)
-
-
-# ------------------------------------------------------------------------------------------
-# DEVELOPMENT FALLBACK, to be deleted at merge once report.py writes --json (issue 13):
-# reads today's printed `make check` table. Everything below this line goes with it.
-
-_ROW = re.compile(r"^  (\S.*?)\s+(PASSING|FAILING|NOT STARTED)\s+(\d+)/(\d+)(?:\s{3}(.*))?$")
-_CASE = re.compile(r"^\s*(PASS|FAIL|NOT STARTED)\s+(\d+) ([^:]+):\s?(.*)$")
-_CHECKPOINT = re.compile(r"^checkpoint result: (PASSED|FAILED|NOT STARTED|ERROR)")
-_CASES_SEEN = re.compile(r"checkpoint (?:passed|FAILED|NOT STARTED) \((\d+)/(\d+) cases")
-
-
-def parse_printed_table(status: int, output: str) -> Verdict:
-    """A verdict from today's printed ``make check`` (no ``--json`` yet). Delete at merge."""
-    lines = output.splitlines()
-    if status == 2:
-        said = [line for line in lines if line.startswith("make check: ")]
-        error = said[-1].removeprefix("make check: ") if said else f"exit {status}"
-        return Verdict("CANNOT CHECK", feedback=output, error=error)
-    rows = []
-    for line in lines:
-        if match := _ROW.match(line):
-            label, state, passed, total, message = match.groups()
-            kind = "exercise" if label.startswith("exercise ") else "function"
-            rows.append(Row(label, kind, state, int(passed), int(total), message or ""))
-    if not rows:
-        return Verdict(
-            "JUDGE ERROR", feedback=output, error=f"no table in the output (exit {status})"
-        )
-    verdict = Verdict("CHECKED", rows, feedback=output)
-    for line in lines:
-        if match := _CASE.match(line):
-            word, number, name, message = match.groups()
-            verdict.cases.append(Case(int(number), name, word == "PASS", message))
-        elif match := _CHECKPOINT.match(line):
-            verdict.checkpoint = "FAILED" if match.group(1) == "ERROR" else match.group(1)
-        elif (match := _CASES_SEEN.search(line)) and len(verdict.cases) < int(match.group(2)):
-            _fill_unseen_cases(verdict, int(match.group(1)), int(match.group(2)))
-    return verdict
-
-
-def _fill_unseen_cases(verdict: Verdict, passed: int, total: int) -> None:
-    """The printed tail may cut off early cases: count them from the summary line."""
-    seen = {c.case for c in verdict.cases}
-    missing_passes = passed - sum(c.passed for c in verdict.cases)
-    for number in range(total):
-        if number not in seen:
-            verdict.cases.append(Case(number, f"case {number}", missing_passes > 0, "not shown"))
-            missing_passes -= 1
-    verdict.cases.sort(key=lambda c: c.case)
