@@ -37,7 +37,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop.lab import NotStarted
+from lucyshop.lab import (
+    NotStarted,
+    exercise_runs,  # noqa: F401  (given: it measures exercises 5 and 6)
+)
 from lucyshop.lab import exercise_kit as kit
 from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 
@@ -222,16 +225,17 @@ def exercise_5_renewal(
 ) -> dict:
     """Renew the lease at the pilot median, and measure what renewal buys and what it costs.
 
-    Real model turns, real processes, real time, measured by ``lucyshop.lab.exercise_runs``
-    with the Part A experiment's phases and workers, each worker renewing with *this file's*
-    ``keep_renewing`` and ``renew``. A pilot of real turns gives the median (the lease) and the
-    maximum (the bound: twice it, which is also the safe lease without renewal). Then, with the
-    experiment's replacement scanning every 50 ms: false expiry under the median lease for one
-    worker process whose trials interleave three arms (no renewal, renewing every third of the
-    lease, the same bounded by progress); detection of a SIGKILLed renewing worker; and two hung
-    turns (a step that never returns) whose renewers keep running, one unbounded and one
-    bounded. ``out`` gets the receipt (``lucyshop.lab.exercise_receipts`` checks it);
-    ``workdir`` (default a temporary directory) keeps the shops to read back.
+    Real model turns, real processes, real time, measured by ``exercise_runs.renewal(out,
+    answers=HERE, ...)`` with the Part A experiment's phases and workers, each worker renewing
+    with *this file's* ``keep_renewing`` and ``renew``. A pilot of real turns gives the median
+    (the lease) and the maximum (the bound: twice it, which is also the safe lease without
+    renewal). Then, with the experiment's replacement scanning every 50 ms: false expiry under
+    the median lease for one worker process whose trials interleave three arms (no renewal,
+    renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
+    renewing worker; and two hung turns (a step that never returns) whose renewers keep
+    running, one unbounded and one bounded. ``out`` gets the receipt (checked by
+    ``lucyshop.lab.exercise_receipts``); ``workdir`` (default a temporary directory) keeps the
+    shops to read back.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
     (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each
@@ -271,7 +275,8 @@ def exercise_6_records(
 ) -> dict:
     """Give the replacement the records: the recovery measurement again, with and without them.
 
-    Measured by ``lucyshop.lab.exercise_runs``. First the records are made for real: a shop
+    Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
+    (``lucyshop.lab.exercise_runs``). First the records are made for real: a shop
     whose worker sent the order to a real supplier process that committed it and lost the
     reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
     holds the order. Then each model answers the experiment's crashed transcript (its

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.experiment.receipt import check, figures
-from lucyshop.lab.loader import ROOT, load_impl
+from lucyshop.lab.loader import ENV, ROOT, load_impl
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
@@ -172,7 +172,7 @@ def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path)
             str(tmp_path),
         ],
         timeout=120,
-        env={**os.environ, "LEASES_IMPL": "learner"},
+        env={**os.environ, ENV: "learner"},
     )
     assert drawn.returncode == 0, drawn.stderr
     assert (tmp_path / "ch13-outlive-curve.png").read_bytes().startswith(b"\x89PNG")

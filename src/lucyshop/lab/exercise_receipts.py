@@ -64,7 +64,7 @@ def close(
     return {
         "schema": SCHEMA,
         "exercise": exercise,
-        "provenance": receipts.finish(record),
+        "provenance": receipts.finish(record, exercise=exercise),
         "settings": settings,
         "figures": FIGURES[exercise](observations, settings, leases),
         "observations": observations,
