@@ -66,8 +66,9 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
         if args.receipt is None:
             parser.error("check needs the receipt's path")
         problems = exercise_receipts.check_receipt(args.receipt, answers.chapter())
-        print("\n".join([*(f"FAIL  {p}" for p in problems), f"receipt check: {args.receipt}"]))
-        print("FAILED" if problems else "passed")
+        problems += exercise_receipts.shape_problems(args.receipt)
+        verdict = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
+        print("\n".join([*(f"FAIL  {p}" for p in problems), verdict]))
         return 1 if problems else 0
     function = getattr(answers, ANSWERS[args.exercise])
     try:
