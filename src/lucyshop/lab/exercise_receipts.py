@@ -395,6 +395,9 @@ def check_receipt(path: str | os.PathLike, leases: ModuleType | None = None) -> 
         exercise = receipt["exercise"]
         if exercise not in FIGURES:
             return [f"{path}: exercise {exercise!r} has no receipt check (5 or 6)"]
+        if receipt.get("schema") != SCHEMA:
+            again = f"python solutions/exercises.py {exercise} --out {path}"
+            return [f"{path} is a schema {receipt.get('schema')!r} receipt, not {SCHEMA}: {again}"]
         leases = leases if leases is not None else load_impl()
         recomputed = FIGURES[exercise](receipt["observations"], receipt["settings"], leases)
         compared = receipts.compare(receipt["figures"], recomputed)
