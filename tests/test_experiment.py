@@ -221,7 +221,8 @@ def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     host = f"127.0.0.1:{_free_port()}"  # bound, then closed: nothing listens
     out = tmp_path / "receipt.json"
     done = python(
-        [*EXPERIMENT, "--out", str(out), "--backend", "ollama", "--model", "qwen2.5:0.5b"],
+        [*EXPERIMENT, "--out", str(out), "--impl", "solutions"]
+        + ["--backend", "ollama", "--model", "qwen2.5:0.5b"],
         timeout=60,
         env={**os.environ, "OLLAMA_HOST": host},
     )
