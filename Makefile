@@ -68,7 +68,7 @@ lab: $(VENV)/.dev ## open JupyterLab on the notebooks
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
-	@$(PY) -m lucyshop.lab.experiment --out evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.experiment --impl solutions --out evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
 
 plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt

@@ -1,10 +1,10 @@
 """Exercises 13: your answers to the exercise book (notebook 13c).
 
-You own this file, beside your ``ch13_leases.py``. Each exercise is one function (two for
-exercises 3 and 5) that raises ``NotStarted``; replace the ``raise NotStarted(...)`` line with
-your answer, keeping the signature, and replace the "Explain in your own words" paragraph of
-its docstring with your explanation of what it shows. Notebook 13c, section "Exercise N",
-says what each one asks.
+You own this file, beside your ``ch13_leases.py``. Each answer is a function that raises
+``NotStarted``; replace the ``raise NotStarted(...)`` line with your answer, keeping the
+signature, and replace the "Explain in your own words" paragraph of an exercise's docstring
+with your explanation of what it shows. Notebook 13c, section "Exercise N", says what each one
+asks.
 
 Check your work at any time:
 
@@ -13,52 +13,43 @@ Check your work at any time:
     .venv/bin/python -m pytest tests/exercises/test_exercise_3.py --impl learner -q
 
 Each check calls your function, then judges what it returned *and* what the databases hold
-(it opens the files whose paths you return). Exercises 5 and 6 are measurements: the checks
-run them in ``quick`` form, and their receipts must be in the format that
-``lucyshop.lab.exercise_receipts`` describes; it recomputes every figure from the raw
-observations you store. Run one answer on its own with ``python learner/exercises.py N``.
+(it opens the files whose paths you return). Exercises 5 and 6 are measurements, and the
+measuring is given: you write the ideas (``renew`` and ``keep_renewing``, the renewer; and
+``records_message``), and ``lucyshop.lab.exercise_runs`` measures them with the Part A
+experiment's workers and phases, writing a receipt that ``lucyshop.lab.exercise_receipts``
+recomputes. The checks run them in ``quick`` form. Run one answer on its own with
+``python learner/exercises.py N`` (``--quick`` for 5 and 6).
 
 Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the file
 ``$LEASES_IMPL`` names), never ``import solutions``: the checks run with the reference
 blocked. You may also use the runtime (``lucyshop.store``, ``lucyshop.approval``,
-``lucyshop.supplier``, ``lucyshop.lab.processes``) and the pieces of the Part A experiment
-(``lucyshop.lab.experiment``: its tasks, model backends, phases and worker roles). A child
-process you start with ``python_argv(str(HERE), ..., blocked=True)`` may run this file.
+``lucyshop.supplier``) and what the lab gives the answers (``lucyshop.lab.exercise_kit``:
+``attempt``, rows read back, ``HeldTurn``, ``dead_endpoint``; ``lucyshop.lab.processes``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
 import sys
-import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop.lab import NotStarted
-from lucyshop.lab.loader import ENV, impl_path, load_impl
+from lucyshop.lab import (
+    NotStarted,
+    exercise_runs,  # noqa: F401  (given: it measures exercises 5 and 6)
+)
+from lucyshop.lab import exercise_kit as kit
 from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 
 HERE = Path(__file__).resolve()
 
 
-def chapter_path() -> Path:
-    """The chapter file these answers use: ``$LEASES_IMPL``, else the one beside this file."""
-    return impl_path(os.environ.get(ENV) or HERE.with_name("ch13_leases.py"))
-
-
-_CHAPTER: dict[Path, ModuleType] = {}
-
-
 def chapter() -> ModuleType:
-    """The chapter-13 functions, loaded once per process with ``load_impl``."""
-    path = chapter_path()
-    if path not in _CHAPTER:
-        _CHAPTER[path] = load_impl(path)
-    return _CHAPTER[path]
+    """The chapter-13 functions: ``$LEASES_IMPL``, else the ``ch13_leases.py`` beside this file."""
+    return kit.chapter(HERE)
 
 
 # ================================================================ Exercise 1
@@ -202,6 +193,28 @@ def renew(
     raise NotStarted("renew", "13c § Exercise 5 Renew the lease, and measure what it costs")
 
 
+def keep_renewing(
+    db: sqlite3.Connection,
+    held: Any,
+    *,
+    ttl: float,
+    interval: float,
+    bound: float | None,
+    progress: Callable[[], int],
+    stopped: threading.Event,
+    report: Callable[[dict[str, Any]], None],
+) -> str | None:
+    """The renewer: renew ``held`` every ``interval`` seconds until ``stopped`` is set or a
+    renewal is refused; return the refusal (None when stopped).
+
+    The first renewal is at once (it marks where the turn began). Each renewal passes
+    ``progress()``, how far the turn has got, and ``bound``. Every attempt, granted or refused,
+    is ``report``-ed as ``{"at", "granted", "progress"}`` with ``"expires"`` or ``"refusal"``.
+    The experiment's workers run this in a thread beside their turns (``--answers``).
+    """
+    raise NotStarted("keep_renewing", "13c § Exercise 5 Renew the lease, and measure what it costs")
+
+
 def exercise_5_renewal(
     out: Path,
     *,
@@ -214,15 +227,17 @@ def exercise_5_renewal(
 ) -> dict:
     """Renew the lease at the pilot median, and measure what renewal buys and what it costs.
 
-    Real model turns, real processes, real time. A pilot of real turns gives the median
+    Real model turns, real processes, real time, measured by ``exercise_runs.renewal(out,
+    answers=HERE, ...)`` with the Part A experiment's phases and workers, each worker renewing
+    with *this file's* ``keep_renewing`` and ``renew``. A pilot of real turns gives the median
     (the lease) and the maximum (the bound: twice it, which is also the safe lease without
-    renewal). Then, with the experiment's replacement scanning every 50 ms: false expiry
-    under the median lease for one worker process whose trials interleave three arms (no
-    renewal, a renewing thread every third of the lease, the same bounded by progress);
-    detection of a SIGKILLed renewing worker; and two hung turns (a step that never returns)
-    whose renewers keep running, one unbounded and one bounded. ``out`` gets the receipt
-    (the format ``lucyshop.lab.exercise_receipts`` describes and checks); ``workdir`` (an
-    empty directory; default a temporary one) keeps the shops to read back.
+    renewal). Then, with the experiment's replacement scanning every 50 ms: false expiry under
+    the median lease for one worker process whose trials interleave three arms (no renewal,
+    renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
+    renewing worker; and two hung turns (a step that never returns) whose renewers keep
+    running, one unbounded and one bounded. ``out`` gets the receipt (checked by
+    ``lucyshop.lab.exercise_receipts``); ``workdir`` (default a temporary directory) keeps the
+    shops to read back.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
     (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each
@@ -241,6 +256,14 @@ def exercise_5_renewal(
 # ================================================================ Exercise 6
 
 
+def records_message(order: dict[str, Any]) -> str:
+    """The last message the replacement reads: what the shop's records say about ``order`` (a
+    row of ``assistant_orders``: ``operation``, ``supplier``, ``proposal``, ``status``), and the
+    shop's rule for an order whose status is UNKNOWN (look it up by its key first).
+    """
+    raise NotStarted("records_message", "13c § Exercise 6 Give the replacement the records")
+
+
 def exercise_6_records(
     out: Path,
     *,
@@ -254,16 +277,17 @@ def exercise_6_records(
 ) -> dict:
     """Give the replacement the records: the recovery measurement again, with and without them.
 
-    First the records are made for real: a shop whose worker sent the order to a real
-    supplier process that committed it and lost the reply, so the shop's row says UNKNOWN
-    with its money reserved, and the supplier's ledger holds the order. Then each model
-    answers the experiment's crashed transcript (its recovery phase, unchanged) and the same
-    transcript with the records in its last message: the operation key, its UNKNOWN status
-    and the lookup-first rule, all read from that row. Same seeds, same tools
-    (``place_order``, ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None:
-    its default), and, with ``ollama``, the qwen2.5 models of an Ollama server if one
-    answers. Counts: placed again, looked up with the right key, neither. ``out`` gets the
-    receipt (the format ``lucyshop.lab.exercise_receipts`` describes and checks).
+    Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
+    (``lucyshop.lab.exercise_runs``). First the records are made for real: a shop
+    whose worker sent the order to a real supplier process that committed it and lost the
+    reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
+    holds the order. Then each model answers the experiment's crashed transcript (its
+    recovery phase, unchanged) and the same transcript whose last message is this file's
+    ``records_message`` for that row. Same seeds, same tools (``place_order``,
+    ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
+    and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
+    placed again, looked up with the right key, neither. ``out`` gets the receipt
+    (``lucyshop.lab.exercise_receipts`` checks it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
@@ -277,42 +301,7 @@ def exercise_6_records(
 
 # ================================================================ command line
 
-EXERCISES = {
-    "1": exercise_1_reuse_owner_label,
-    "2": exercise_2_cancel_while_delayed,
-    "3": exercise_3_remove_one_fence,
-    "4": exercise_4_sessions_vs_ceiling,
-    "5": exercise_5_renewal,
-    "6": exercise_6_records,
-}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python learner/exercises.py N [DIR | RECEIPT]``: run one answer, print what it returned.
-
-    Exercises 1-4 get DIR (default: a temporary directory); 5 and 6 run quick and write
-    RECEIPT (default: ``exerciseN-receipt.json`` here).
-    """
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (1, 2) or args[0] not in EXERCISES:
-        print("usage: python learner/exercises.py 1|2|3|4|5|6 [DIR for 1-4 | RECEIPT for 5-6]")
-        return 2
-    function = EXERCISES[args[0]]
-    try:
-        if args[0] in ("5", "6"):
-            out = Path(args[1]) if len(args) == 2 else Path(f"exercise{args[0]}-receipt.json")
-            result = function(out, quick=True)
-        elif len(args) == 2:
-            result = function(Path(args[1]))
-        else:
-            with tempfile.TemporaryDirectory(prefix=f"ch13-exercise{args[0]}-") as tmp:
-                result = function(Path(tmp))
-    except NotStarted as stub:
-        print(f"NOT STARTED  exercise {args[0]}: {stub}")
-        return 3
-    print(json.dumps(result, indent=1, default=str))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from lucyshop.lab.exercise_book import main
+
+    sys.exit(main(__file__))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.experiment.receipt import check, figures
-from lucyshop.lab.loader import ROOT, load_impl
+from lucyshop.lab.loader import ENV, ROOT, load_impl
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
@@ -29,7 +29,9 @@ CHECK_SECONDS = 60
 def quick_receipt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
     out = tmp_path_factory.mktemp("experiment") / "receipt.json"
-    done = python([*EXPERIMENT, "--out", str(out), "--quick"], timeout=RUN_SECONDS)
+    done = python(
+        [*EXPERIMENT, "--out", str(out), "--quick", "--impl", "solutions"], timeout=RUN_SECONDS
+    )
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
@@ -44,8 +46,8 @@ def python(
     )
 
 
-def run_check(path: Path) -> subprocess.CompletedProcess[str]:
-    return python([*EXPERIMENT, "check", str(path)], timeout=CHECK_SECONDS)
+def run_check(path: Path, impl: str = "solutions") -> subprocess.CompletedProcess[str]:
+    return python([*EXPERIMENT, "check", str(path), "--impl", impl], timeout=CHECK_SECONDS)
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -53,7 +55,7 @@ def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path
     receipt = json.loads(quick_receipt.read_text())
     observed, settings = receipt["observations"], receipt["settings"]
     assert (settings["pilot_turns"], settings["trials_per_rule"], settings["quick"]) == (6, 3, True)
-    assert len(observed["pilot"]) == 6
+    assert len(observed["pilot"]) == 6 and settings["pilot_process"] == "worker"
     assert all(turn["seconds"] > 0 and turn["tokens"] > 0 for turn in observed["pilot"])
     for rule in ("median", "p90", "twice_max"):
         trials = observed["false_expiry"][rule]["trials"]
@@ -71,6 +73,11 @@ def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path
     assert checked.returncode == 0, checked.stdout
     assert "ok    pilot.p50 = " in checked.stdout
     assert "ok    detection.measured_mean_delay = " in checked.stdout
+    assert "ok    false_expiry.median.p_value = " in checked.stdout
+    assert "ok    detection.predicted_from_kill_moments = " in checked.stdout
+    assert "ok    turn_times.mann_whitney.p_value = " in checked.stdout
+    overhead = receipt["provenance"]["blocker_overhead"]
+    assert len(overhead["plain_seconds"]) == len(overhead["blocked_seconds"]) == 2
     assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt check passed")
 
 
@@ -84,7 +91,7 @@ def test_a_tampered_figure_fails_the_check_naming_it(
     tampered.write_text(json.dumps(receipt))
     assert check(tampered, load_impl("solutions")) == 1
     out = capsys.readouterr().out
-    assert "FAIL  pilot.p50: receipt says" in out
+    assert "FAIL  pilot.p50: the receipt says" in out
     assert "FAILED: 1 of" in out and f"check {tampered}" in out
 
 
@@ -112,6 +119,63 @@ def test_a_stale_completion_accepted_fails_the_check(
         "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)"
         in capsys.readouterr().out
     )
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+@pytest.mark.parametrize(
+    ("figure", "bump"),
+    [
+        (("false_expiry", "p90", "p_value"), 0.01),
+        (("detection", "predicted_from_kill_moments"), 0.001),
+        (("turn_times", "mann_whitney", "p_value"), 0.01),
+    ],
+)
+def test_an_edited_surprise_figure_fails_the_check(
+    quick_receipt: Path, tmp_path: Path, figure: tuple[str, ...], bump: float
+) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    *parents, leaf = figure
+    holder = receipt["figures"]
+    for key in parents:
+        holder = holder[key]
+    holder[leaf] = holder[leaf] - bump if holder[leaf] >= bump else holder[leaf] + bump
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(receipt))
+    checked = run_check(edited)
+    assert checked.returncode == 1
+    assert f"FAIL  {'.'.join(figure)}: the receipt says" in checked.stdout
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_the_check_uses_the_named_implementation_and_learner_by_default(
+    quick_receipt: Path, tmp_path: Path
+) -> None:
+    stubs = run_check(quick_receipt, impl="learner")
+    if stubs.returncode == 3:  # the learner file is the kit's stubs
+        assert "NOT STARTED" in stubs.stderr and "--impl solutions" in stubs.stderr
+    default = python([*EXPERIMENT, "check", str(quick_receipt)], timeout=CHECK_SECONDS)
+    assert (default.returncode, default.stderr) == (stubs.returncode, stubs.stderr)
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path) -> None:
+    """Drawn with the reference blocked and the learner's stubs named: the plots read the
+    receipt and nothing else."""
+    drawn = python(
+        [
+            sys.executable,
+            "-m",
+            "lucyshop.lab.blocked",
+            "lucyshop.lab.plots",
+            str(quick_receipt),
+            "--out-dir",
+            str(tmp_path),
+        ],
+        timeout=120,
+        env={**os.environ, ENV: "learner"},
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    assert (tmp_path / "ch13-outlive-curve.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -157,7 +221,8 @@ def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     host = f"127.0.0.1:{_free_port()}"  # bound, then closed: nothing listens
     out = tmp_path / "receipt.json"
     done = python(
-        [*EXPERIMENT, "--out", str(out), "--backend", "ollama", "--model", "qwen2.5:0.5b"],
+        [*EXPERIMENT, "--out", str(out), "--impl", "solutions"]
+        + ["--backend", "ollama", "--model", "qwen2.5:0.5b"],
         timeout=60,
         env={**os.environ, "OLLAMA_HOST": host},
     )

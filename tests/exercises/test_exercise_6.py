@@ -24,6 +24,22 @@ def result(ran):
     return ran
 
 
+ORDER = {
+    "operation": "op-4b7e",
+    "supplier": "dairy",
+    "proposal": '{"quantity": 6, "sku": "vanilla-tub", "unit_cents": 450}',
+    "status": "UNKNOWN",
+}
+
+
+def test_the_records_message_says_what_the_row_says_and_the_rule(exercises):
+    message = exercises.records_message(dict(ORDER))
+    for fact in ("op-4b7e", "dairy", "vanilla-tub", "UNKNOWN", "lookup_order"):
+        assert fact in message, fact
+    other = exercises.records_message(ORDER | {"operation": "op-9999", "status": "ACCEPTED"})
+    assert "op-9999" in other and "ACCEPTED" in other and "op-4b7e" not in other
+
+
 def test_the_receipt_recomputes_from_its_observations(result, leases):
     assert check_receipt(result["receipt"], leases) == []
 

@@ -1,7 +1,9 @@
 """``python -m lucyshop.lab.plots RECEIPT [--out-dir evidence]``: draw Part A's two figures.
 
-Both are drawn from one receipt: the curve from its pilot turns, the points from its figures
-(``python -m lucyshop.lab.experiment check RECEIPT`` proves those follow from its observations).
+Both are drawn from one receipt and nothing else: the curve from its pilot turns (the share of
+them longer than each lease, counted here), the points from its figures (``python -m
+lucyshop.lab.experiment check RECEIPT`` proves those follow from its observations). No chapter
+implementation is loaded.
 
 - ``ch13-outlive-curve.png``: the share of pilot turns that outlive a lease, as a step curve
   over lease seconds, with the three rules marked and their measured false-expiry shares.
@@ -23,8 +25,7 @@ matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 
 import matplotlib.pyplot as plt
 
-from lucyshop.lab.experiment.receipt import RULES
-from lucyshop.lab.loader import load_impl
+from lucyshop.lab.experiment.receipt import RULES, pilot_seconds
 
 OUTLIVE = "ch13-outlive-curve.png"
 DELAYS = "ch13-detection-delays.png"
@@ -32,12 +33,11 @@ COLOURS = {"median": "tab:red", "p90": "tab:orange", "twice_max": "tab:green"}
 
 
 def outlive_curve(receipt: dict[str, Any], path: Path) -> None:
-    leases = load_impl("solutions")
-    turns = [turn["seconds"] for turn in receipt["observations"]["pilot"]]
+    turns = pilot_seconds(receipt["observations"])
     found = receipt["figures"]["false_expiry"]
     # The share only changes at an observed turn, so the curve is exact at these steps.
     steps = [0.0, *sorted(set(turns)), 1.1 * max(found["twice_max"]["lease"], *turns)]
-    curve = leases.outlive_curve(turns, steps)
+    curve = [(step, sum(turn > step for turn in turns) / len(turns)) for step in steps]
     figure, axes = plt.subplots(figsize=(8, 4.8))
     axes.step(
         [x for x, _ in curve],
@@ -58,7 +58,7 @@ def outlive_curve(receipt: dict[str, Any], path: Path) -> None:
             color=colour,
             label=(
                 f"{named}, {row['lease']:.2f} s: predicted {row['predicted_share']:.2f}, "
-                f"measured {row['false_expiries']}/{row['trials']}"
+                f"measured {row['false_expiries']}/{row['trials']} (p {row['p_value']:.2f})"
             ),
         )
     axes.set_xlabel("lease (seconds)")
@@ -92,6 +92,12 @@ def detection_delays(receipt: dict[str, Any], path: Path) -> None:
         color="black",
         linestyle="--",
         label=f"predicted mean lease - D/2 + s/2 = {found['predicted_delay']:.3f} s",
+    )
+    axes.axhline(
+        found["predicted_from_kill_moments"],
+        color="tab:gray",
+        linestyle="-.",
+        label=f"predicted from these kill moments {found['predicted_from_kill_moments']:.3f} s",
     )
     axes.axhline(
         found["measured_mean_delay"],

@@ -95,8 +95,8 @@ EXERCISES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("exercise 2", "test_exercise_2", ("exercise_2_cancel_while_delayed",)),
     ("exercise 3", "test_exercise_3", ("observe_without_fence", "exercise_3_remove_one_fence")),
     ("exercise 4", "test_exercise_4", ("exercise_4_sessions_vs_ceiling",)),
-    ("exercise 5", "test_exercise_5", ("renew", "exercise_5_renewal")),
-    ("exercise 6", "test_exercise_6", ("exercise_6_records",)),
+    ("exercise 5", "test_exercise_5", ("renew", "keep_renewing", "exercise_5_renewal")),
+    ("exercise 6", "test_exercise_6", ("records_message", "exercise_6_records")),
 )
 MEASURED = ("exercise 5", "exercise 6")  # real model turns: they need `make model`
 SUITES = ("tests/learner", "tests/exercises")

@@ -5,6 +5,8 @@ false expiry, detection, recovery from a crashed transcript) with real worker pr
 real SQLite shop, and writes a receipt with every raw observation. ``python -m
 lucyshop.lab.experiment check FILE`` recomputes every figure in a receipt from those
 observations. The modules: ``tasks`` (what the model is asked), ``backend`` (which model),
-``worker`` (the child processes), ``phases`` (the parent's side of each phase), ``receipt``
-(figures, provenance and the check), ``run`` (the phases in order).
+``worker`` (the child processes), ``renewer`` (exercise 5's renewer hook for the workers),
+``phases`` (the parent's side of each phase), ``overhead`` (what the reference blocker costs on
+a turn), ``receipt`` (figures and the check), ``run`` (the phases in order). Provenance, the
+write and the comparison are the kit's one receipt engine, ``lucyshop.lab.receipts``.
 """

@@ -3,7 +3,10 @@
     python -m lucyshop.lab.experiment --out FILE [--backend embedded|ollama] [--model M]
         [--gguf PATH] [--recovery-models A,B] [--pilot 40] [--trials 20] [--max-tokens 256]
         [--seed S] [--quick] [--impl solutions|learner|PATH]
-    python -m lucyshop.lab.experiment check FILE
+    python -m lucyshop.lab.experiment check FILE [--impl learner|solutions|PATH]
+
+Both default to ``--impl learner``: the figures are computed, and recomputed, by the chapter
+functions of the implementation named, never the reference unless it is named.
 
 Exit status: 0 done (or the receipt checks), 1 the receipt fails its check, 2 the model or its
 server is missing (one sentence says how to get it), 3 the implementation is still a stub.
@@ -22,8 +25,8 @@ from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.models import ModelUnavailable
 
-DEFAULTS = {"pilot": 40, "trials": 20}
-QUICK = {"pilot": 6, "trials": 3}
+DEFAULTS = {"pilot": 40, "trials": 20, "max_tokens": 256}
+QUICK = {"pilot": 6, "trials": 3, "max_tokens": 32}
 
 
 def count(text: str) -> int:
@@ -55,13 +58,15 @@ def parser() -> argparse.ArgumentParser:
         help="trials per lease rule, detection kills and recovery samples (default 20; --quick 3)",
     )
     parse.add_argument(
-        "--max-tokens", type=count, default=256, help="token cap of every turn (default 256)"
+        "--max-tokens", type=count, help="token cap of every turn (default 256; --quick 32)"
     )
     parse.add_argument("--seed", type=int, default=13)
     parse.add_argument(
-        "--quick", action="store_true", help="a small run: 6 pilot turns, 3 of everything else"
+        "--quick",
+        action="store_true",
+        help="a small run: 6 pilot turns, 3 of everything else, 32 tokens a turn",
     )
-    parse.add_argument("--impl", default="solutions", help="solutions (default), learner or a path")
+    parse.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
     return parse
 
 
@@ -85,7 +90,7 @@ def settings_from(args: argparse.Namespace, parse: argparse.ArgumentParser) -> S
         recovery_models=recovery,
         pilot=args.pilot or sizes["pilot"],
         trials=args.trials or sizes["trials"],
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or sizes["max_tokens"],
         seed=args.seed,
         impl=impl,
         quick=args.quick,
@@ -100,7 +105,18 @@ def main(argv: list[str] | None = None) -> int:
             description="Recompute every figure of a receipt.",
         )
         checking.add_argument("receipt", type=Path)
-        return check(checking.parse_args(argv[1:]).receipt, load_impl("solutions"))
+        checking.add_argument(
+            "--impl", default="learner", help="learner (default), solutions or a path"
+        )
+        args = checking.parse_args(argv[1:])
+        try:
+            block_for(args.impl)  # the check, like the run, may use only the chosen file
+            return check(args.receipt, load_impl(args.impl))
+        except ImplementationError as error:
+            checking.error(str(error))
+        except NotStarted as stub:
+            print(f"NOT STARTED: {stub} (or check with --impl solutions)", file=sys.stderr)
+            return 3
     parse = parser()
     settings = settings_from(parse.parse_args(argv), parse)
     block_for(settings.impl)  # this process, like its children, may use only the chosen file

@@ -1,9 +1,10 @@
 """The parent's side of the four phases, each returning its raw observations and nothing derived.
 
-The pilot and the recovery samples are model turns in this process. False expiry and
-detection are about other processes: this side creates each shop file, starts the workers and
-the replacement (``worker.py``), kills a worker for detection, waits for what they report (every
-wait with a deadline) and reads the shop back.
+The pilot, false expiry and detection run in worker processes (``worker.py``), all under the
+same blocker, model settings and scanning replacement, so that the pilot's turn times describe
+the trials' turns. This side creates each shop file, starts the workers and the replacement,
+kills a worker for detection, waits for what they report (every wait with a deadline) and reads
+the shop back. The recovery samples are model turns in this process.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,12 +29,10 @@ from lucyshop.lab.experiment.tasks import (
     OPERATION,
     RECOVERY_TOOLS,
     crashed_transcript,
-    kind_of,
-    turn_messages,
 )
 from lucyshop.lab.experiment.worker import SHOP, STOP
+from lucyshop.lab.loader import ENV
 from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file
-from lucyshop.models import ChatModel
 
 LOAD_SECONDS = 300.0  # starting a child and loading its model, on a busy machine
 TURN_SECONDS = 300.0  # one real turn at the token cap, on a busy machine
@@ -54,12 +53,18 @@ class Lab:
     workdir: Path
     children: Children
     spawned: int = 0
+    # Exercise 5's hooks: a migration for every shop (its renewals table), and the arguments
+    # that give each worker a renewer (``--answers PATH --interval S --bound S``).
+    prepare: Callable[[sqlite3.Connection], None] | None = None
+    worker_args: tuple[str, ...] = ()
 
     def shop(self, name: str) -> tuple[Path, sqlite3.Connection]:
         """A fresh directory and shop file, migrated here so that no two children race to do it."""
         directory = self.workdir / name
         directory.mkdir()
         db, _ = self.leases.open_worker_shop(directory / SHOP)
+        if self.prepare is not None:
+            self.prepare(db)
         return directory, db
 
     def spawn(self, role: str, directory: Path, lease: float, *extra: str) -> subprocess.Popen[Any]:
@@ -77,12 +82,13 @@ class Lab:
             "--max-tokens",
             str(self.max_tokens),
             *extra,
+            *(self.worker_args if role != "replacement" else ()),
             blocked=True,
         )
         with (directory / f"{role}-{self.spawned}.err").open("w") as stderr:
             return self.children.spawn(
                 argv,
-                env=os.environ | {"LEASES_IMPL": str(self.impl)},
+                env=os.environ | {ENV: str(self.impl)},
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
@@ -113,36 +119,54 @@ def expect_exit(proc: subprocess.Popen[Any], status: int, who: str) -> None:
 # ------------------------------------------------------------------ 1. pilot
 
 
-def pilot(model: ChatModel, turns: int, max_tokens: int, bar: tqdm) -> list[dict[str, Any]]:
-    """``turns`` real turns over the eight task kinds: seconds, tokens and text of each."""
+def pilot(lab: Lab, turns: int, seed: int, bar: tqdm) -> dict[str, Any]:
+    """``turns`` real turns over the eight task kinds, timed in a worker process.
+
+    The conditions are the trials': a child started with the reference blocked, the same
+    model settings, and a replacement scanning the pilot's shop every ``lab.scan`` seconds
+    (it finds nothing to take: the pilot holds no lease). Rows: seconds, tokens and text.
+    """
+    directory, db = lab.shop("pilot")
+    db.close()
+    scanner = lab.start_replacement(directory, lease=3600.0)
+    worker = lab.spawn(
+        "pilot",
+        directory,
+        3600.0,
+        "--trials",
+        str(turns),
+        *model_argv(lab.backend, lab.model, seed),
+    )
+    ready = wait_for_file(directory / "ready-pilot.json", timeout=LOAD_SECONDS, proc=worker)
     rows = []
     for number in range(turns):
-        kind = kind_of(number)
-        reply = model.chat(turn_messages(kind), max_tokens=max_tokens)
         rows.append(
-            {
-                "turn": number,
-                "kind": kind,
-                "seconds": reply.seconds,
-                "tokens": reply.tokens,
-                "text": reply.text,
-            }
+            wait_for_file(directory / f"pilot-{number}.json", timeout=TURN_SECONDS, proc=worker)
         )
         bar.update()
-    return rows
+    expect_exit(worker, 0, "the pilot worker")
+    lab.stop_replacement(scanner, directory)
+    return {"seed": seed, "worker_warm_up": ready["warm_up"], "turns": rows}
 
 
 # ------------------------------------------------------------------ 2. false expiry
 
 
 def false_expiry(
-    lab: Lab, rule: str, lease: float, trials: int, seed: int, bar: tqdm
+    lab: Lab,
+    rule: str,
+    lease: float,
+    trials: int,
+    seed: int,
+    bar: tqdm,
+    *,
+    arms: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One worker process runs ``trials`` trials under ``lease`` while a replacement scans.
 
     Each row is the worker's own report (its claim, its turn, whether its finish was
     accepted), the replacement's takeover of that item if there was one, and the outcome row
-    read back from the shop file.
+    read back from the shop file. ``arms`` (exercise 5) names each trial's renewal arm.
     """
     directory, db = lab.shop(f"expiry-{rule}")
     scanner = lab.start_replacement(directory, lease)
@@ -152,6 +176,7 @@ def false_expiry(
         lease,
         "--trials",
         str(trials),
+        *(["--arms", ",".join(arms)] if arms else []),
         *model_argv(lab.backend, lab.model, seed),
     )
     ready = wait_for_file(directory / "ready-holder.json", timeout=LOAD_SECONDS, proc=worker)
@@ -172,7 +197,13 @@ def false_expiry(
         raise RuntimeError(
             f"the replacement took over work that no trial enqueued: {sorted(takeovers)}"
         )
-    return {"lease": lease, "seed": seed, "worker_warm_up": ready["warm_up"], "trials": rows}
+    return {
+        "directory": directory.name,
+        "lease": lease,
+        "seed": seed,
+        "worker_warm_up": ready["warm_up"],
+        "trials": rows,
+    }
 
 
 def outcome(db: sqlite3.Connection, work_id: int) -> dict[str, Any] | None:
@@ -248,7 +279,7 @@ def detection(
         )
         bar.update()
     lab.stop_replacement(scanner, directory)
-    return {"lease": lease, "trials": rows}
+    return {"directory": directory.name, "lease": lease, "trials": rows}
 
 
 def turns_of(path: Path) -> list[dict[str, Any]]:
@@ -265,11 +296,19 @@ def turns_of(path: Path) -> list[dict[str, Any]]:
 
 
 def recovery(
-    backend: str, model: str | None, seed: int, samples: int, max_tokens: int, bar: tqdm
+    backend: str,
+    model: str | None,
+    seed: int,
+    samples: int,
+    max_tokens: int,
+    bar: tqdm,
+    *,
+    messages: list[dict] | None = None,
 ) -> dict[str, Any]:
-    """``samples`` replies to the crashed transcript from one model: text and tool calls of each."""
+    """``samples`` replies from one model to ``messages`` (default: the crashed transcript),
+    with the recovery tools: text and tool calls of each."""
     chat = open_model(backend, model, seed=seed)
-    messages = crashed_transcript(OPERATION)
+    messages = crashed_transcript(OPERATION) if messages is None else messages
     rows = []
     for _ in range(samples):
         reply = chat.chat(messages, RECOVERY_TOOLS, max_tokens=max_tokens)

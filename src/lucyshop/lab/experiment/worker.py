@@ -2,12 +2,20 @@
 
     python -m lucyshop.lab.blocked lucyshop.lab.experiment.worker ROLE --dir DIR --lease SECONDS ...
 
+``pilot``        loads the model once, then runs ``--trials`` real turns over the task kinds with
+                 no lease at all, and reports each to ``pilot-N.json``: the pilot's turns, timed
+                 under exactly the conditions of the trials (a child process, the blocker, a
+                 replacement scanning the same shop).
 ``holder``       loads the model once, then runs ``--trials`` trials: enqueue one item, claim it
                  with ``ttl=lease``, run one real turn, ``finish``; it reports each trial,
-                 including a refused finish, to ``trial-N.json``.
+                 including a refused finish, to ``trial-N.json``. With ``--arms`` (exercise 5)
+                 each trial has an arm: ``plain``, ``renewed`` or ``bounded`` (the answers'
+                 renewer runs alongside the turn, bounded by ``--bound``).
 ``crash``        loads the model, claims one item and runs real turns back to back until the
                  parent SIGKILLs it; each turn's start and end go to ``turns-N.jsonl`` as they
-                 happen, so the parent can tell which turn the kill cut short.
+                 happen, so the parent can tell which turn the kill cut short. With
+                 ``--answers`` the lease is renewed (bounded) while it runs.
+``hung``         (exercise 5) claims, renews, makes ``--steps`` real steps, then hangs.
 ``replacement``  scans every ``--scan`` seconds with ``claim(owner="replacement", ttl=lease)``;
                  what it takes over (an expired lease) it records in ``takeover-WORK.json`` and
                  finishes as its own. It stops when ``stop`` appears or its parent is gone.
@@ -26,6 +34,7 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +43,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from lucyshop.lab.experiment.backend import BACKENDS, open_model, warm_up
+from lucyshop.lab.experiment.renewer import Renewer, load_answers
 from lucyshop.lab.experiment.tasks import TASKS, kind_of, turn_messages
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import wait_until, write_ready
@@ -45,6 +55,7 @@ STOP = "stop"
 WORKER = "worker"
 REPLACEMENT = "replacement"
 SETTLE_SECONDS = 30.0  # how long a refused holder waits for the replacement to finish its work
+HANG_SECONDS = 600.0  # a hung worker waits this long for the parent's SIGKILL
 
 
 @contextmanager
@@ -96,6 +107,49 @@ def wait_finished(queue: WorkQueue, work_id: int, *, timeout: float) -> None:
     )
 
 
+def pilot(args: argparse.Namespace, leases: ModuleType) -> int:
+    directory = Path(args.dir)
+    model = open_model(args.backend, args.model, seed=args.seed)
+    warm = warm_up(model)
+    write_ready(
+        directory / "ready-pilot.json", {"pid": os.getpid(), "model": model.name, "warm_up": warm}
+    )
+    for number in range(args.trials):
+        kind = kind_of(number)
+        reply = model.chat(turn_messages(kind), max_tokens=args.max_tokens)
+        write_ready(
+            directory / f"pilot-{number}.json",
+            {
+                "turn": number,
+                "kind": kind,
+                "seconds": reply.seconds,
+                "tokens": reply.tokens,
+                "text": reply.text,
+            },
+        )
+    return 0
+
+
+def start_renewer(
+    args: argparse.Namespace, held: Any, directory: Path, *, bounded: bool
+) -> Renewer | None:
+    """With ``--answers``: the answers' renewer for ``held``, started (bounded by ``--bound``
+    when ``bounded``); without, None."""
+    if not args.answers:
+        return None
+    renewer = Renewer(
+        load_answers(args.answers),
+        directory / SHOP,
+        held,
+        ttl=args.lease,
+        interval=args.interval,
+        bound=args.bound if bounded else None,
+        log=directory / f"renewals-{held.work_id}.jsonl",
+    )
+    renewer.start()
+    return renewer
+
+
 def holder(args: argparse.Namespace, leases: ModuleType) -> int:
     directory = Path(args.dir)
     db, queue = leases.open_worker_shop(directory / SHOP)
@@ -104,10 +158,18 @@ def holder(args: argparse.Namespace, leases: ModuleType) -> int:
     write_ready(
         directory / "ready-holder.json", {"pid": os.getpid(), "model": model.name, "warm_up": warm}
     )
-    for trial in range(args.trials):
+    arms = args.arms.split(",") if args.arms else ["plain"] * args.trials
+    for trial, arm in enumerate(arms):
         kind = kind_of(trial)
         held = take_new_work(leases, db, queue, directory, f"trial-{trial}", kind, args.lease)
+        renewer = None
+        if arm != "plain":
+            renewer = start_renewer(args, held, directory, bounded=arm == "bounded")
+        turn_started = time.time()
         reply = model.chat(turn_messages(kind), max_tokens=args.max_tokens)
+        turn_ended = time.time()
+        if renewer is not None:
+            renewer.stop()
         finish_at = time.time()
         try:
             leases.finish(db, held, "DONE", {"by": held.worker_id, "tokens": reply.tokens})
@@ -119,18 +181,22 @@ def holder(args: argparse.Namespace, leases: ModuleType) -> int:
             directory / f"trial-{trial}.json",
             {
                 "trial": trial,
+                "arm": arm,
                 "kind": kind,
                 "work_id": held.work_id,
                 "generation": held.generation,
                 "lease": args.lease,
                 "claimed_at": lease_start(held, args.lease),
                 "expires": held.expires,
+                "turn_started": turn_started,
+                "turn_ended": turn_ended,
                 "turn_seconds": reply.seconds,
                 "tokens": reply.tokens,
                 "text": reply.text,
                 "finish_at": finish_at,
                 "finish": "accepted" if refusal is None else "refused",
                 "refusal": refusal,
+                "renewer_refused": None if renewer is None else renewer.refused,
             },
         )
     return 0
@@ -144,6 +210,8 @@ def crash(args: argparse.Namespace, leases: ModuleType) -> int:
     held = take_new_work(
         leases, db, queue, directory, f"detect-{args.trial}", kind_of(args.trial), args.lease
     )
+    renewer = start_renewer(args, held, directory, bounded=True)
+    deadline = time.time() + args.lease + SETTLE_SECONDS
     with (directory / f"turns-{args.trial}.jsonl").open("a", encoding="utf-8") as log:
         for number in itertools.count():
             kind = kind_of(args.trial + number)
@@ -172,9 +240,45 @@ def crash(args: argparse.Namespace, leases: ModuleType) -> int:
                     "text": reply.text,
                 },
             )
-            if time.time() >= held.expires:
+            if renewer is not None:
+                renewer.progress = number + 1
+            if time.time() >= (held.expires if renewer is None else deadline):
                 break
     return 1  # the parent kills this process long before its lease runs out
+
+
+def hung(args: argparse.Namespace, leases: ModuleType) -> int:
+    """Claim one item, renew it, make ``--steps`` real steps, then hang in a step that never
+    returns (the parent kills it). ``--name bounded`` bounds the renewer by ``--bound``."""
+    directory = Path(args.dir)
+    db, queue = leases.open_worker_shop(directory / SHOP)
+    model = open_model(args.backend, args.model, seed=args.seed)
+    warm_up(model)
+    held = take_new_work(leases, db, queue, directory, f"hung-{args.name}", kind_of(0), args.lease)
+    renewer = start_renewer(args, held, directory, bounded=args.name == "bounded")
+    if renewer is None:
+        raise SystemExit("the hung role needs --answers: it is about the answers' renewer")
+    steps = []
+    for step in range(args.steps):
+        reply = model.chat(turn_messages(kind_of(step)), max_tokens=args.max_tokens)
+        steps.append(
+            {"step": step, "ended": time.time(), "seconds": reply.seconds, "tokens": reply.tokens}
+        )
+        renewer.progress = step + 1
+    write_ready(
+        directory / f"hung-{args.name}.json",
+        {
+            "pid": os.getpid(),
+            "work_id": held.work_id,
+            "generation": held.generation,
+            "claimed_at": lease_start(held, args.lease),
+            "steps": steps,
+            "progress": args.steps,
+            "hung_at": time.time(),
+        },
+    )
+    threading.Event().wait(HANG_SECONDS)  # the step that never returns
+    return 1
 
 
 def _log(log: IO[str], record: dict[str, Any]) -> None:
@@ -210,7 +314,13 @@ def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
     return 0
 
 
-ROLES = {"holder": holder, "crash": crash, "replacement": replacement}
+ROLES = {
+    "pilot": pilot,
+    "holder": holder,
+    "crash": crash,
+    "hung": hung,
+    "replacement": replacement,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--answers", help="an exercises.py whose keep_renewing renews the lease")
+    parser.add_argument("--interval", type=float, help="with --answers: seconds between renewals")
+    parser.add_argument("--bound", type=float, help="with --answers: the renewer's bound")
+    parser.add_argument("--arms", default="", help="holder: plain|renewed|bounded per trial")
+    parser.add_argument("--steps", type=int, default=1, help="hung: steps before the hang")
+    parser.add_argument("--name", default="", help="hung: unbounded or bounded")
     args = parser.parse_args(argv)
     return ROLES[args.role](args, load_impl())
 

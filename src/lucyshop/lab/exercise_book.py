@@ -1,0 +1,86 @@
+"""The command line of an exercises file (``learner/exercises.py`` or ``solutions/exercises.py``).
+
+    python learner/exercises.py 1|2|3|4 [--dir DIR]        # one answer, what it returned
+    python learner/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer and its receipt
+    python learner/exercises.py check FILE                  # recompute a receipt's figures
+
+Both files end with ``sys.exit(main(__file__))``; this module finds their answers by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab import exercise_receipts
+from lucyshop.lab.experiment.renewer import load_answers
+from lucyshop.lab.stubs import NotStarted
+
+ANSWERS = {
+    "1": "exercise_1_reuse_owner_label",
+    "2": "exercise_2_cancel_while_delayed",
+    "3": "exercise_3_remove_one_fence",
+    "4": "exercise_4_sessions_vs_ceiling",
+    "5": "exercise_5_renewal",
+    "6": "exercise_6_records",
+}
+RECEIPTS = {
+    "5": "evidence/ch13-exercise5-renewal-receipt.json",
+    "6": "evidence/ch13-exercise6-records-receipt.json",
+}
+
+
+def what_it_shows(function: Callable[..., Any]) -> str:
+    """The answer's docstring from "What it shows:" on, on one line."""
+    text = (function.__doc__ or "").split("What it shows:", 1)[-1]
+    return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def _directory(directory: Path | None, exercise: str) -> Iterator[Path]:
+    if directory is not None:
+        yield directory
+        return
+    with tempfile.TemporaryDirectory(prefix=f"ch13-exercise{exercise}-") as tmp:
+        yield Path(tmp)
+
+
+def main(path: str, argv: Sequence[str] | None = None) -> int:
+    """Run one answer of the exercises file at ``path``; 3 while it is still a stub."""
+    parser = argparse.ArgumentParser(prog=f"python {path}", description=__doc__.split("\n")[0])
+    parser.add_argument("exercise", choices=[*ANSWERS, "check"])
+    parser.add_argument("receipt", nargs="?", type=Path, help="with check: the receipt")
+    parser.add_argument("--dir", type=Path, help="exercises 1-4: where the shops go")
+    parser.add_argument("--out", type=Path, help="exercises 5-6: the receipt")
+    parser.add_argument("--quick", action="store_true", help="exercises 5-6: a small run")
+    parser.add_argument("--seed", type=int, default=13)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    answers = load_answers(path)
+    if args.exercise == "check":
+        if args.receipt is None:
+            parser.error("check needs the receipt's path")
+        problems = exercise_receipts.check_receipt(args.receipt, answers.chapter())
+        problems += exercise_receipts.shape_problems(args.receipt)
+        verdict = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
+        print("\n".join([*(f"FAIL  {p}" for p in problems), verdict]))
+        return 1 if problems else 0
+    function = getattr(answers, ANSWERS[args.exercise])
+    try:
+        if args.exercise in RECEIPTS:
+            out = args.out or Path(RECEIPTS[args.exercise])
+            function(out, quick=args.quick, seed=args.seed, progress=True)
+            print("\n".join(exercise_receipts.headline(json.loads(out.read_text()))))
+        else:
+            with _directory(args.dir, args.exercise) as directory:
+                print(json.dumps(function(directory), indent=1, default=str))
+    except NotStarted as stub:
+        print(f"NOT STARTED  exercise {args.exercise}: {stub}")
+        return 3
+    print(f"\nWhat it shows: {what_it_shows(function)}")
+    return 0

@@ -1,0 +1,82 @@
+"""How surprising a measured result is, in the kit's own arithmetic (no SciPy).
+
+- ``binomial_two_sided(count, trials, share)``: the probability, for ``trials`` independent
+  trials each failing with probability ``share``, of a count at least as far from the
+  expected ``trials * share`` as ``count`` is.
+- ``mann_whitney(first, second)``: the two-sample Mann-Whitney U test of whether one sample's
+  values tend to be larger than the other's; exact for small samples without ties, else the
+  tie-corrected normal approximation with a continuity correction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+EXACT_PAIRS = 400  # n1 * n2 up to this (and no ties): the exact distribution of U
+SLACK = 1e-9  # two distances this close are the same distance
+
+
+def binomial_two_sided(count: int, trials: int, share: float) -> float:
+    """P(|X - n p| >= |count - n p|) for X ~ Binomial(trials, share)."""
+    if trials < 1 or not 0 <= count <= trials or not 0.0 <= share <= 1.0:
+        raise ValueError(
+            f"need 0 <= count <= trials, trials >= 1, 0 <= share <= 1: {count}, {trials}, {share}"
+        )
+    expected = trials * share
+    far = abs(count - expected) - SLACK
+    total = sum(
+        math.comb(trials, k) * share**k * (1.0 - share) ** (trials - k)
+        for k in range(trials + 1)
+        if abs(k - expected) >= far
+    )
+    return min(1.0, total)
+
+
+def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
+    """Average ranks (1-based) of ``values`` in their own order, and the size of each tie."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    ties = []
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for index in order[start : end + 1]:
+            ranks[index] = (start + end) / 2 + 1
+        ties.append(end - start + 1)
+        start = end + 1
+    return ranks, ties
+
+
+@cache
+def _arrangements(m: int, n: int, u: int) -> int:
+    """How many orderings of m first-sample and n second-sample values give U = u."""
+    if u < 0 or u > m * n:
+        return 0
+    if m == 0 or n == 0:
+        return 1 if u == 0 else 0
+    return _arrangements(m - 1, n, u - n) + _arrangements(m, n - 1, u)
+
+
+def mann_whitney(first: Sequence[float], second: Sequence[float]) -> dict[str, Any]:
+    """U of ``first`` against ``second``, and the two-sided p-value of no difference."""
+    m, n = len(first), len(second)
+    if m == 0 or n == 0:
+        raise ValueError("both samples need at least one value")
+    ranks, ties = _ranks([*first, *second])
+    u = sum(ranks[:m]) - m * (m + 1) / 2
+    mean = m * n / 2
+    if m * n <= EXACT_PAIRS and all(size == 1 for size in ties):
+        low = min(u, m * n - u)
+        tail = sum(_arrangements(m, n, k) for k in range(int(low) + 1)) / math.comb(m + n, m)
+        return {"u": u, "n1": m, "n2": n, "method": "exact", "p_value": min(1.0, 2 * tail)}
+    size = m + n
+    variance = m * n / 12 * ((size + 1) - sum(t**3 - t for t in ties) / (size * (size - 1)))
+    if variance <= 0:  # every value equal: no evidence of any difference
+        return {"u": u, "n1": m, "n2": n, "method": "normal", "p_value": 1.0}
+    z = max(0.0, abs(u - mean) - 0.5) / math.sqrt(variance)
+    return {"u": u, "n1": m, "n2": n, "method": "normal", "p_value": math.erfc(z / math.sqrt(2))}
