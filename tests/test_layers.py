@@ -26,12 +26,6 @@ EVERYTHING = sorted(SRC.rglob("*.py"))
 LOADERS = {"load_impl", "impl_path", "block_for"}
 # Still loading the reference at the time of writing; the receipts work removes both loads.
 # strict: once they stop, these marks fail and must go.
-STILL_LOADING = {
-    "lucyshop/lab/plots.py": "plots.py loads the reference for its figures (issue 14, receipts)",
-    "lucyshop/lab/experiment/__main__.py": "the experiment's check loads the reference (issue 14)",
-}
-
-
 def name(path: Path) -> str:
     return path.relative_to(SRC).as_posix()
 
@@ -104,16 +98,7 @@ def test_the_runtime_never_imports_the_lab(path):
     assert lab == [], f"{name(path)} imports the lab: {sorted(set(lab))}"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=STILL_LOADING[name(p)]))
-        if name(p) in STILL_LOADING
-        else p
-        for p in EVERYTHING
-    ],
-    ids=name,
-)
+@pytest.mark.parametrize("path", EVERYTHING, ids=name)
 def test_nothing_under_src_loads_the_reference(path):
     assert reference_loads(path) == [], f"{name(path)} loads the reference"
 
