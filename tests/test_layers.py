@@ -24,8 +24,8 @@ LAB = PACKAGE / "lab"
 RUNTIME = sorted(p for p in PACKAGE.rglob("*.py") if LAB not in p.parents)
 EVERYTHING = sorted(SRC.rglob("*.py"))
 LOADERS = {"load_impl", "impl_path", "block_for"}
-# Still loading the reference at the time of writing; the receipts work removes both loads.
-# strict: once they stop, these marks fail and must go.
+
+
 def name(path: Path) -> str:
     return path.relative_to(SRC).as_posix()
 
