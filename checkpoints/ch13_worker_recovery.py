@@ -58,6 +58,7 @@ from lucyshop.lab.processes import (
     wait_until,
     write_ready,
 )
+from lucyshop.lab.receipts import write_receipt
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.lab.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
@@ -861,8 +862,7 @@ def write_evidence(path: Path, run: Run, outcome: int | None, argv: list[str] | 
         "cases": run.cases,
         "timeline": run.timeline,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_ready(path, json.loads(json.dumps(evidence, default=str)))
+    write_receipt(path, json.loads(json.dumps(evidence, default=str)))
 
 
 if __name__ == "__main__":

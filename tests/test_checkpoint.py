@@ -15,6 +15,8 @@ import pytest
 from mutants import MUTANTS
 from procs import processes_mentioning
 
+from lucyshop.lab.receipts import validate
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
 CASES = {
@@ -119,6 +121,7 @@ def test_evidence_records_provenance_and_a_timeline(reference_run):
     assert evidence["started_utc"] and evidence["python"] and evidence["sqlite"]
     times = [event["t"] for event in evidence["timeline"]]
     assert times == sorted(times) and len(times) >= 20
+    assert validate(evidence, "checkpoint") == []
 
 
 def test_untouched_stubs_exit_3_naming_the_first_stub(tmp_path):
