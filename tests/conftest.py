@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 from impls import IMPL_PATH, chapter_of
 
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
+from lucyshop.lab.processes import descendants
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,27 +38,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[IMPL_PATH] = path
     if config.getoption("--block-reference"):
         block_for(path)
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid``, read from /proc
-    (zombies excluded: they are reaped by wait)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
 
 
 @pytest.fixture(autouse=True)
