@@ -29,10 +29,10 @@ $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
 	@touch $@
 
-.PHONY: help setup demo check test lab experiment plots bench soak status clean
+.PHONY: help setup demo check test test-fast test-time lab experiment plots bench soak status clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 
@@ -44,6 +44,12 @@ check: $(VENV)/.model ## check your learner file and exercise answers (IMPL=path
 
 test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
 	@LEASES_IMPL=solutions $(PY) -m pytest -q
+
+test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the solutions (under a minute)
+	@LEASES_IMPL=solutions $(PY) -m pytest -q -m "(runtime or learner) and not slow" tests/runtime tests/learner
+
+test-time: $(VENV)/.model ## time one whole make test run into evidence/test-time.json (on a quiet machine)
+	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json
 
 lab: $(VENV)/.dev ## open JupyterLab on the notebooks
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)

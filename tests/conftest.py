@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from impls import IMPL_PATH, chapter_of
 
+from lucyshop.lab.demo import EVIDENCE as DEMO_EVIDENCE
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.processes import descendants
+
+TESTS = Path(__file__).resolve().parent
+SUITES = ("runtime", "learner", "exercises")  # a directory each; the modules beside them: kit
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,9 +36,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "slow: starts several processes (deselect with -m 'not slow')"
-    )
     try:
         path = chapter_of(config.getoption("--impl") or os.environ.get(ENV) or "learner")
     except ImplementationError as error:
@@ -38,6 +43,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[IMPL_PATH] = path
     if config.getoption("--block-reference"):
         block_for(path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick."""
+    for item in items:
+        if item.path.is_relative_to(TESTS):
+            suite = item.path.relative_to(TESTS).parts[0]
+            item.add_marker(suite if suite in SUITES else "kit")
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +63,24 @@ def no_leftover_processes():
         time.sleep(0.05)
         left = descendants(os.getpid()) - before
     assert not left, f"the test left processes running: {sorted(left)}"
+
+
+@pytest.fixture(scope="session")
+def demo_run() -> subprocess.CompletedProcess:
+    """``make demo``, once a session: the checkpoint against the reference (every case, its
+    evidence written to ``DEMO_EVIDENCE``), then the recovered shop's report. Shared by every
+    test that only reads what it printed or recorded."""
+    return subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.demo"],
+        check=False,
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="session")
+def reference_checkpoint(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
+    """The demo's checkpoint run against the reference and the evidence it recorded."""
+    return demo_run, json.loads(DEMO_EVIDENCE.read_text())
