@@ -31,44 +31,22 @@ INVARIANTS = (
 )
 
 
-class Soak:
-    """The soak as its own process, its run directory under ``tmp``; started now, read later."""
-
-    def __init__(self, tmp: Path, *args: str, timeout: float = 110) -> None:
-        self.tmp, self.report, self.timeout = tmp, tmp / "report.json", timeout
-        with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lucyshop.lab.soak", *args, "--report", str(self.report)],
-                cwd=ROOT,
-                env=os.environ | {"TMPDIR": str(tmp)},
-                stdout=out,
-                stderr=err,
-            )
-
-    def stop(self) -> None:
-        """SIGTERM first: the soak then ends every process it started; SIGKILL if it hangs."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def result(self) -> tuple[subprocess.CompletedProcess, dict | None]:
-        """Wait (bounded) for the soak; return it and its JSON report."""
-        try:
-            self.proc.wait(timeout=self.timeout)
-        finally:
-            self.stop()
-        out, err = ((self.tmp / name).read_text() for name in ("stdout", "stderr"))
-        done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
-        report = json.loads(self.report.read_text()) if self.report.exists() else None
-        return done, report
-
-
-def soak(tmp: Path, *args: str, timeout: float = 110):
-    return Soak(tmp, *args, timeout=timeout).result()
+def soak(
+    tmp: Path, *args: str, timeout: float = 110
+) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Run the soak as its own process, its run directory under ``tmp``;
+    return it and its JSON report."""
+    report = tmp / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.soak", *args, "--report", str(report)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=os.environ | {"TMPDIR": str(tmp)},
+    )
+    return result, json.loads(report.read_text()) if report.exists() else None
 
 
 def no_process_left(tmp: Path) -> None:
@@ -79,29 +57,10 @@ def no_process_left(tmp: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def soaks(tmp_path_factory):
-    """Both real soaks at once (they mostly wait on leases and pauses): 20 s of the reference,
-    and 10 s of the reference with the fence taken out of ``finish``."""
-    reference, mutated = tmp_path_factory.mktemp("soak"), tmp_path_factory.mktemp("mutant")
-    mutant = BY_NAME["finish_fence"].write(mutated)
-    runs = {
-        "reference": Soak(reference, "--seconds", "20", "--seed", "13", "--items", "60"),
-        "mutant": Soak(
-            mutated,
-            *("--seconds", "10", "--seed", "2", "--items", "40", "--impl", str(mutant)),
-            *("--chaos-every", "0.5", "--pause-share", "0.7"),
-        ),
-    }
-    try:
-        return {name: (run.tmp, *run.result()) for name, run in runs.items()}
-    finally:
-        for run in runs.values():
-            run.stop()
-
-
-@pytest.fixture
-def short_soak(soaks):
-    return soaks["reference"]
+def short_soak(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("soak")
+    result, report = soak(tmp, "--seconds", "20", "--seed", "13", "--items", "60")
+    return tmp, result, report
 
 
 def test_short_soak_passes_every_invariant(short_soak):
@@ -138,8 +97,23 @@ def test_short_soak_really_killed_paused_and_refused(short_soak):
     )
 
 
-def test_soak_fails_the_reference_without_the_finish_fence(soaks):
-    tmp, result, report = soaks["mutant"]
+def test_soak_fails_the_reference_without_the_finish_fence(tmp_path):
+    mutant = BY_NAME["finish_fence"].write(tmp_path)
+    result, report = soak(
+        tmp_path,
+        "--seconds",
+        "10",
+        "--seed",
+        "2",
+        "--items",
+        "40",
+        "--impl",
+        str(mutant),
+        "--chaos-every",
+        "0.5",
+        "--pause-share",
+        "0.7",
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL  ")]
     assert failed, result.stdout
@@ -148,7 +122,7 @@ def test_soak_fails_the_reference_without_the_finish_fence(soaks):
     assert any("work ids" in line for line in failed), failed
     assert report is not None and report["passed"] is False
     assert "soak FAILED: " in result.stdout and "kept for inspection: " in result.stdout
-    no_process_left(tmp)
+    no_process_left(tmp_path)
 
 
 def test_soak_of_the_stubs_says_not_started(tmp_path):
