@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from impls import IMPL_PATH, chapter_of
 
-from lucyshop.lab.demo import EVIDENCE as DEMO_EVIDENCE
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.processes import descendants
 
@@ -68,8 +67,8 @@ def no_leftover_processes():
 @pytest.fixture(scope="session")
 def demo_run() -> subprocess.CompletedProcess:
     """``make demo``, once a session: the checkpoint against the reference (every case, its
-    evidence written to ``DEMO_EVIDENCE``), then the recovered shop's report. Shared by every
-    test that only reads what it printed or recorded."""
+    evidence written to ``lucyshop.lab.demo.EVIDENCE``), then the recovered shop's report.
+    Shared by every test that only reads what it printed or recorded."""
     return subprocess.run(
         [sys.executable, "-m", "lucyshop.lab.demo"],
         check=False,
@@ -83,4 +82,6 @@ def demo_run() -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def reference_checkpoint(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
     """The demo's checkpoint run against the reference and the evidence it recorded."""
-    return demo_run, json.loads(DEMO_EVIDENCE.read_text())
+    from lucyshop.lab.demo import EVIDENCE  # here: every pytest start-up would pay for it
+
+    return demo_run, json.loads(EVIDENCE.read_text())

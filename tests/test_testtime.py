@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from lucyshop.lab import testtime
 
@@ -19,10 +20,18 @@ def test_measure_times_a_run_and_keeps_its_summary():
     assert entry["cpus"] >= 1 and len(entry["load_average_before"]) == 3
 
 
-def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys):
+def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys, monkeypatch):
+    ran = []
+
+    def failing_suite(command, **options):
+        ran.append((command, options["env"]["LEASES_IMPL"]))
+        return subprocess.CompletedProcess(command, 1, "F.\n1 failed, 1 passed in 0.5s\n", "")
+
+    monkeypatch.setattr(testtime.subprocess, "run", failing_suite)
     out = tmp_path / "test-time.json"
-    status = testtime.main(["--out", str(out), "--", ONE_TEST, "-k", "no_test_is_named_this"])
-    assert status == 1
+
+    assert testtime.main(["--out", str(out), "--", "-k", "claim"]) == 1
     entry = json.loads(out.read_text())
     assert entry == json.loads(capsys.readouterr().out)
-    assert entry["exit_status"] == 5 and entry["summary"].startswith("1 deselected")
+    assert entry["exit_status"] == 1 and entry["summary"] == "1 failed, 1 passed in 0.5s"
+    assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]
