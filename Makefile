@@ -46,7 +46,8 @@ test: $(VENV)/.model ## everything: runtime, learner suite on the solutions, mut
 	@LEASES_IMPL=solutions $(PY) -m pytest -q
 
 test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the solutions (under a minute)
-	@LEASES_IMPL=solutions $(PY) -m pytest -q -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
+	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
+	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
 
 test-time: $(VENV)/.model ## time one whole make test run into evidence/test-time.json (on a quiet machine)
 	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json
