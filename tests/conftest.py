@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +13,10 @@ import pytest
 from impls import IMPL_PATH, chapter_of
 
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
+from lucyshop.lab.processes import descendants
+
+TESTS = Path(__file__).resolve().parent
+SUITES = ("runtime", "learner", "exercises")  # a directory each; the modules beside them: kit
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,9 +35,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "slow: starts several processes (deselect with -m 'not slow')"
-    )
     try:
         path = chapter_of(config.getoption("--impl") or os.environ.get(ENV) or "learner")
     except ImplementationError as error:
@@ -40,25 +44,12 @@ def pytest_configure(config: pytest.Config) -> None:
         block_for(path)
 
 
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid``, read from /proc
-    (zombies excluded: they are reaped by wait)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick."""
+    for item in items:
+        if item.path.is_relative_to(TESTS):
+            suite = item.path.relative_to(TESTS).parts[0]
+            item.add_marker(suite if suite in SUITES else "kit")
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +62,26 @@ def no_leftover_processes():
         time.sleep(0.05)
         left = descendants(os.getpid()) - before
     assert not left, f"the test left processes running: {sorted(left)}"
+
+
+@pytest.fixture(scope="session")
+def demo_run() -> subprocess.CompletedProcess:
+    """``make demo``, once a session: the checkpoint against the reference (every case, its
+    evidence written to ``lucyshop.lab.demo.EVIDENCE``), then the recovered shop's report.
+    Shared by every test that only reads what it printed or recorded."""
+    return subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.demo"],
+        check=False,
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="session")
+def reference_checkpoint(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
+    """The demo's checkpoint run against the reference and the evidence it recorded."""
+    from lucyshop.lab.demo import EVIDENCE  # here: every pytest start-up would pay for it
+
+    return demo_run, json.loads(EVIDENCE.read_text())

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from mutants import MUTANTS
-from procs import processes_mentioning
 
+from lucyshop.lab.processes import processes_mentioning
 from lucyshop.lab.receipts import validate
 
 ROOT = Path(__file__).resolve().parents[1]

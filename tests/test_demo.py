@@ -3,22 +3,9 @@ then the recovered shop's report."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_the_demo_shows_the_recovery_and_the_shop_before_and_after():
-    result = subprocess.run(
-        [sys.executable, "-m", "lucyshop.lab.demo"],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
+    result = demo_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     out = result.stdout
     assert (

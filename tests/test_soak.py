@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from mutants import BY_NAME
-from procs import processes_mentioning
+
+from lucyshop.lab.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 INVARIANTS = (

@@ -350,7 +350,7 @@ def test_reference_agrees_with_the_model_of_who_may_write_when():
     run_state_machine_as_test(
         machine_for(load_impl("solutions")),
         settings=settings(
-            max_examples=200,
+            max_examples=100,
             stateful_step_count=60,
             deadline=None,
             database=None,

@@ -89,6 +89,7 @@ def smollm2() -> EmbeddedModel:
 # --- Embedded -----------------------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_embedded_turn_returns_text_tokens_and_seconds(smollm2: EmbeddedModel) -> None:
     reply = smollm2.chat(
         [
@@ -111,12 +112,14 @@ def test_embedded_model_names_its_file(smollm2: EmbeddedModel) -> None:
     assert smollm2.file_sha256 == hashlib.sha256(smollm2.path.read_bytes()).hexdigest()
 
 
+@pytest.mark.model
 def test_embedded_tool_calls_are_the_ones_its_text_contains(smollm2: EmbeddedModel) -> None:
     reply = smollm2.chat(CRASHED, TOOLS, max_tokens=96)
     print(f"embedded recovery sample: {reply.text[:120]!r} -> {reply.tool_calls}")
     assert reply.tool_calls == parse_tool_calls(reply.text, PARAMETERS)
 
 
+@pytest.mark.model
 def test_same_seed_repeats_the_same_samples_and_each_call_advances_it() -> None:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
     prompt = [{"role": "user", "content": "Name one ice cream flavour."}]

@@ -15,6 +15,7 @@ import pytest
 from lucyshop.lab import processes
 from lucyshop.lab.processes import (
     Children,
+    is_stopped,
     python_argv,
     wait_exit,
     wait_for_file,
@@ -35,11 +36,6 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
-def stopped(pid: int) -> bool:
-    """Linux: the state letter in /proc/PID/stat is T once SIGSTOP has taken effect."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
 def test_write_ready_replaces_the_file_through_a_temporary_in_the_same_directory(
@@ -164,7 +160,7 @@ def test_children_end_a_stopped_child_with_sigterm_after_sigcont():
     with Children() as children:
         proc = children.spawn(SLEEPER)
         os.kill(proc.pid, signal.SIGSTOP)
-        wait_until(lambda: stopped(proc.pid), timeout=5, what="the child to stop")
+        wait_until(lambda: is_stopped(proc.pid), timeout=5, what="the child to stop")
         started = time.monotonic()
 
     # Without SIGCONT the SIGTERM would stay pending and only SIGKILL (after 2 s) would end it.

@@ -4,6 +4,9 @@ The checkpoint and the experiment start real processes (workers, suppliers) and 
 on one that died, stopped or ignores signals. So: a ready file is written atomically and waited
 for with a deadline that also notices the process exiting first, and ``Children`` ends whatever
 it started when its ``with`` block ends, however it ends.
+
+Questions about other processes (is it alive, is it stopped, what did it start, which ones
+mention a marker) go through psutil, so they read the same on Linux and macOS.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, Self, TypeVar
+
+import psutil
 
 from lucyshop.atomic import write_ready  # noqa: F401  (re-exported: the lab's callers use it here)
 
@@ -213,3 +218,56 @@ def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
     if blocked:
         return [sys.executable, "-m", "lucyshop.lab.blocked", module, *args]
     return [sys.executable, "-m", module, *args]
+
+
+# ------------------------------------------------------------------ other processes, portably
+
+GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+
+
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` runs now; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        return psutil.Process(pid).status() not in GONE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # it exists, under another user
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP) and not yet continued."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def descendants(pid: int) -> set[int]:
+    """The pids of every live process below ``pid`` (zombies excluded: a wait reaps them)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    found = set()
+    for child in children:
+        try:
+            if child.status() not in GONE:
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """``"pid: command line"`` of every live process but this one whose command line holds
+    ``marker`` (a run's own temporary directory, say)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        info = proc.info
+        if info["pid"] == os.getpid() or info["status"] in GONE or not info["cmdline"]:
+            continue
+        cmdline = " ".join(info["cmdline"])
+        if marker in cmdline:
+            found.append(f"{info['pid']}: {cmdline}")
+    return found

@@ -1,0 +1,194 @@
+"""``python -m lucyshop.lab.soak``: the command line of the soak (and of its worker processes)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.loader import (
+    ImplementationError,
+    ReferenceBlocked,
+    block_for,
+    impl_path,
+    load_impl,
+)
+from lucyshop.lab.soak import __doc__ as ABOUT
+from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
+from lucyshop.lab.soak.invariants import check
+from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_report
+from lucyshop.lab.soak.shop import SUPPLIER
+from lucyshop.lab.soak.worker import worker_main
+from lucyshop.lab.stubs import NotStarted
+
+ENDED = "every process this soak started has been ended"
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop.lab.soak", description=ABOUT.split("\n", 1)[0]
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=120.0, help="seconds of chaos (default 120)"
+    )
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--impl", default="solutions", help="learner, solutions or a path (default solutions)"
+    )
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument(
+        "--items", type=int, default=400, help="assignments in the queue (default 400)"
+    )
+    parser.add_argument(
+        "--lease", type=float, default=1.5, help="the workers' real lease in seconds (default 1.5)"
+    )
+    parser.add_argument(
+        "--chaos-every",
+        type=float,
+        default=CHAOS_EVERY,
+        help=f"mean seconds between chaos events (default {CHAOS_EVERY:g})",
+    )
+    parser.add_argument(
+        "--pause-share",
+        type=float,
+        default=PAUSE_SHARE,
+        help=f"share of chaos events that are pauses (default {PAUSE_SHARE:g})",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the run's directory even when it passes"
+    )
+    parser.add_argument(
+        "--report", type=Path, help="also write the figures and verdicts as JSON here"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    for name in (
+        "--shop",
+        "--owner",
+        "--endpoint",
+        "--identity",
+        "--log",
+        "--stop",
+        "--worker-seed",
+    ):
+        parser.add_argument(name, help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--max-seconds", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return args
+    checks = (
+        (math.isfinite(args.seconds) and 1 <= args.seconds <= 3600, "--seconds is from 1 to 3600"),
+        (1 <= args.workers <= 16, "--workers is from 1 to 16"),
+        (1 <= args.items <= 5000, "--items is from 1 to 5000"),
+        (
+            math.isfinite(args.lease) and 0.6 <= args.lease <= 10,
+            "--lease is from 0.6 to 10 seconds",
+        ),
+        (
+            math.isfinite(args.chaos_every) and 0.1 <= args.chaos_every <= 60,
+            "--chaos-every is from 0.1 to 60",
+        ),
+        (0 <= args.pause_share <= 1, "--pause-share is from 0 to 1"),
+    )
+    for ok, message in checks:
+        if not ok:
+            parser.error(message)
+    return args
+
+
+def run(config: Config, leases: Any, directory: Path, report: Path | None) -> int:
+    """One soak in ``directory``: 0 every invariant held, 1 one failed, 3 still a stub."""
+    started = time.monotonic()
+    try:
+        leases.open_worker_shop(directory / "shop.db")[0].close()
+    except NotStarted as stub:
+        print(f"NOT STARTED  {stub}")
+        return 3
+    chaos = Soak(config, leases, directory)
+    evidence = chaos.run()
+    verdicts, figures = check(evidence), facts(chaos, evidence)
+    print_report(config, figures, verdicts, time.monotonic() - started)
+    if report:
+        write_report(report, config, figures, verdicts)
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+def run_to_the_end(config: Config, leases: Any, directory: Path, report: Path | None) -> int:
+    """``run``, saying how it ended when it did not end by itself (every child is ended)."""
+    try:
+        return run(config, leases, directory, report)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {ENDED}\nrerun: {rerun_command(config)}")
+        return 130
+    except SystemExit as stopped:  # SIGTERM: _terminated raised it, the with-blocks ended all
+        print(f"\nterminated: {ENDED}\nrerun: {rerun_command(config)}")
+        return int(stopped.code or 1)
+    except NotStarted as stub:
+        print(f"NOT STARTED  {stub}")
+        return 3
+    except Exception as error:  # noqa: BLE001 - the harness failed: say where, keep the evidence
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        print(
+            f"FAIL  the soak could not finish: {type(error).__name__}: {error}\n"
+            f"      at {where.filename}:{where.lineno}\nrerun: {rerun_command(config)}"
+        )
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.worker:
+        return worker_main(args)
+    try:
+        impl = impl_path(args.impl)
+    except ImplementationError as unknown:
+        print(f"soak: {unknown}", file=sys.stderr)
+        return 2
+    block_for(impl)
+    config = Config(
+        args.seconds,
+        args.seed,
+        impl,
+        args.impl,
+        args.workers,
+        args.items,
+        args.lease,
+        args.chaos_every,
+        args.pause_share,
+    )
+    try:
+        leases = load_impl(impl)
+    except ReferenceBlocked as blocked:
+        print(f"FAIL  reference blocked: {blocked}")
+        return 1
+    signal.signal(signal.SIGTERM, _terminated)  # a kill from outside still ends every child
+    directory = Path(tempfile.mkdtemp(prefix=f"ch13-soak-{args.seed}-"))
+    print(
+        f"soak of {impl} with seed {args.seed} for {args.seconds:g}s (run directory {directory})",
+        flush=True,
+    )
+    status = 1
+    try:
+        status = run_to_the_end(config, leases, directory, args.report)
+    finally:
+        if args.keep or status not in (0, 3):
+            print(f"kept for inspection: {directory} (shop.db, {SUPPLIER}-ledger.sqlite, logs/)")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

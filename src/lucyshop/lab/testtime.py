@@ -1,0 +1,91 @@
+"""How long ``make test`` takes: one timed run of the kit's whole pytest suite, as a JSON entry.
+
+    python -m lucyshop.lab.testtime [--out FILE] [-- extra pytest arguments]
+
+``measure()`` is the function ``make bench`` calls to put the entry into its own report; run as
+a command it prints the entry (and writes it to ``--out``). The figure is only meaningful on a
+quiet machine, so the entry carries the load average before and after, and the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.loader import ENV, ROOT
+
+SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|skipped|deselected)\b.*?)\s*=*$")
+DEADLINE_SECONDS = 3600.0
+
+
+def pytest_command(extra: Sequence[str] = ()) -> list[str]:
+    """What ``make test`` runs (the solutions, quiet), with ``extra`` pytest arguments."""
+    return [sys.executable, "-m", "pytest", "-q", "--color=no", *extra]
+
+
+def _summary(output: str) -> str:
+    """pytest's last line of counts, e.g. ``812 passed, 3 skipped in 290.1s``."""
+    for line in reversed(output.splitlines()):
+        if match := SUMMARY.match(line.strip()):
+            return match.group(1)
+    return ""
+
+
+def measure(extra: Sequence[str] = (), *, timeout: float = DEADLINE_SECONDS) -> dict[str, Any]:
+    """Run the suite once on the solutions and return its duration and what it reported."""
+    command = pytest_command(extra)
+    load_before = os.getloadavg()
+    started_utc = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=os.environ | {ENV: "solutions"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    return {
+        "command": f"{ENV}=solutions " + " ".join(["python", *command[1:]]),
+        "seconds": round(seconds, 1),
+        "exit_status": done.returncode,
+        "summary": _summary(done.stdout),
+        "started_utc": started_utc,
+        "cpus": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop.lab.testtime", description=__doc__.split("\n", 1)[0]
+    )
+    parser.add_argument("--out", type=Path, help="also write the entry as JSON here")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args(argv)
+    entry = measure(args.pytest_args)
+    text = json.dumps(entry, indent=2) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    return 0 if entry["exit_status"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Each soak invariant, judged on a shop built row by row: it holds on a clean history and
+fails, naming the work, on a history that breaks it.
+
+The shop has the reference's schema and the soak's witnesses (``install_history``), so the
+triggers record generations exactly as in a real run; only the processes are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from lucyshop.approval import open_shop
+from lucyshop.lab.loader import impl_path, load_impl
+from lucyshop.lab.soak import invariants
+from lucyshop.lab.soak.invariants import Evidence, read_evidence
+from lucyshop.lab.soak.shop import install_history
+from lucyshop.store import migrate
+from lucyshop.supplier import Ledger
+
+ACCEPTED_CENTS = 500
+
+
+class History:
+    """A shop, a supplier ledger and worker logs, written by hand through the real schema."""
+
+    def __init__(self, directory: Path) -> None:
+        self.shop, self.ledger, self.logs = (
+            directory / "shop.db",
+            directory / "ledger.sqlite",
+            directory / "logs",
+        )
+        self.logs.mkdir()
+        db, _ = open_shop(self.shop)
+        migrate(db, "leases", load_impl(impl_path("solutions")).LEASE_MIGRATIONS)
+        install_history(db, items=10)
+        db.isolation_level = None
+        self.db = db
+        Ledger(self.ledger).close()
+        self.items = 0
+
+    def close(self) -> None:
+        self.db.close()
+
+    def admit(self) -> int:
+        self.items += 1
+        return self.db.execute(
+            "INSERT INTO work(source_id, session_id, text, state, created) "
+            "VALUES (?, 's', 'order ice cream', 'pending', 0)",
+            (f"src-{self.items}",),
+        ).lastrowid
+
+    def claim(self, work_id: int, generation: int) -> None:
+        self.db.execute("UPDATE work SET state = 'running' WHERE work_id = ?", (work_id,))
+        self.db.execute(
+            "INSERT INTO assignment_leases(work_id, worker_id, expires, generation)"
+            " VALUES (?1, ?2, 1e12, ?3) ON CONFLICT(work_id) DO UPDATE"
+            " SET worker_id = ?2, generation = ?3",
+            (work_id, f"w#{generation}", generation),
+        )
+
+    def say(self, work_id: int, generation: int) -> None:
+        self.db.execute(
+            "INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, '{}')",
+            (work_id, generation),
+        )
+
+    def finish(self, work_id: int, generation: int, status: str = "DONE") -> None:
+        self.db.execute(
+            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (?, ?, ?, '{}')",
+            (work_id, generation, status),
+        )
+        self.db.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (work_id,))
+
+    def order(self, work_id: int, status: str, cents: int, *, ledger_cents: int | None = None):
+        operation = f"op-{work_id}"
+        self.db.execute(
+            "INSERT INTO assistant_orders(work_id, operation, supplier, proposal, digest,"
+            " amount_cents, status, created, updated)"
+            " VALUES (?, ?, 'dairy', '{}', 'd', ?, ?, 0, 0)",
+            (work_id, operation, cents, status),
+        )
+        if status in ("ACCEPTED", "REJECTED"):
+            self.supplier_holds(operation, status, cents if ledger_cents is None else ledger_cents)
+
+    def supplier_holds(self, operation: str, status: str, cents: int) -> None:
+        with closing(sqlite3.connect(self.ledger, isolation_level=None)) as ledger:
+            number = ledger.execute("SELECT count(*) + 1 FROM orders").fetchone()[0]
+            ledger.execute(
+                "INSERT INTO orders(operation, body, status, order_number, amount_cents,"
+                " receipt, created) VALUES (?, '{}', ?, ?, ?, '{}', 0)",
+                (operation, status, number, cents),
+            )
+
+    def spend(self, spent: int, reserved: int = 0) -> None:
+        self.db.execute(
+            "UPDATE spending_account SET spent_cents = ?, reserved_cents = ?", (spent, reserved)
+        )
+
+    def log(self, worker: str, **event) -> None:
+        with open(self.logs / f"{worker}.jsonl", "a") as handle:
+            handle.write(json.dumps(event) + "\n")
+
+    def evidence(self, *, crashes: tuple[str, ...] = ()) -> Evidence:
+        return read_evidence(self.shop, self.ledger, self.logs, items=self.items, crashes=crashes)
+
+
+def clean_run(h: History) -> dict[str, float]:
+    """Work 1 done at generation 1 with an accepted order; work 2 taken over: generation 1 is
+    refused after the takeover, generation 2 finishes with a rejected order. Returns times."""
+    one, two = h.admit(), h.admit()
+    h.claim(one, 1)
+    h.say(one, 1)
+    h.order(one, "ACCEPTED", ACCEPTED_CENTS)
+    h.log("w0.0", e="send", work_id=one, gen=1, t_exec=time.time(), t=time.time(), op="op-1")
+    h.finish(one, 1)
+    h.log("w0.0", e="write", b="completion", work_id=one, gen=1, ok=True, probe=False)
+    h.claim(two, 1)
+    h.say(two, 1)
+    before_takeover = time.time() - 1
+    h.claim(two, 2)
+    h.log("w1.0", e="write", b="transcript", work_id=two, gen=1, ok=False, probe=True)
+    h.say(two, 2)
+    h.order(two, "REJECTED", 300)
+    h.finish(two, 2)
+    h.spend(ACCEPTED_CENTS)
+    return {"before_takeover": before_takeover, "after_takeover": time.time() + 1}
+
+
+@pytest.fixture
+def history(tmp_path):
+    h = History(tmp_path)
+    yield h
+    h.close()
+
+
+@pytest.mark.parametrize("invariant", invariants.INVARIANTS, ids=lambda f: f.__name__)
+def test_every_invariant_holds_on_a_clean_history(history, invariant):
+    clean_run(history)
+    verdict = invariant(history.evidence())
+    assert verdict.ok, verdict.detail
+    assert verdict.work_ids == ()
+
+
+def breaks(invariant: Callable[[Evidence], invariants.Verdict], evidence: Evidence, ids=()):
+    verdict = invariant(evidence)
+    assert not verdict.ok, verdict.detail
+    assert verdict.work_ids == tuple(ids)
+    return verdict.detail
+
+
+def test_finished_once_fails_for_work_left_running(history):
+    clean_run(history)
+    three = history.admit()
+    history.claim(three, 1)
+
+    assert "1 not finished exactly once" in breaks(
+        invariants.finished_once, history.evidence(), [three]
+    )
+
+
+def test_ledger_matches_fails_when_the_supplier_charged_another_amount(history):
+    clean_run(history)
+    three = history.admit()
+    history.claim(three, 1)
+    history.order(three, "ACCEPTED", 200, ledger_cents=250)
+    history.finish(three, 1)
+
+    detail = breaks(invariants.ledger_matches, history.evidence(), [three])
+    assert "1 orders whose shop status or amount disagrees with the ledger" in detail
+
+
+def test_ledger_matches_fails_for_an_order_the_shop_does_not_know(history):
+    clean_run(history)
+    history.supplier_holds("op-ghost", "ACCEPTED", 100)
+
+    assert "1 ledger orders the shop does not know: ['op-ghost']" in breaks(
+        invariants.ledger_matches, history.evidence()
+    )
+
+
+def test_money_balances_fails_when_spent_is_not_what_was_accepted(history):
+    clean_run(history)
+    history.spend(0, reserved=ACCEPTED_CENTS)
+
+    detail = breaks(invariants.money_balances, history.evidence())
+    assert f"spent 0, accepted in the shop {ACCEPTED_CENTS}" in detail
+    assert f"reserved {ACCEPTED_CENTS} but uncertain 0" in detail
+
+
+def test_no_superseded_writes_fails_for_a_row_written_after_a_takeover(history):
+    clean_run(history)
+    three = history.admit()
+    history.claim(three, 1)
+    history.claim(three, 2)
+    history.say(three, 1)  # generation 1 writes although generation 2 holds the lease
+    history.finish(three, 2)
+
+    detail = breaks(invariants.no_superseded_writes, history.evidence(), [three])
+    assert "written by generation 1 while the lease was at generation 2" in detail
+
+
+def test_stale_writes_refused_fails_for_an_accepted_probe(history):
+    clean_run(history)
+    history.log("w1.0", e="write", b="completion", work_id=2, gen=1, ok=True, probe=True)
+
+    detail = breaks(invariants.stale_writes_refused, history.evidence(), [2])
+    assert "1 writes accepted from a claim already superseded" in detail
+
+
+def test_stale_writes_refused_fails_for_a_send_after_the_takeover(history):
+    times = clean_run(history)
+    sent = {"e": "send", "work_id": 2, "gen": 1, "op": "op-2"}
+    history.log("w1.0", **sent, t_exec=times["before_takeover"], t=times["before_takeover"])
+    assert invariants.stale_writes_refused(history.evidence()).ok  # began before: admitted
+
+    history.log("w1.0", **sent, t_exec=times["after_takeover"], t=times["after_takeover"])
+    detail = breaks(invariants.stale_writes_refused, history.evidence(), [2])
+    assert "1 supplier sends by a superseded generation" in detail
+
+
+def test_stale_writes_refused_fails_for_an_error_or_a_crash(history):
+    clean_run(history)
+    assert "1 worker crashes" in breaks(
+        invariants.stale_writes_refused, history.evidence(crashes=("w0.1 exited with status 1",))
+    )
+    history.log("w0.1", e="error", type="IntegrityError", message="x", work_id=1, gen=1)
+    assert "1 writes failed with something other than PermissionError" in breaks(
+        invariants.stale_writes_refused, history.evidence(), [1]
+    )
+
+
+def test_generations_step_by_one_fails_for_a_skipped_generation(history):
+    clean_run(history)
+    three = history.admit()
+    history.claim(three, 1)
+    history.claim(three, 3)
+    history.finish(three, 3)
+
+    assert "1 assignments whose generations were not 1, 2, 3" in breaks(
+        invariants.generations_step_by_one, history.evidence(), [three]
+    )

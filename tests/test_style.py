@@ -1,0 +1,59 @@
+"""Style is enforced, not hoped for: ``ruff format --check`` and ``ruff check`` on the whole tree,
+with the 100-column limit (E501) and the complexity ceiling (C901 <= 12) that pyproject.toml sets.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Split on another branch (runtime: status.render); the lead empties this at merge.
+AWAITING_SPLIT = {"src/lucyshop/status.py"}
+
+
+def ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", [("format", "--check"), ("check",)], ids=" ".join)
+def test_ruff_is_clean(command):
+    result = ruff(*command, "--no-cache", ".")
+    assert result.returncode == 0, f"ruff {' '.join(command)} .\n{result.stdout}{result.stderr}"
+
+
+def test_the_configured_limits_are_100_columns_and_complexity_12():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
+    assert config["line-length"] == 100
+    assert {"E501", "C901"} <= set(config["lint"]["extend-select"])
+    assert config["lint"]["mccabe"]["max-complexity"] <= 12
+    assert not {"E501", "C901"} & set(config["lint"].get("ignore", []))
+    exempt = {
+        path
+        for path, rules in config["lint"].get("per-file-ignores", {}).items()
+        if {"E501", "C901"} & set(rules)
+    }
+    assert exempt <= AWAITING_SPLIT
+
+
+def test_ruff_reports_what_it_finds(tmp_path):
+    """The check can fail: a long, complex, unformatted file is reported by name and rule."""
+    branches = "".join(f"    if x == {n}:\n        return {n}\n" for n in range(13))
+    bad = tmp_path / "bad.py"
+    bad.write_text(f"def f(x):\n{branches}    return 'x'  # {'-' * 100}\nx  =  1\n")
+    settings = ("--config", str(ROOT / "pyproject.toml"), "--no-cache")
+    checked = ruff("check", *settings, str(bad))
+    assert checked.returncode == 1
+    assert "C901" in checked.stdout and "E501" in checked.stdout and "bad.py" in checked.stdout
+    assert ruff("format", "--check", *settings, str(bad)).returncode == 1

@@ -1,0 +1,37 @@
+"""``python -m lucyshop.lab.testtime``: one timed pytest run, reported as it happened."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from lucyshop.lab import testtime
+
+ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
+
+
+def test_measure_times_a_run_and_keeps_its_summary():
+    entry = testtime.measure([ONE_TEST])
+    assert entry["exit_status"] == 0
+    assert entry["summary"].startswith("1 passed in ")
+    assert 0 < entry["seconds"] < 600
+    assert entry["command"].startswith("LEASES_IMPL=solutions python -m pytest -q")
+    assert entry["command"].endswith(ONE_TEST)
+    assert entry["cpus"] >= 1 and len(entry["load_average_before"]) == 3
+
+
+def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys, monkeypatch):
+    ran = []
+
+    def failing_suite(command, **options):
+        ran.append((command, options["env"]["LEASES_IMPL"]))
+        return subprocess.CompletedProcess(command, 1, "F.\n1 failed, 1 passed in 0.5s\n", "")
+
+    monkeypatch.setattr(testtime.subprocess, "run", failing_suite)
+    out = tmp_path / "test-time.json"
+
+    assert testtime.main(["--out", str(out), "--", "-k", "claim"]) == 1
+    entry = json.loads(out.read_text())
+    assert entry == json.loads(capsys.readouterr().out)
+    assert entry["exit_status"] == 1 and entry["summary"] == "1 failed, 1 passed in 0.5s"
+    assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]
