@@ -29,6 +29,12 @@ $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
 	@touch $@
 
+$(VENV)/.bench: pyproject.toml $(VENV)/.dev
+	@echo "setting up $(VENV) (the peer queues make bench measures beside the kit)"
+	@if [ -n "$(UV)" ]; then uv pip install --python $(PY) -q -e '.[dev,bench]'; \
+	 else $(PY) -m pip install -q -e '.[dev,bench]'; fi
+	@touch $@
+
 .PHONY: help setup demo check test lab experiment plots bench soak status clean
 
 help: ## list the targets
@@ -55,7 +61,7 @@ experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evi
 plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
 	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
 
-bench: $(VENV)/.dev ## measure throughput, fence cost and checkpoint time into evidence/bench.json
+bench: $(VENV)/.bench ## the kit beside litequeue and persist-queue, fence cost, checkpoint time (~10 min)
 	@$(PY) -m lucyshop.lab.bench --out evidence/bench.json
 
 soak: $(VENV)/.dev ## seeded chaos soak (SOAK_SECONDS, SEED)

@@ -20,9 +20,18 @@ RETRY_S = 0.001  # a waiting writer retries BEGIN IMMEDIATE about this often, wh
 Migrations = Mapping[int, Sequence[str]]
 
 
+class ShopConnection(sqlite3.Connection):
+    """A connection that remembers its busy timeout: ``immediate`` spends it waiting fairly."""
+
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS
+
+
 def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open a shop file in autocommit mode (no hidden transactions), WAL, synchronous=FULL."""
-    db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    db = sqlite3.connect(
+        str(path), isolation_level=None, timeout=busy_timeout_ms / 1000, factory=ShopConnection
+    )
+    db.busy_timeout_ms = int(busy_timeout_ms)
     db.row_factory = sqlite3.Row
     try:
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -67,7 +76,9 @@ def _begin_immediate(db: sqlite3.Connection) -> None:
     not move in step) however long it has waited: no writer is starved for having waited.
     Past the connection's ``busy_timeout`` it raises ``WriteLockTimeout``, which says so.
     """
-    budget_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+    budget_ms = getattr(db, "busy_timeout_ms", None)
+    if budget_ms is None:  # a connection from elsewhere: read what it was given
+        budget_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
     deadline = time.monotonic() + budget_ms / 1000
     db.execute("PRAGMA busy_timeout = 0")  # each try fails at once; the waiting happens here
     try:
