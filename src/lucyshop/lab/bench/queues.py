@@ -65,6 +65,7 @@ def cell_result(reports: list[dict[str, Any]], size: int) -> dict[str, Any]:
         "lock_errors": sum(r["lock_errors"] for r in reports),
         "take_p50_ms": 1000 * percentile(takes, 50) if takes else None,
         "take_p99_ms": 1000 * percentile(takes, 99) if takes else None,
+        "take_max_ms": 1000 * max(takes) if takes else None,
         "start_skew_ms": 1000 * (max(r["start"] for r in reports) - start),
         "queued": size,
     }
@@ -115,7 +116,7 @@ def summarise(cells: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             "queued": int(size),
             "processes": int(processes),
         }
-        for key in ("cycles_per_s", "take_p50_ms", "take_p99_ms", "start_skew_ms"):
+        for key in ("cycles_per_s", "take_p50_ms", "take_p99_ms", "take_max_ms", "start_skew_ms"):
             values = [r[key] for r in runs if r[key] is not None]
             row[key] = spread(values) if values else None
         row["duplicates"] = max(r["duplicates"] for r in runs)
@@ -160,8 +161,22 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 # ------------------------------------------------------------------ the table and the targets
 
-# Why a target can be missed, said once where the table prints it (filled from measurements).
-REASONS: dict[str, str] = {}
+# Why a target can be missed, as the measurements explain it; printed beside a missed target.
+PERSIST_QUEUE_DOES_LESS = (
+    "persist-queue's get reads the next item outside any write transaction and marks it in a "
+    "second one that writes one table page (no index, no lease, no outcome): cheaper per "
+    "commit, but with several processes it hands one item to two of them (its duplicates "
+    "above). The kit reads under BEGIN IMMEDIATE and writes 4-5 pages a commit; at FULL the "
+    "fsync hides that difference, at NORMAL nothing does"
+)
+REASONS: dict[str, str] = {
+    "persist-queue 1.0": PERSIST_QUEUE_DOES_LESS,
+    "persist-queue 0.5": PERSIST_QUEUE_DOES_LESS,
+    "litequeue 0.5": (
+        "at 300 queued litequeue's single UPDATE ... RETURNING sorts only the few ready rows "
+        "and writes no lease, no outcome and no holder check"
+    ),
+}
 
 
 def lines(result: dict[str, Any]) -> list[str]:
@@ -269,17 +284,18 @@ def targets(result: dict[str, Any]) -> list[Target]:
             f"{dups} duplicates, {locks} lock errors",
         )
     )
-    p99 = [
-        r["take_p99_ms"]["median"]
-        for r in kit_rows
-        if r["processes"] == max(procs) and r["cycle"] == KIT[1] and r["take_p99_ms"]
+    most = [
+        r for r in kit_rows if r["processes"] == max(procs) and r["cycle"] == KIT[1] and r["cycles"]
     ]
-    if p99:
+    if most:
+        p99 = [r["take_p99_ms"]["median"] for r in most]
+        longest = max(r["take_max_ms"]["max"] for r in most)
         found.append(
             Target(
                 f"p99 claim latency at {max(procs)} processes (reported)",
                 True,
-                f"{min(p99):.1f}-{max(p99):.1f} ms over sizes and settings",
+                f"{min(p99):.1f}-{max(p99):.1f} ms over sizes and settings; "
+                f"the longest claim {longest:.0f} ms",
             )
         )
     return found
