@@ -283,14 +283,14 @@ def fill(db, pending: int, finished: int = 0) -> None:
     Straight SQL, because admitting 20,000 items one transaction at a time would take the
     test's whole time budget; the student's migrations (and their indexes) see every row.
     """
-    rows_ = [
+    items = [
         (f"bulk-{n}", f"session-{n}", "one turn", 0.0, "finished" if n < finished else "pending")
         for n in range(finished + pending)
     ]
     with immediate(db):
         db.executemany(
             "INSERT INTO work(source_id, session_id, text, created, state) VALUES (?, ?, ?, ?, ?)",
-            rows_,
+            items,
         )
 
 
