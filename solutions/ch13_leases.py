@@ -205,7 +205,8 @@ def claim(
         # Oldest first among: pending, or running with an expired lease; never a session
         # in which some other item is running under a lease that is still alive.
         # It walks work_open (open work in age order) and stops at the first match, so
-        # nothing is sorted and a claim costs the same at 200 or 10,000 items queued.
+        # nothing is sorted and a claim costs the same at 200 or 10,000 items queued: it reads
+        # past only live holders and the waiting turns of busy sessions.
         # INDEXED BY turns that plan into a guarantee: without the index it fails loudly.
         row = db.execute(
             """SELECT w.work_id, w.session_id, w.text, coalesce(l.generation, 0) AS generation
