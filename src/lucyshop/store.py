@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_TIMEOUT_MS = 5000
-RETRY_S = 0.001  # a waiting writer retries BEGIN IMMEDIATE about this often, whatever its age
+RETRY_S = 0.002  # a waiting writer retries BEGIN IMMEDIATE about this often, whatever its age
 
 Migrations = Mapping[int, Sequence[str]]
 
