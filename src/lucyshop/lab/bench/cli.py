@@ -80,7 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         if section.NAME not in options.only:
             continue
         print(f"measuring {section.NAME} ...", file=sys.stderr)
-        result = section.measure(options)
+        try:
+            result = section.measure(options)
+        except Exception as error:  # noqa: BLE001 (one broken section keeps the others)
+            report[section.NAME] = {"error": repr(error)}
+            table.append(f"{section.NAME}: FAILED, {error!r}")
+            continue
         report[section.NAME] = result
         table += section.lines(result)
         if hasattr(section, "targets") and result is not None:

@@ -15,19 +15,26 @@ NAME = "feedback"
 
 
 def measure(options: argparse.Namespace) -> dict[str, Any]:
-    seconds = []
+    """The time to a report; its exit status is kept beside it (without the embedded model the
+    exercise 5 and 6 rows fail, which changes what is timed, so the report says so)."""
+    seconds, statuses = [], []
     for _ in range(options.repeats):
         start = time.perf_counter()
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "lucyshop.lab.report", "--impl", "solutions"],
-            check=True,
+            check=False,
             capture_output=True,
             timeout=300,
             cwd=ROOT,
         )
         seconds.append(time.perf_counter() - start)
-    return {"make_check_s": spread(seconds)}
+        statuses.append(done.returncode)
+    return {"make_check_s": spread(seconds), "exit_statuses": statuses}
 
 
 def lines(result: dict[str, Any]) -> list[str]:
-    return [f"feedback: make check on the solutions {result['make_check_s']['median']:.1f} s warm"]
+    statuses = set(result["exit_statuses"])
+    note = "" if statuses == {0} else f" (the report exited {sorted(statuses)}: rows failed)"
+    return [
+        f"feedback: make check on the solutions {result['make_check_s']['median']:.1f} s warm{note}"
+    ]
