@@ -105,7 +105,9 @@ def fenced(writer_generation: int, current_generation: int) -> bool:
 
 # 13b § A schema for leases: one migration (version 1) that adds a ``generation`` column to
 # ``assignment_leases`` and creates ``transcript(seq, work_id, generation, message)`` and
-# ``outcomes(work_id PK, generation, status IN DONE/BLOCKED/CANCELED, result)``.
+# ``outcomes(work_id PK, generation, status IN DONE/BLOCKED/CANCELED, result)``; and a second
+# (version 2) with the index ``claim`` walks instead of sorting: open work in age order,
+# ``CREATE INDEX work_open ON work(work_id) WHERE state != 'finished'``.
 LEASE_MIGRATIONS: dict[int, tuple[str, ...]] = {}
 
 STATUSES = ("DONE", "BLOCKED", "CANCELED")
@@ -155,6 +157,10 @@ def claim(
     characters without ``#`` or control characters; ``ttl`` is finite, above 0 and at most 3600
     (infinity is refused); an injected ``now`` lies from 0 to 4102444800 (the year 2100).
     Anything else is a ValueError.
+
+    Walk the open work in age order (the ``work_open`` index of migration 2) and stop at the
+    first eligible item; never sort the eligible set, or every claim slows down as work
+    piles up. A claim with 9,900 items queued must cost about what it costs with 200.
     """
     raise NotStarted("claim", "13b § Claim work in one transaction")
 

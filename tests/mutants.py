@@ -151,4 +151,18 @@ MUTANTS.append(
     )
 )
 
+# The claim before issue 16: it sorts every eligible item to take the oldest, so a claim slows
+# down as work piles up (the scaling test in tests/learner/test_claim.py must notice).
+MUTANTS.append(
+    Mutant(
+        "claim_sorts_the_queue",
+        "                 FROM work w INDEXED BY work_open\n"
+        "                 LEFT JOIN assignment_leases l ON l.work_id = w.work_id\n"
+        "                WHERE w.state != 'finished'\n"
+        "                  AND (w.state = 'pending'",
+        "                 FROM work w LEFT JOIN assignment_leases l ON l.work_id = w.work_id\n"
+        "                WHERE (w.state = 'pending'",
+    )
+)
+
 BY_NAME = {mutant.name: mutant for mutant in MUTANTS}

@@ -7,19 +7,31 @@ before it writes. That is what makes a claim, a fence check and the write it gua
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_TIMEOUT_MS = 5000
+RETRY_S = 0.002  # a waiting writer retries BEGIN IMMEDIATE about this often, whatever its age
 
 Migrations = Mapping[int, Sequence[str]]
 
 
+class ShopConnection(sqlite3.Connection):
+    """A connection that remembers its busy timeout: ``immediate`` spends it waiting fairly."""
+
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS
+
+
 def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open a shop file in autocommit mode (no hidden transactions), WAL, synchronous=FULL."""
-    db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    db = sqlite3.connect(
+        str(path), isolation_level=None, timeout=busy_timeout_ms / 1000, factory=ShopConnection
+    )
+    db.busy_timeout_ms = int(busy_timeout_ms)
     db.row_factory = sqlite3.Row
     try:
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -41,13 +53,53 @@ def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """
     if db.in_transaction:
         raise RuntimeError("immediate() is already inside a transaction; nesting is refused")
-    db.execute("BEGIN IMMEDIATE")
+    _begin_immediate(db)
     try:
         yield db
     except BaseException:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+class WriteLockTimeout(sqlite3.OperationalError):
+    """No write lock within the connection's busy timeout: another writer held it all along."""
+
+
+def _begin_immediate(db: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, waiting fairly for the write lock up to the busy timeout.
+
+    SQLite's own busy handler sleeps longer the longer a writer has waited (up to 100 ms a
+    try), so under contention the oldest waiter keeps losing the lock to newcomers that retry
+    sooner, and some waited past their timeout (``database is locked`` with 4 processes).
+    Here every waiter retries after a short random sleep (``RETRY_S``, jittered so waiters do
+    not move in step) however long it has waited: no writer is starved for having waited.
+    Past the connection's ``busy_timeout`` it raises ``WriteLockTimeout``, which says so.
+    """
+    budget_ms = getattr(db, "busy_timeout_ms", None)
+    if budget_ms is None:  # a connection from elsewhere: read what it was given
+        budget_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+    deadline = time.monotonic() + budget_ms / 1000
+    db.execute("PRAGMA busy_timeout = 0")  # each try fails at once; the waiting happens here
+    try:
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WriteLockTimeout(
+                    f"database is locked: no write lock within the busy timeout of {budget_ms}"
+                    f" ms ({tries} tries); another connection held a write transaction throughout"
+                )
+            time.sleep(min(left, RETRY_S * random.uniform(0.5, 1.5)))
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {budget_ms}")
 
 
 def schema_version(db: sqlite3.Connection, line: str) -> int:

@@ -6,10 +6,21 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
-from lucyshop.store import BUSY_TIMEOUT_MS, connect, immediate, migrate, schema_version
+from lucyshop import store
+from lucyshop.store import (
+    BUSY_TIMEOUT_MS,
+    RETRY_S,
+    WriteLockTimeout,
+    connect,
+    immediate,
+    migrate,
+    schema_version,
+)
 
 
 @pytest.fixture
@@ -151,6 +162,95 @@ def test_another_process_is_blocked_while_immediate_is_held_and_writes_after(db,
     after = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
     assert after.returncode == 0, after.stderr
     assert notes(db) == ["parent", "child"]
+
+
+def hold_lock(path, seconds: float, held: threading.Event) -> threading.Thread:
+    """Another connection takes the write lock, signals ``held``, and releases it after
+    ``seconds``."""
+
+    def run() -> None:
+        other = connect(path)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            held.set()
+            threading.Event().wait(seconds)  # not time.sleep, which a test below records
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert held.wait(10), "the other connection never took the lock"
+    return thread
+
+
+def test_a_writer_waits_for_a_lock_held_briefly_and_then_writes(db, tmp_path):
+    held = threading.Event()
+    holder = hold_lock(tmp_path / "store.db", 0.3, held)
+    started = time.monotonic()
+    with immediate(db):
+        waited = time.monotonic() - started
+        db.execute("INSERT INTO notes(body) VALUES ('after the wait')")
+    holder.join(10)
+    assert waited >= 0.2, f"the write lock was held for 0.3 s, yet immediate() got it in {waited}"
+    assert notes(db) == ["after the wait"]
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS, "restored"
+
+
+def test_the_wait_ends_at_the_busy_timeout_with_a_clear_error_and_writes_nothing(tmp_path):
+    patient = connect(tmp_path / "store.db", busy_timeout_ms=200)
+    patient.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+    held = threading.Event()
+    holder = hold_lock(tmp_path / "store.db", 1.5, held)
+    try:
+        started = time.monotonic()
+        refused = pytest.raises(WriteLockTimeout, match="within the busy timeout of 200 ms")
+        with refused, immediate(patient):
+            patient.execute("INSERT INTO notes(body) VALUES ('never')")
+        waited = time.monotonic() - started
+        assert 0.2 <= waited < 1.4, f"gave up after {waited:.2f}s, not at its 0.2 s timeout"
+        assert issubclass(WriteLockTimeout, sqlite3.OperationalError), "callers' except still works"
+        assert not patient.in_transaction
+        assert patient.execute("PRAGMA busy_timeout").fetchone()[0] == 200, "timeout restored"
+    finally:
+        holder.join(10)
+    assert notes(patient) == [], "the refused transaction wrote nothing"
+    patient.close()
+
+
+def test_a_waiting_writer_retries_at_the_same_short_pace_however_long_it_has_waited(
+    db, tmp_path, monkeypatch
+):
+    """Fairness: SQLite's own handler backs off to 100 ms a try, so an old waiter loses the lock
+    to newcomers. Here no sleep grows with the wait."""
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(store.time, "sleep", recorded)
+    held = threading.Event()
+    holder = hold_lock(tmp_path / "store.db", 0.4, held)
+    with immediate(db):
+        pass
+    holder.join(10)
+    assert len(sleeps) >= 20, f"a 0.4 s wait should take many short tries, took {len(sleeps)}"
+    assert max(sleeps) <= 1.5 * RETRY_S, f"a retry slept {max(sleeps) * 1000:.1f} ms"
+    late = sleeps[len(sleeps) // 2 :]
+    assert sum(late) / len(late) <= RETRY_S * 1.5, "later tries wait no longer than early ones"
+
+
+def test_an_error_other_than_busy_is_raised_at_once(tmp_path):
+    path = tmp_path / "not-a-db"
+    path.write_bytes(b"this is not a database file, just text" * 100)
+    plain = sqlite3.connect(path, isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.DatabaseError, match="not a database"), immediate(plain):
+            pass
+    finally:
+        plain.close()
 
 
 # ---------------------------------------------------------------- migrate

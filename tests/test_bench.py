@@ -1,0 +1,66 @@
+"""``make bench`` in small: the side-by-side queue section runs real worker processes end to end,
+and its bookkeeping (duplicates, ratios, targets) says what it must.
+
+No speed is asserted here: the figures belong to ``make bench`` on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lucyshop.lab.bench import cli, queues
+from lucyshop.lab.bench.engines import peers_installed
+
+
+@pytest.mark.slow
+def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["--only", "queues,fence", "--repeats", "1", "--seconds", "0.2", "--sizes", "300"]
+    assert cli.main([*argv, "--processes", "1,2", "--rounds", "20", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = report["queues"]["rows"]
+    kit = [r for r in rows if r["engine"] == "kit"]
+    assert len(kit) == 2 * 2 * 2, "two kit cycles x two synchronous settings x two process counts"
+    for row in kit:
+        assert row["cycles"] > 0 and row["cycles_per_s"]["median"] > 0, row
+        assert (row["duplicates"], row["lock_errors"]) == (0, 0), row
+        assert row["take_p99_ms"]["median"] > 0, row
+    if peers_installed():
+        assert {r["engine"] for r in rows} == {"kit", "litequeue", "persist-queue"}
+        assert all("vs_litequeue" in r and "vs_persist-queue" in r for r in kit)
+    names = [t["name"] for t in report["targets"]]
+    assert "0 duplicates and 0 lock errors in every kit cell" in names
+    assert any(name.startswith("fence cost") for name in names)
+    printed = capsys.readouterr().out
+    assert "targets:" in printed and "claim+fin" in printed
+
+
+def report(taken_by_worker: list[list[int]], lock_errors: int = 0) -> list[dict]:
+    return [
+        {
+            "start": 10.0,
+            "last": 11.0,
+            "taken": taken,
+            "takes": [0.001] * len(taken),
+            "lock_errors": lock_errors,
+        }
+        for taken in taken_by_worker
+    ]
+
+
+def test_an_item_taken_twice_is_counted_as_a_duplicate():
+    cell = queues.cell_result(report([[1, 2, 3], [3, 4]], lock_errors=1), 300)
+    assert (cell["cycles"], cell["duplicates"], cell["lock_errors"]) == (5, 1, 2)
+    assert cell["cycles_per_s"] == pytest.approx(5.0)
+
+
+def test_a_target_names_each_cell_that_misses_it():
+    target = queues.ratio_target(
+        "x >= 1.0x", [("FULL 300 1p", 1.2), ("NORMAL 300 8p", 0.8)], 1.0, "no such kind"
+    )
+    assert not target.held
+    assert "NORMAL 300 8p 0.80x" in target.reason and "FULL 300 1p" not in target.reason
+    assert queues.ratio_target("x", [("a", 1.0)], 1.0, "k").held, "at the floor is held"
+    assert not queues.ratio_target("x", [("a", None)], 1.0, "k").held, "unmeasured is not held"

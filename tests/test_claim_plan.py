@@ -1,0 +1,55 @@
+"""The reference ``claim`` walks an index to the oldest eligible item: its plan sorts nothing.
+
+The learner suite measures what this means (a claim near the queue's capacity costs about what
+it costs on a small shop); this reads the plan SQLite chose for every statement the reference's
+``claim`` ran, with and without the planner's statistics.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lucyshop.lab.loader import impl_path, load_impl
+from lucyshop.store import immediate
+
+
+@pytest.fixture
+def reference():
+    return load_impl(impl_path("solutions"))
+
+
+def plans_of_a_claim(leases, db) -> dict[str, list[str]]:
+    """Each SELECT that one ``claim`` executes, with its EXPLAIN QUERY PLAN details."""
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    try:
+        held = leases.claim(db, "planner", ttl=30, now=1_000.0)
+    finally:
+        db.set_trace_callback(None)
+    assert held is not None, "the shop has pending work"
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    return {s: [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + s)] for s in selects}
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["no-statistics", "analyzed"])
+def test_the_claim_plan_uses_the_open_work_index_and_no_temp_b_tree(reference, tmp_path, analyzed):
+    db, _queue = reference.open_worker_shop(tmp_path / "shop.db")
+    try:
+        with immediate(db):
+            db.executemany(
+                "INSERT INTO work(source_id, session_id, text, created, state)"
+                " VALUES (?, ?, ?, 0, ?)",
+                [
+                    (f"w{n}", f"s{n % 50}", "turn", "finished" if n < 500 else "pending")
+                    for n in range(1_500)
+                ],
+            )
+        if analyzed:
+            db.execute("ANALYZE")
+        plans = plans_of_a_claim(reference, db)
+    finally:
+        db.close()
+    details = [detail for plan in plans.values() for detail in plan]
+    assert plans, "claim runs at least one SELECT"
+    assert not [d for d in details if "TEMP B-TREE" in d], f"a claim sorts: {plans}"
+    assert any("USING INDEX work_open" in d for d in details), f"work_open is not walked: {plans}"
