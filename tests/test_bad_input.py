@@ -735,9 +735,9 @@ ROUND_TWO = [
     ),
     Bad(
         "status-newer-leases-schema",
-        status_after(("UPDATE schema_versions SET version = 2 WHERE line = 'leases'", ())),
+        status_after(("UPDATE schema_versions SET version = 3 WHERE line = 'leases'", ())),
         StatusRefusal,
-        "leases schema is at version 2, newer than the version 1 this report reads",
+        "leases schema is at version 3, newer than the version 2 this report reads",
     ),
     Bad(
         "status-newer-queue-schema",

@@ -55,8 +55,9 @@ LEASES_MISSING = (
 
 
 # The newest version of each migration line this report knows how to read. The leases line is
-# the chapter-13 migration (``LEASE_MIGRATIONS`` in the chapter's file), at version 1.
-KNOWN_VERSIONS = {"queue": max(QUEUE_MIGRATIONS), "approval": max(APPROVAL_MIGRATIONS), "leases": 1}
+# the chapter-13 migration (``LEASE_MIGRATIONS`` in the chapter's file), at version 2
+# (version 2 adds the work_open index that claim walks).
+KNOWN_VERSIONS = {"queue": max(QUEUE_MIGRATIONS), "approval": max(APPROVAL_MIGRATIONS), "leases": 2}
 # The columns the report reads, table by table; the leases ones only once that line is applied.
 COLUMNS = {
     "work": ("work_id", "session_id", "worker_id", "state"),
