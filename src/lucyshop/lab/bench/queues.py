@@ -167,7 +167,7 @@ PERSIST_QUEUE_DOES_LESS = (
     "second one that writes one table page (no index, no lease, no outcome): cheaper per "
     "commit, but with several processes it hands one item to two of them (its duplicates "
     "above). The kit reads under BEGIN IMMEDIATE and writes 4-5 pages a commit; at FULL the "
-    "fsync hides that difference, at NORMAL nothing does"
+    "fsync narrows that difference, at NORMAL nothing does"
 )
 REASONS: dict[str, str] = {
     "persist-queue 1.0": PERSIST_QUEUE_DOES_LESS,
