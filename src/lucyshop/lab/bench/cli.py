@@ -14,10 +14,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.bench import checkpoint, detection, feedback, fence, queues
+from lucyshop.lab.bench import checkpoint, detection, feedback, fence, grading, queues
 from lucyshop.lab.loader import ROOT, impl_path
 
-SECTIONS = (queues, fence, checkpoint, detection, feedback)
+SECTIONS = (queues, fence, checkpoint, detection, feedback, grading)
 PEER_PACKAGES = ("litequeue", "persist-queue")
 
 
