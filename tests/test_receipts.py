@@ -23,6 +23,7 @@ COMMITTED = {  # every receipt the kit commits, and the schema it must have
     "ch13-exercise6-records-receipt.json": "exercise6",
     "bench.json": "bench",
     "ch13-skew-receipt.json": "skew",
+    "test-time.json": "testtime",
 }
 
 

@@ -41,8 +41,12 @@ def _summary(output: str) -> str:
     return ""
 
 
-def measure(extra: Sequence[str] = (), *, timeout: float = DEADLINE_SECONDS) -> dict[str, Any]:
-    """Run the suite once on the solutions and return its duration and what it reported."""
+def measure(
+    extra: Sequence[str] = (), *, timeout: float = DEADLINE_SECONDS, log: Path | None = None
+) -> dict[str, Any]:
+    """Run the suite once on the solutions and return its duration and what it reported.
+
+    ``log`` keeps pytest's whole output, to read what failed when the run did not pass."""
     command = pytest_command(extra)
     load_before = os.getloadavg()
     started_utc = datetime.now(UTC).isoformat(timespec="seconds")
@@ -57,6 +61,8 @@ def measure(extra: Sequence[str] = (), *, timeout: float = DEADLINE_SECONDS) -> 
         check=False,
     )
     seconds = time.monotonic() - started
+    if log is not None:
+        log.write_text(done.stdout + done.stderr)
     return {
         "command": f"{ENV}=solutions " + " ".join(["python", *command[1:]]),
         "seconds": round(seconds, 1),
@@ -76,9 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m lucyshop.lab.testtime", description=__doc__.split("\n", 1)[0]
     )
     parser.add_argument("--out", type=Path, help="also write the entry as JSON here")
+    parser.add_argument("--log", type=Path, help="keep pytest's whole output here")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
-    entry = measure(args.pytest_args)
+    entry = measure(args.pytest_args, log=args.log)
     text = json.dumps(entry, indent=2) + "\n"
     print(text, end="")
     if args.out:
