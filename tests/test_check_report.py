@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.report import (
+
+# Module fixtures run whole suites (one per mutant, or a whole report): past the 120 s default.
+pytestmark = pytest.mark.timeout(900)
     CHECKPOINT,
     MEASURED,
     model_installed,

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
+# Module fixtures run whole suites (one per mutant, or a whole report): past the 120 s default.
+pytestmark = pytest.mark.timeout(900)
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 
