@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.report import (
-
-# Module fixtures run whole suites (one per mutant, or a whole report): past the 120 s default.
-pytestmark = pytest.mark.timeout(900)
     CHECKPOINT,
     MEASURED,
     model_installed,
     subjects,
     without_reference_source,
 )
+
+# Module fixtures run whole suites (a whole report): past the 120 s default.
+pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"

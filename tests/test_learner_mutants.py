@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
-# Module fixtures run whole suites (one per mutant, or a whole report): past the 120 s default.
+# Module fixtures run whole suites (one per mutant): past the 120 s default.
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[1]
