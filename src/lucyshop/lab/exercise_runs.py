@@ -42,8 +42,9 @@ from lucyshop.lab.experiment.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, c
 from lucyshop.lab.experiment.worker import SHOP
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file
 from lucyshop.lab.renewals import prepare_renewals
+from lucyshop.lab.suppliers import supplier_process
 from lucyshop.store import connect
-from lucyshop.supplier import ledger_orders, supplier_process
+from lucyshop.supplier import ledger_orders
 
 HERE = Path(__file__).resolve()
 EXPERIMENT = HERE.parent / "experiment"
