@@ -25,14 +25,19 @@ COMMITTED = {  # every receipt the kit commits, and the schema it must have
     "ch13-skew-receipt.json": "skew",
     "test-time.json": "testtime",
 }
+OPTIONAL = {"test-time.json"}  # written by `make test-time`, itself a whole make test run
 
 
 def test_every_committed_json_in_evidence_has_a_schema() -> None:
-    assert sorted(path.name for path in EVIDENCE.glob("*.json")) == sorted(COMMITTED)
+    present = {path.name for path in EVIDENCE.glob("*.json")}
+    assert present <= set(COMMITTED), "a receipt without a schema"
+    assert set(COMMITTED) - OPTIONAL <= present, "a receipt the kit commits is missing"
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_each_committed_receipt_has_its_schemas_shape(name: str) -> None:
+    if name in OPTIONAL and not (EVIDENCE / name).exists():
+        pytest.skip(f"{name} has not been measured on this checkout (make test-time)")
     assert receipts.validate(EVIDENCE / name, COMMITTED[name]) == []
 
 
