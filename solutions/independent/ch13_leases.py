@@ -56,11 +56,18 @@ def _nonneg(x: Any, what: str) -> float:
     return float(x)
 
 
+LATEST = 4_102_444_800.0  # 2100-01-01: the last instant an injected clock may name
+
+
 def _instant(now: Any) -> float:
     if now is None:
         return time.time()
-    if not _real(now):
-        raise ValueError(f"bad clock value {now!r}")
+    try:
+        fine = _real(now) and 0 <= now <= LATEST
+    except OverflowError:  # an int too big for a float
+        fine = False
+    if not fine:
+        raise ValueError(f"bad clock value {now!r}: seconds from 0 to {LATEST:.0f}")
     return float(now)
 
 
@@ -191,7 +198,9 @@ LEASE_MIGRATIONS: dict[int, tuple[str, ...]] = {
             generation INTEGER NOT NULL,
             status TEXT NOT NULL CHECK (status IN ('DONE', 'BLOCKED', 'CANCELED')),
             result TEXT NOT NULL)""",
-    )
+    ),
+    # Unfinished work in id order, so a claim can stop at the first item it may take.
+    2: ("CREATE INDEX unfinished ON work (work_id) WHERE state IN ('pending', 'running')",),
 }
 
 STATUSES = ("DONE", "BLOCKED", "CANCELED")
@@ -278,17 +287,23 @@ def claim(
     conversation never has two turns running at once. Each claim writes generation + 1.
     ``owner`` is a non-empty label without ``#``; ``ttl`` is finite, above 0 and at most 3600.
     """
-    if not isinstance(owner, str) or owner.strip() == "" or "#" in owner or len(owner) > 100:
+    if (
+        not isinstance(owner, str)
+        or owner.strip() == ""
+        or "#" in owner
+        or len(owner) > 100
+        or not owner.isprintable()
+    ):
         raise ValueError(f"bad owner label {owner!r}")
     if not _real(ttl) or ttl <= 0 or ttl > MAX_TTL:
         raise ValueError(f"bad ttl {ttl!r}")
     at = _instant(now)
     with _write_txn(db):
         busy = _live_sessions(db, at)
-        for item in db.execute(
-            "SELECT work_id, session_id, text, state FROM work"
+        for item in db.execute(  # lazily: most claims stop at the first few rows
+            "SELECT work_id, session_id, text, state FROM work INDEXED BY unfinished"
             " WHERE state IN ('pending', 'running') ORDER BY work_id"
-        ).fetchall():
+        ):
             lease = _lease_row(db, item["work_id"])
             if item["state"] == "running" and (lease is None or lease["expires"] > at):
                 continue  # somebody is alive on it (or it has no lease to expire)
