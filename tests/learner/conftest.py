@@ -32,6 +32,7 @@ from impls import IMPL_PATH
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.loader import ENV, load_impl
+from lucyshop.lab.stubs import is_stub_node
 
 # The test modules import the helpers below as ``from learner_support import ...``. The name
 # ``conftest`` is shared by every conftest.py and means whichever pytest loaded last, so
@@ -83,17 +84,7 @@ def is_stub(function) -> bool:
         source = textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError):
         return False
-    node = ast.parse(source).body[0]
-    if not isinstance(node, ast.FunctionDef):
-        return False
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Raise)
-        and isinstance(body[0].exc, ast.Call)
-        and isinstance(body[0].exc.func, ast.Name)
-        and body[0].exc.func.id == "NotStarted"
-    )
+    return is_stub_node(ast.parse(source).body[0])
 
 
 @pytest.fixture(autouse=True)

@@ -68,6 +68,7 @@ from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.guard import Child, KitFiles, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
+from lucyshop.lab.stubs import is_stub_node
 
 SCHEMA = "ch13-check/1"
 # Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
@@ -226,20 +227,9 @@ def stubs_in(path: Path) -> set[str]:
         members = node.body if isinstance(node, ast.ClassDef) else [node]
         prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
         for member in members:
-            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and _is_stub(member):
+            if is_stub_node(member):
                 found.add(prefix + member.name)
     return found
-
-
-def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Raise)
-        and isinstance(body[0].exc, ast.Call)
-        and isinstance(body[0].exc.func, ast.Name)
-        and body[0].exc.func.id == "NotStarted"
-    )
 
 
 # ---------------------------------------------------------------- the suites

@@ -1,5 +1,6 @@
-"""The error every unfinished learner function raises."""
+"""The error every unfinished learner function raises, and how to tell a stub from its syntax."""
 
+import ast
 import os
 import sys
 
@@ -23,3 +24,20 @@ class NotStarted(NotImplementedError):
             f"{function}() is not started: read notebook {section}, "
             f"then replace the `raise NotStarted(...)` line in {where}"
         )
+
+
+def is_stub_node(node: ast.AST) -> bool:
+    """A function whose body is still only its docstring and ``raise NotStarted(...)``.
+
+    Read from the syntax tree, so nothing the file does when it runs can change the answer.
+    """
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Raise)
+        and isinstance(body[0].exc, ast.Call)
+        and isinstance(body[0].exc.func, ast.Name)
+        and body[0].exc.func.id == "NotStarted"
+    )
