@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from lucyshop.lab.bench import cli, queues
+from lucyshop.lab.bench import cli, feedback, grading, queues
 from lucyshop.lab.bench.engines import peers_installed
 
 
@@ -64,3 +64,16 @@ def test_a_target_names_each_cell_that_misses_it():
     assert "NORMAL 300 8p 0.80x" in target.reason and "FULL 300 1p" not in target.reason
     assert queues.ratio_target("x", [("a", 1.0)], 1.0, "k").held, "at the floor is held"
     assert not queues.ratio_target("x", [("a", None)], 1.0, "k").held, "unmeasured is not held"
+
+
+def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them():
+    """The issue's limits: a warm check 25 s, one rerun 2.5 s, eight hand-ins 360 s."""
+
+    def timed(check: float, rerun: float) -> dict:
+        spread = {"median": check}
+        return {"make_check_s": spread, "rerun_s": {"median": rerun}, "model_built": True}
+
+    assert [t.held for t in feedback.targets(timed(25.0, 2.5))] == [True, True]
+    assert [t.held for t in feedback.targets(timed(25.1, 2.6))] == [False, False]
+    assert [t.held for t in grading.targets({"seconds": 360.0})] == [True]
+    assert [t.held for t in grading.targets({"seconds": 361.0})] == [False]
