@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
 from lucyshop.lab.loader import ENV, ROOT, load_impl
 
@@ -77,8 +78,43 @@ def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path
     assert "ok    detection.predicted_from_kill_moments = " in checked.stdout
     assert "ok    turn_times.mann_whitney.p_value = " in checked.stdout
     overhead = receipt["provenance"]["blocker_overhead"]
-    assert len(overhead["plain_seconds"]) == len(overhead["blocked_seconds"]) == 2
+    assert len(overhead["plain"]) == len(overhead["blocked"]) == overhead["pairs"] == 2
+    assert overhead["same_tokens"] and overhead["order"] == "alternating"
+    assert "ok    blocker_overhead.measured_share = " in checked.stdout
+    assert "ok    blocker: both sides of every pair generated the same tokens" in checked.stdout
     assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt check passed")
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Blocked turns 10% slower, with figures consistent with them: only the target fails."""
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["settings"]["quick"] = False  # a quick run's overhead is reported, not judged
+    overhead = receipt["provenance"]["blocker_overhead"]
+    for slow, fast in zip(overhead["blocked"], overhead["plain"], strict=True):
+        slow["seconds"] = fast["seconds"] * 1.1
+    overhead.update(summary(overhead))
+    slower = tmp_path / "slower.json"
+    slower.write_text(json.dumps(receipt))
+    assert check(slower, load_impl("solutions")) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  blocker: costs at most 2% of a turn (measured +10.00% over 2 pairs)" in out
+    assert "FAILED: 1 of" in out and "FAIL  blocker_overhead" not in out
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_an_edited_overhead_figure_fails_the_check(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["provenance"]["blocker_overhead"]["measured_share"] = 0.0
+    receipt["provenance"]["blocker_overhead"]["blocked"][0]["seconds"] *= 2
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(receipt))
+    assert check(edited, load_impl("solutions")) == 1
+    assert "FAIL  blocker_overhead.measured_share: the receipt says 0.0" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from lucyshop.lab import receipts
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.stats import binomial_two_sided, mann_whitney
+from lucyshop.lab.stats import binomial_two_sided, mann_whitney, median_interval
 
 EVIDENCE = ROOT / "evidence"
 COMMITTED = {  # every receipt the kit commits, and the schema it must have
@@ -110,6 +110,18 @@ def test_binomial_two_sided_matches_hand_computed_values() -> None:
     assert binomial_two_sided(0, 20, 0.0) == 1.0 and binomial_two_sided(1, 20, 0.0) == 0.0
     with pytest.raises(ValueError):
         binomial_two_sided(21, 20, 0.5)
+
+
+def test_median_interval_is_the_sign_tests_order_statistics() -> None:
+    # n = 12: P(X <= 2) = 79/4096 for X ~ Binomial(12, 1/2), so (x(3), x(10)) covers the median
+    # with 1 - 2 * 79/4096; leaving out one more value each side would fall below 95%.
+    twelve = median_interval([float(v) for v in reversed(range(12))])
+    assert (twelve["low"], twelve["high"]) == (2.0, 9.0)
+    assert twelve["confidence"] == pytest.approx(1 - 2 * 79 / 4096)
+    few = median_interval([3.0, 1.0, 2.0])  # too few for 95%: the whole sample, and what it gives
+    assert (few["low"], few["high"], few["confidence"]) == (1.0, 3.0, 0.75)
+    with pytest.raises(ValueError):
+        median_interval([])
 
 
 def test_mann_whitney_exact_and_normal() -> None:

@@ -6,6 +6,8 @@
 - ``mann_whitney(first, second)``: the two-sample Mann-Whitney U test of whether one sample's
   values tend to be larger than the other's; exact for small samples without ties, else the
   tie-corrected normal approximation with a continuity correction.
+- ``median_interval(values)``: a distribution-free confidence interval for the median, from
+  two order statistics of the sample (the sign test's interval).
 """
 
 from __future__ import annotations
@@ -80,3 +82,25 @@ def mann_whitney(first: Sequence[float], second: Sequence[float]) -> dict[str, A
         return {"u": u, "n1": m, "n2": n, "method": "normal", "p_value": 1.0}
     z = max(0.0, abs(u - mean) - 0.5) / math.sqrt(variance)
     return {"u": u, "n1": m, "n2": n, "method": "normal", "p_value": math.erfc(z / math.sqrt(2))}
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """The narrowest pair of order statistics that covers the median with at least
+    ``confidence``, for any continuous distribution; with too few values, the whole sample
+    (and the confidence it actually has)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"need at least one value and 0 < confidence < 1: {n}, {confidence}")
+
+    def missed(k: int) -> float:  # P(the median lies outside the k-th smallest and largest)
+        return 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+    left_out = 0  # values left out on each side of the interval
+    while left_out + 1 < n / 2 and missed(left_out + 1) <= 1.0 - confidence:
+        left_out += 1
+    return {
+        "low": ordered[left_out],
+        "high": ordered[n - 1 - left_out],
+        "confidence": max(0.0, 1.0 - missed(left_out)),
+    }

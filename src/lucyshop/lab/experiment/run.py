@@ -26,7 +26,7 @@ from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import Children
 
 SCAN_SECONDS = 0.05
-OVERHEAD_TURNS = {"full": 6, "quick": 2}
+OVERHEAD_PAIRS = {"full": 12, "quick": 2}  # turn pairs, plain against blocked
 HERE = Path(__file__).resolve().parent
 CODE = sorted(HERE.glob("*.py"))  # the experiment's own code, by sha256 in the provenance
 
@@ -98,9 +98,10 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
             settings.backend,
             settings.model,
             seed=seeds["pilot"],
-            turns=OVERHEAD_TURNS["quick" if settings.quick else "full"],
+            pairs=OVERHEAD_PAIRS["quick" if settings.quick else "full"],
             max_tokens=settings.max_tokens,
-            timeout=phases.LOAD_SECONDS + 2 * phases.TURN_SECONDS,
+            load_timeout=phases.LOAD_SECONDS,
+            turn_timeout=phases.TURN_SECONDS,
         )
         progress.update()
 
@@ -228,7 +229,9 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
         f"turn times, pilot vs trials: medians {times['pilot_median']:.3f} s and "
         f"{times['trials_median']:.3f} s (ratio {times['median_ratio']:.3f}); Mann-Whitney U "
         f"{test['u']:g}, p {test['p_value']:.3f} ({test['method']}); blocker overhead "
-        f"estimated {overhead['estimated_share']:.2%}, measured {overhead['measured_share']:+.2%}"
+        f"measured {overhead['measured_share']:+.2%} over {overhead['pairs']} paired turns "
+        f"(interval {overhead['measured_interval'][0]:+.2%} to "
+        f"{overhead['measured_interval'][1]:+.2%}), estimated {overhead['estimated_share']:.2%}"
     )
     for name, counts in figures_["recovery"].items():
         lines.append(
