@@ -1,6 +1,6 @@
 """What the reference blocker costs on one model turn, timed directly, turn against turn.
 
-    python -m lucyshop.lab.experiment.overhead --impl PATH [--pairs 12] [--max-tokens 256] ...
+    python -m lucyshop.lab.experiment.overhead --impl PATH [--pairs 20] [--max-tokens 256] ...
 
 Two child processes load the same model with the same seed, the same way, except that one
 runs under the blocker (``python -m lucyshop.lab.blocked``, as every worker of the experiment
@@ -84,7 +84,7 @@ def serve(directory: Path, backend: str, model: str | None, seed: int, max_token
         def called(asked: Path = asked) -> bool:
             return asked.exists() or (directory / STOP).exists() or os.getppid() != parent
 
-        wait_until(called, timeout=IDLE_SECONDS, interval=0.005, what=f"turn {number}")
+        wait_until(called, timeout=IDLE_SECONDS, interval=0.05, what=f"turn {number}")
         if not asked.exists():
             return
         events.clear()
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("role", nargs="?", choices=["serve"], help="(a child's role)")
     parser.add_argument("--impl", type=Path, help="the implementation the workers load")
     parser.add_argument("--dir", type=Path, help="(serve) where the parent asks for turns")
-    parser.add_argument("--pairs", type=int, default=12)
+    parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--backend", choices=BACKENDS, default="embedded")
     parser.add_argument("--model")

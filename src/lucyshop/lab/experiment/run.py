@@ -26,7 +26,7 @@ from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import Children
 
 SCAN_SECONDS = 0.05
-OVERHEAD_PAIRS = {"full": 12, "quick": 2}  # turn pairs, plain against blocked
+OVERHEAD_PAIRS = {"full": 20, "quick": 2}  # turn pairs, plain against blocked
 HERE = Path(__file__).resolve().parent
 CODE = sorted(HERE.glob("*.py"))  # the experiment's own code, by sha256 in the provenance
 
