@@ -38,15 +38,23 @@ def test_a_file_that_edits_the_tests_fails_and_leaves_the_tree_unchanged(tmp_pat
 
 
 def test_changed_kit_files_are_put_back_and_named(tmp_path):
-    kit = KitFiles(ROOT)
-    target = ROOT / "checkpoints" / "ch13_worker_recovery.py"
-    original = target.read_bytes()
-    try:
-        target.write_bytes(original + b"\n# tampered\n")
-        assert kit.restore() == ["checkpoints/ch13_worker_recovery.py"]
-    finally:
-        target.write_bytes(original)
-    assert target.read_bytes() == original
+    """On a kit of its own: the kit's real files stay untouched for checks running alongside."""
+    target = tmp_path / "checkpoints" / "ch13_worker_recovery.py"
+    target.parent.mkdir()
+    original = (ROOT / "checkpoints" / "ch13_worker_recovery.py").read_bytes()
+    target.write_bytes(original)
+    (tmp_path / "Makefile").write_text("test:\n")
+    kit = KitFiles(tmp_path)
+    target.write_bytes(original + b"\n# tampered\n")
+    (tmp_path / "Makefile").unlink()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_new.py").write_text("def test_nothing():\n    pass\n")
+    assert kit.restore() == [
+        "Makefile",
+        "checkpoints/ch13_worker_recovery.py",
+        "tests/test_new.py (added)",
+    ]
+    assert target.read_bytes() == original and (tmp_path / "Makefile").read_text() == "test:\n"
 
 
 def test_evidence_that_says_pass_without_the_files_is_a_failure(tmp_path):
