@@ -29,9 +29,16 @@ def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys,
 
     monkeypatch.setattr(testtime.subprocess, "run", failing_suite)
     out = tmp_path / "test-time.json"
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"schema": 1, "queues": {"kit": 1.5}}))
 
-    assert testtime.main(["--out", str(out), "--", "-k", "claim"]) == 1
+    assert testtime.main(["--out", str(out), "--bench", str(bench), "--", "-k", "claim"]) == 1
     entry = json.loads(out.read_text())
     assert entry == json.loads(capsys.readouterr().out)
+    assert json.loads(bench.read_text()) == {
+        "schema": 1,
+        "queues": {"kit": 1.5},
+        "make_test": entry,
+    }
     assert entry["exit_status"] == 1 and entry["summary"] == "1 failed, 1 passed in 0.5s"
     assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]

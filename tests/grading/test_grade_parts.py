@@ -23,6 +23,7 @@ from lucyshop.lab.grade import autograder, gradescope, rubric, similarity, submi
 from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.classroom import COLUMNS, grade_class
 from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
+from lucyshop.lab.processes import processes_mentioning
 from lucyshop.lab.report import EXERCISES, FUNCTIONS
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
@@ -249,6 +250,9 @@ def test_a_file_that_hangs_is_stopped_at_the_deadline(tmp_path):
     assert verdict.status == "TIMED OUT" and "5s" in verdict.error
     assert time.monotonic() - started < 30
     assert rubric.score(verdict, rubric.load()) == 0
+    # The check's import probe runs in a session of its own, outside the killed group, and
+    # is reparented when the check dies: only the marker sweep finds it.
+    assert processes_mentioning(str(hanging)) == []
 
 
 def test_an_interrupted_grader_ends_the_running_check_at_once(tmp_path):
@@ -261,6 +265,7 @@ def test_an_interrupted_grader_ends_the_running_check_at_once(tmp_path):
     verdict = judge(hanging, tmp_path / "tmp", timeout=600, checkpoint=False, stop=stop)
     assert verdict.status == "STOPPED"
     assert time.monotonic() - started < 20
+    assert processes_mentioning(str(hanging)) == []
 
 
 def test_bad_hand_ins_each_get_a_row_and_do_not_stop_the_run(tmp_path):

@@ -1,10 +1,12 @@
 """How long ``make test`` takes: one timed run of the kit's whole pytest suite, as a JSON entry.
 
-    python -m lucyshop.lab.testtime [--out FILE] [-- extra pytest arguments]
+    python -m lucyshop.lab.testtime [--out FILE] [--bench FILE] [-- extra pytest arguments]
 
-``measure()`` is the function ``make bench`` calls to put the entry into its own report; run as
-a command it prints the entry (and writes it to ``--out``). The figure is only meaningful on a
-quiet machine, so the entry carries the load average before and after, and the cores.
+``measure()`` times one run; the command prints its entry, writes it to ``--out`` and puts it
+into ``make bench``'s report (``--bench``) as its ``make_test`` section, so that the bench's
+figures and the suite's duration are read in one place. Both writes go through the receipt
+engine. The figure is only meaningful on a quiet machine, so the entry carries the load
+average before and after, and the cores.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab import receipts
 from lucyshop.lab.loader import ENV, ROOT
 
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|skipped|deselected)\b.*?)\s*=*$")
@@ -82,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m lucyshop.lab.testtime", description=__doc__.split("\n", 1)[0]
     )
     parser.add_argument("--out", type=Path, help="also write the entry as JSON here")
+    parser.add_argument("--bench", type=Path, help="also put it into this bench report")
     parser.add_argument("--log", type=Path, help="keep pytest's whole output here")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
@@ -89,8 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = json.dumps(entry, indent=2) + "\n"
     print(text, end="")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        receipts.write_receipt(args.out, entry)
+    if args.bench:
+        receipts.write_receipt(
+            args.bench, {**receipts.read_receipt(args.bench), "make_test": entry}
+        )
     return 0 if entry["exit_status"] == 0 else 1
 
 

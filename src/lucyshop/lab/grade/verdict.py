@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from lucyshop.lab.guard import MARKER, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT
 
 SCHEMA = "ch13-check/1"
@@ -103,9 +104,18 @@ def run_judge(
     argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(chapter)]
     argv += ["--json", str(result)]
     argv += [] if checkpoint else ["--no-checkpoint"]
-    env = os.environ | {"TMPDIR": str(tmp), ENV: str(chapter), "PYTHONDONTWRITEBYTECODE": "1"}
+    marker = new_marker()  # the check's children carry it: they are swept even past a kill
+    env = os.environ | {
+        "TMPDIR": str(tmp),
+        ENV: str(chapter),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        MARKER: marker,
+    }
     env.pop("PYTEST_ADDOPTS", None)
-    status, output = _bounded(argv, env, timeout, stop or threading.Event())
+    try:
+        status, output = _bounded(argv, env, timeout, stop or threading.Event())
+    finally:
+        sweep(marker)  # what the check started in sessions of its own, outside its group
     data = None
     if result.is_file():
         try:
