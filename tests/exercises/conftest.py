@@ -36,6 +36,7 @@ import pytest
 from impls import EXERCISES, IMPL_PATH
 
 from lucyshop.lab.loader import ENV, ROOT, load_impl
+from lucyshop.lab.stubs import is_stub_node
 
 MODULE = "ch13_exercises"
 EVIDENCE = ROOT / "evidence"
@@ -93,13 +94,7 @@ def is_stub(function) -> bool:
         node = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
     except (OSError, TypeError, SyntaxError):
         return False
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Raise)
-        and isinstance(body[0].exc, ast.Call)
-        and getattr(body[0].exc.func, "id", None) == "NotStarted"
-    )
+    return is_stub_node(node)
 
 
 def stop_if_stub(module: ModuleType, name: str) -> None:
