@@ -27,6 +27,7 @@ pytestmark = pytest.mark.timeout(900)
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 ROWS = [label for label, *_ in subjects()]  # every function, then every exercise
+STATUSES = "NOT STARTED|FAILING|PASSING|NEEDS MODEL|LEFT OUT"
 BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # claim: newest first
 
 
@@ -49,7 +50,7 @@ def statuses(output: str) -> dict[str, tuple[str, str]]:
     found = {}
     for function in ROWS:
         match = re.search(
-            rf"^  {re.escape(function)} +(NOT STARTED|FAILING|PASSING|NEEDS MODEL) +(\d+/\d+)?"
+            rf"^  {re.escape(function)} +({STATUSES}) +(\d+/\d+)?"
             r"(.*)\n(?: +test_\w+(?:\[.*?\])?: (.*)\n)?",
             output + "\n",
             re.MULTILINE,
@@ -59,9 +60,12 @@ def statuses(output: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def measured(status: str, function: str) -> str:
-    """The status a row should have: the measured exercises need the model where it is absent."""
-    return "NEEDS MODEL" if function in MEASURED and not model_installed() else status
+def measured(status: str, function: str, *, left_out: bool = False) -> str:
+    """The status a row should have: the measured exercises need the model where it is absent,
+    and say LEFT OUT under ``--no-measured``."""
+    if function in MEASURED and not model_installed():
+        return "NEEDS MODEL"
+    return "LEFT OUT" if function in MEASURED and left_out else status
 
 
 def test_the_solutions_pass_every_function():
@@ -103,14 +107,21 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
         (ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8"
     )
 
-    result = report("--impl", str(broken), "--no-checkpoint")
+    result = report("--impl", str(broken), "--no-checkpoint", "--no-measured")
 
     assert result.returncode == 1, result.stdout + result.stderr
     rows = statuses(result.stdout)
     assert rows["claim"][0] == "FAILING", rows["claim"]
     assert rows["claim"][1], "a failing row says what it expected, in one line"
     others = {f: s for f, (s, _m) in rows.items() if f != "claim"}
-    assert others == {f: measured("PASSING", f) for f in others}, others
+    assert others == {f: measured("PASSING", f, left_out=True) for f in others}, others
+    if model_installed():
+        assert rows["exercise 5"] == ("LEFT OUT", "left out by --no-measured")
+        assert (
+            result.stdout.strip()
+            .splitlines()[-1]
+            .endswith("exercises: 0 of 6 not started, 2 left out")
+        )
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
     assert reruns and all("tests/learner/test_claim.py::test_" in r for r in reruns), reruns
     assert all(f"--impl {broken}" in r for r in reruns), reruns
@@ -145,7 +156,7 @@ def test_a_needed_function_that_is_not_started_is_named(tmp_path):
         ),
         encoding="utf-8",
     )
-    result = report("--impl", str(partial), "--no-checkpoint")
+    result = report("--impl", str(partial), "--no-checkpoint", "--no-measured")
     rows = statuses(result.stdout)
     assert rows["Claim.worker_id"][0] == "NOT STARTED", rows["Claim.worker_id"]
     assert rows["claim"] == ("FAILING", "needs Claim.worker_id() first: it is not started"), rows[

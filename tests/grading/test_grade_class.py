@@ -11,6 +11,7 @@ catch (``observe_fence``); for the others it would add minutes and no assertion.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import jsonschema
@@ -19,10 +20,11 @@ from grading_class import build
 
 from lucyshop.lab.grade import gradescope, rubric, submissions
 from lucyshop.lab.grade.classroom import COLUMNS, grade_class
-from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.report import FUNCTIONS, Limits
 
 WITH_CHECKPOINT = {"reference", "stubs", "mutant observe_fence"}
 MUTANTS = ("mutant observe_fence", "mutant_expiry", "mutant_percentile")
+IMPORT = 15  # seconds the class's rubric gives one import
 ZERO = ("stubs", "hangs", "syntax error", "chatty", "empty", "no_file")
 
 
@@ -31,7 +33,9 @@ def graded_class(tmp_path_factory):
     hand_ins = tmp_path_factory.mktemp("class")
     names = build(hand_ins)
     out = tmp_path_factory.mktemp("grades")
-    loaded = rubric.load()
+    # The class's own deadlines, shorter than the defaults: the hand-in that hangs at import
+    # costs 15 s, not a minute, and the message must name them (the rubric reached the check).
+    loaded = dataclasses.replace(rubric.load(), limits=Limits(load=IMPORT))
     found = submissions.find(hand_ins)
     grade_class(
         found,
@@ -72,7 +76,7 @@ def test_one_row_per_student_with_a_clear_status(graded_class):
         "empty": "EMPTY",
         "no_file": "NO FILE",
     }
-    assert "did not finish importing" in rows["hangs"]["message"]
+    assert f"did not finish importing within {IMPORT}s" in rows["hangs"]["message"]
     assert "does not compile" in rows["syntax error"]["message"]
     assert all(rows["stubs"][f] == "NOT STARTED" for f in FUNCTIONS)
     assert all(rows["chatty"][f] == "NOT STARTED" for f in FUNCTIONS)

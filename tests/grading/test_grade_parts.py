@@ -24,7 +24,7 @@ from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.classroom import COLUMNS, grade_class
 from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
 from lucyshop.lab.processes import processes_mentioning
-from lucyshop.lab.report import EXERCISES, FUNCTIONS
+from lucyshop.lab.report import EXERCISES, FUNCTIONS, Limits
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
 
@@ -103,6 +103,20 @@ def test_without_partial_credit_a_failing_row_earns_nothing(tmp_path):
     assert rubric.score(checked("FAILING", passed=3, cases=7), strict) == 10
 
 
+def test_the_rubrics_limits_become_the_checks_options(tmp_path):
+    assert rubric.load().limits == Limits(), "the shipped rubric keeps make check's deadlines"
+    path = tmp_path / "rubric.toml"
+    path.write_text("[limits]\nseconds = 300\ntest_seconds = 5\nimport_seconds = 20\n")
+    loaded = rubric.load(path)
+    assert loaded.seconds == 300
+    assert loaded.limits.argv() == ["--test-timeout=5", "--load-timeout=20"]
+
+
+def test_a_measured_row_left_out_earns_nothing():
+    left_out = Row("exercise 5", "exercise", "LEFT OUT", 6, 6)  # whatever its counts say
+    assert rubric.row_points(left_out, rubric.load().exercises, [left_out])[0] == 0
+
+
 def test_a_submission_that_could_not_be_checked_scores_zero():
     assert rubric.score(Verdict("TIMED OUT", error="too slow"), rubric.load()) == 0
 
@@ -114,6 +128,7 @@ def test_a_submission_that_could_not_be_checked_scores_zero():
         "[functions]\npartial = 'yes'\n",
         "[similarity]\nflag_at = 2\n",
         "[functions.weights]\nclaim = inf\n",
+        "[limits]\ntest_seconds = 0\n",
         "[functions\n",
     ],
 )

@@ -37,9 +37,9 @@ LONG_TESTS = {"test_exercise_5": 300.0, "test_exercise_6": 300.0}
 _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
 
 
-def deadline_of(nodeid: str) -> float:
+def deadline_of(nodeid: str, default: float = LEARNER_TIMEOUT) -> float:
     """The deadline of one test, in seconds (the report's watchdog uses the same)."""
-    return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, LEARNER_TIMEOUT)
+    return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, default)
 
 
 class TimedOutBefore(RuntimeError):
@@ -55,6 +55,13 @@ class StoppedTheRun(RuntimeError):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--deadline",
+        type=float,
+        default=LEARNER_TIMEOUT,
+        metavar="S",
+        help=f"seconds for one test (default {LEARNER_TIMEOUT:g}; the measured exercises: 300)",
+    )
     parser.addoption(
         "--outcomes",
         metavar="FILE",
@@ -77,10 +84,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(outcomes, "lucyshop-outcomes")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test's deadline (pytest-timeout reads the marker when it is installed)."""
+    default = config.getoption("--deadline")
     for item in items:
-        item.add_marker(pytest.mark.timeout(deadline_of(item.nodeid)))
+        item.add_marker(pytest.mark.timeout(deadline_of(item.nodeid, default)))
 
 
 def _impl_file(config: pytest.Config) -> Path | None:

@@ -1,6 +1,7 @@
 """``make check``: every chapter-13 function NOT STARTED, FAILING or PASSING, then the checkpoint.
 
-    python -m lucyshop.lab.report [--impl learner|solutions|PATH] [--no-checkpoint] [--json FILE]
+    python -m lucyshop.lab.report [--impl learner|solutions|PATH] [--no-checkpoint]
+                                  [--no-measured] [--json FILE] [--test-timeout S] ...
 
 The learner and exercise suites run in a pytest child with the reference solutions blocked;
 the checkpoint runs beside them. Each row is one function (in the order of
@@ -10,13 +11,15 @@ the checkpoint runs beside them. Each row is one function (in the order of
 - FAILING: every failing test, one line each (what was expected, what happened), with the
   command that reruns just that test;
 - PASSING: every test of it passed, and as many ran as a separate collection finds;
-- NEEDS MODEL: exercises 5 and 6 measure real model turns: ``make model`` first.
+- NEEDS MODEL: exercises 5 and 6 measure real model turns: ``make model`` first;
+- LEFT OUT: exercises 5 and 6 under ``--no-measured`` (the functions in seconds, not a minute).
 
 Bounded, whatever the file does. Output of every child goes to a file, never a pipe. A test
 has 30 s (the measured exercises 300 s); past that it fails "timed out after 30 s in claim()",
 and the function fails at once in the tests after it. A process that dies or hangs beyond
 that is stopped and the rest of the suite rerun without it. A checkpoint case has 60 s from
-its own start, the checkpoint 600 s from its own start. Every child carries a marker in its
+its own start, the checkpoint 600 s from its own start. ``Limits`` holds these deadlines; the
+``--*-timeout`` options and a rubric's ``[limits]`` change them. Every child carries a marker in its
 environment, and every process with it is ended before the check returns.
 
 Trusting nothing the student's code reports:
@@ -100,6 +103,9 @@ EXERCISES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("exercise 6", "test_exercise_6", ("records_message", "exercise_6_records")),
 )
 MEASURED = ("exercise 5", "exercise 6")  # real model turns: they need `make model`
+NEEDS_MODEL = ("NEEDS MODEL", "needs the embedded model: `make model`")
+LEFT_OUT = ("LEFT OUT", "left out by --no-measured")
+UNMEASURED = (NEEDS_MODEL[0], LEFT_OUT[0])  # statuses of a measured row that did not run
 SUITES = ("tests/learner", "tests/exercises")
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
@@ -113,6 +119,34 @@ POLL = 0.1
 LOADED = "lucyshop-check: loaded"
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
 RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long each part of one check may take, in seconds.
+
+    The defaults are ``make check``'s. A rubric (``[limits]``) may change them for a class, and
+    the kit's own tests shorten them so that a hang costs seconds, not minutes.
+    """
+
+    test: float = LEARNER_TIMEOUT  # one learner or exercise test (the measured ones: 300 s)
+    case: float = CASE_TIMEOUT  # one checkpoint case
+    load: float = LOAD_TIMEOUT  # importing the file once, before anything runs
+    suite: float = SUITE_TIMEOUT  # the whole suite, reruns included
+    checkpoint: float = CHECKPOINT_TIMEOUT  # the whole checkpoint
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (isinstance(value, int | float) and 0 < value < float("inf")):
+                raise ValueError(f"the {name} limit must be a positive number of seconds")
+
+    def argv(self) -> list[str]:
+        """The same limits as ``python -m lucyshop.lab.report`` options (the defaults left out)."""
+        return [
+            f"--{name}-timeout={value:g}"
+            for name, value in asdict(self).items()
+            if value != getattr(Limits, name)
+        ]
 
 
 def module_of(function: str) -> str:
@@ -169,7 +203,9 @@ def model_installed() -> bool:
 # ---------------------------------------------------------------- the file itself
 
 
-def check_loadable(path: Path, env: dict[str, str], tmp: Path, marker: str) -> None:
+def check_loadable(
+    path: Path, env: dict[str, str], tmp: Path, marker: str, timeout: float = LOAD_TIMEOUT
+) -> None:
     """Refuse (CannotCheck) a file that does not compile, or cannot be imported with the
     reference blocked, or ends its process while importing."""
     try:
@@ -191,10 +227,10 @@ def check_loadable(path: Path, env: dict[str, str], tmp: Path, marker: str) -> N
         log=tmp / "load.log",
         marker=marker,
     )
-    status = wait(child, LOAD_TIMEOUT)
+    status = wait(child, timeout)
     lines = [line for line in child.tail() if line.strip()]
     if status is None:
-        raise CannotCheck(f"{shown(path)} did not finish importing within {LOAD_TIMEOUT:g}s")
+        raise CannotCheck(f"{shown(path)} did not finish importing within {timeout:g}s")
     if status != 0:
         raise CannotCheck(
             f"{shown(path)} cannot be imported: {lines[-1] if lines else f'exit {status}'}"
@@ -276,16 +312,21 @@ class Outcomes:
                 self.current = None
 
 
-def suite_argv(path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list) -> list:
+def suite_argv(
+    path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list, deadline: float
+) -> list:
     argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path), "--block-reference"]
     argv += ["-q", "--color=no", "-p", "lucyshop.lab.collect", "--outcomes", str(outcomes)]
+    argv += [f"--deadline={deadline:g}"]
     if importlib.util.find_spec("pytest_timeout") is not None:
-        argv += ["-p", "pytest_timeout", "--timeout", f"{LEARNER_TIMEOUT:g}"]
+        argv += ["-p", "pytest_timeout", "--timeout", f"{deadline:g}"]
     argv += [f"--hung={function}" for function in hung]
     return argv + [f"--deselect={nodeid}" for nodeid in skip]
 
 
-def watch_suite(child: Child, outcomes: Outcomes, until: float) -> tuple[str | None, str] | None:
+def watch_suite(
+    child: Child, outcomes: Outcomes, until: float, deadline: float
+) -> tuple[str | None, str] | None:
     """Wait for the child; None when it ran to its end, else (the test it stopped in, why)."""
     while True:
         status = child.poll()
@@ -297,9 +338,10 @@ def watch_suite(child: Child, outcomes: Outcomes, until: float) -> tuple[str | N
                 return outcomes.current, "ended the test process (os._exit, a signal or a crash)"
             return None, "the test process ended before the end of the suite"
         now = time.monotonic()
-        if outcomes.current and now - outcomes.since > deadline_of(outcomes.current) + GRACE:
+        limit = deadline_of(outcomes.current, deadline) if outcomes.current else 0.0
+        if outcomes.current and now - outcomes.since > limit + GRACE:
             child.kill()
-            return outcomes.current, f"timed out after {deadline_of(outcomes.current):g} s"
+            return outcomes.current, f"timed out after {limit:g} s"
         if now > until:
             child.kill()
             return outcomes.current, "the whole suite ran out of time"
@@ -312,17 +354,17 @@ def run_suites(
     tmp: Path,
     marker: str,
     paths: Sequence[str],
-    timeout: float = SUITE_TIMEOUT,
+    limits: Limits = Limits(),
 ) -> SuiteRun:
     """Run the suites; after a test that hangs or kills its process, rerun the rest without it."""
     run, hung = SuiteRun(), []
-    until = time.monotonic() + timeout
+    until = time.monotonic() + limits.suite
     env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # seconds of start-up saved per run
     for attempt in range(MAX_RESTARTS + 1):
         outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
-        argv = suite_argv(path, paths, outcomes.path, run.results, hung)
+        argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
         child = Child(argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker)
-        stopped = watch_suite(child, outcomes, until)
+        stopped = watch_suite(child, outcomes, until, limits.test)
         run.tail = child.tail()
         before = len(run.results)
         for record in outcomes.records:
@@ -394,9 +436,11 @@ def build_rows(
     stubs: set[str],
     counts: dict[str, int] | None,
     stopped: str | None = None,
-    needs_model: bool = False,
+    held: tuple[str, str] | None = None,
     only: str | None = None,
 ) -> list[Row]:
+    """One row per function and exercise; ``held`` is the status and message of the measured
+    exercises when they did not run (NEEDS MODEL or LEFT OUT)."""
     hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
     for record in results.values():
         if record.get("hung"):
@@ -406,10 +450,8 @@ def build_rows(
         if only is not None and label != only:
             continue
         kind = "exercise" if label.startswith("exercise") else "function"
-        if needs_model and label in MEASURED:
-            rows.append(
-                Row(label, kind, "NEEDS MODEL", message="needs the embedded model: `make model`")
-            )
+        if held and label in MEASURED:
+            rows.append(Row(label, kind, held[0], message=held[1]))
             continue
         tests = [r for r in results.values() if r.get("module") == module]
         row = grade_row(label, kind, tests, own_stubs, spec, stubs, counts, module, stopped)
@@ -477,7 +519,7 @@ def table_lines(rows: list[Row]) -> list[str]:
     lines = [f"  {'function':<{width}}{'status':<13}{'tests':>7}"]
     pad = " " * (width + 22)
     for row in rows:
-        tests = "" if row.status == "NEEDS MODEL" else f"{row.passed}/{row.total}"
+        tests = "" if row.status in UNMEASURED else f"{row.passed}/{row.total}"
         line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
         lines.append(f"{line}   {row.message}" if row.message else line)
         for failure in row.failures:
@@ -500,6 +542,8 @@ def summary_line(rows: list[Row], checkpoint: str) -> str:
         words.append(f"{count(exercises, 'FAILING')} FAILING")
     if count(exercises, "NEEDS MODEL"):
         words.append(f"{count(exercises, 'NEEDS MODEL')} need the model")
+    if count(exercises, "LEFT OUT"):
+        words.append(f"{count(exercises, 'LEFT OUT')} left out")
     parts.append("exercises: " + ", ".join(words))
     return " · ".join(parts)
 
@@ -537,7 +581,7 @@ class Checkpoint:
     """The checkpoint child and its watcher thread: a deadline per case and for the whole."""
 
     def __init__(
-        self, path: Path, env: dict[str, str], tmp: Path, marker: str, timeout: float
+        self, path: Path, env: dict[str, str], tmp: Path, marker: str, limits: Limits
     ) -> None:
         self.keep = tmp / "checkpoint"
         self.evidence = self.keep / "evidence.json"
@@ -545,7 +589,7 @@ class Checkpoint:
         argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
         self.keep.mkdir()
         self.child = Child(argv, cwd=ROOT, env=env, log=tmp / "checkpoint.log", marker=marker)
-        self.timeout, self.stopped = timeout, None
+        self.limits, self.stopped = limits, None
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
@@ -563,10 +607,11 @@ class Checkpoint:
             current = self._current()
             if current != case:
                 case, since = current, now
-            if now - self.child.started > self.timeout:
-                self.stopped = (case, f"the checkpoint did not finish within {self.timeout:g} s")
-            elif case is not None and now - since > CASE_TIMEOUT:
-                self.stopped = (case, f"timed out after {CASE_TIMEOUT:g} s")
+            if now - self.child.started > self.limits.checkpoint:
+                whole = self.limits.checkpoint
+                self.stopped = (case, f"the checkpoint did not finish within {whole:g} s")
+            elif case is not None and now - since > self.limits.case:
+                self.stopped = (case, f"timed out after {self.limits.case:g} s")
             if self.stopped:
                 self.child.kill()
                 return
@@ -619,13 +664,13 @@ class Result:
 
 
 def check(
-    spec: str,
-    *,
-    checkpoint: bool = True,
-    timeout: float = SUITE_TIMEOUT,
-    checkpoint_timeout: float = CHECKPOINT_TIMEOUT,
+    spec: str, *, checkpoint: bool = True, measured: bool = True, limits: Limits = Limits()
 ) -> Result:
-    """Check one file: print the feedback as it goes and return everything it found."""
+    """Check one file: print the feedback as it goes and return everything it found.
+
+    ``measured=False`` leaves out exercises 5 and 6 (their rows say LEFT OUT): a check of the
+    functions alone, without the minute of real model turns.
+    """
     result = Result(impl=spec)
     # A marker handed down (the grader's) lets whoever started this check sweep its children
     # even when it had to kill this process first.
@@ -636,8 +681,8 @@ def check(
         path = impl_path(spec)
         result.impl = spec if spec in ("learner", "solutions") else shown(path)
         env = os.environ | {ENV: str(path)}
-        check_loadable(path, env, tmp, marker)
-        status = run_check(result, path, env, tmp, marker, checkpoint, timeout, checkpoint_timeout)
+        check_loadable(path, env, tmp, marker, limits.load)
+        status = run_check(result, path, env, tmp, marker, checkpoint, measured, limits)
     except (ImplementationError, CannotCheck) as error:
         result.error = str(error)
     finally:
@@ -666,23 +711,25 @@ def run_check(
     tmp: Path,
     marker: str,
     with_checkpoint: bool,
-    timeout: float,
-    checkpoint_timeout: float,
+    measured: bool,
+    limits: Limits,
 ) -> str:
     """Run the suites and the checkpoint side by side, print the table; the checkpoint status."""
     result.say(f"make check: {result.impl}, with the reference solutions blocked")
     result.say()
-    needs_model = not model_installed()
+    held = None if measured else LEFT_OUT
+    if not model_installed():
+        held = NEEDS_MODEL
     paths = list(SUITES) + [
         f"--ignore={SUITES[1]}/{module}.py"
         for label, module, _stubs in EXERCISES
-        if needs_model and label in MEASURED
+        if held and label in MEASURED
     ]
     running = None
     if with_checkpoint and (ROOT / CHECKPOINT).is_file():
-        running = Checkpoint(path, env, tmp, marker, checkpoint_timeout)
+        running = Checkpoint(path, env, tmp, marker, limits)
     collecting = pristine_counts(tmp, marker, paths)
-    run = run_suites(path, env, tmp, marker, paths, timeout)
+    run = run_suites(path, env, tmp, marker, paths, limits)
     counts = read_counts(collecting)
     if run.problem:
         raise CannotCheck(f"the learner suite could not run ({run.problem})")
@@ -693,7 +740,7 @@ def run_check(
         stubs=stubs,
         counts=counts,
         stopped=run.stopped,
-        needs_model=needs_model,
+        held=held,
     )
     for line in table_lines(result.rows):
         result.say(line)
@@ -716,7 +763,7 @@ def run_check(
     return status
 
 
-def verdict(label: str, spec: str | None = None, timeout: float = SUITE_TIMEOUT) -> str:
+def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> str:
     """One row of the table, for a notebook's check cell: its status and every failing test."""
     spec = spec or os.environ.get(ENV) or "learner"
     path = impl_path(spec)
@@ -730,7 +777,7 @@ def verdict(label: str, spec: str | None = None, timeout: float = SUITE_TIMEOUT)
                 Path(tmp),
                 marker,
                 [f"{directory}/{module}.py"],
-                timeout,
+                limits,
             )
         finally:
             sweep(marker)
@@ -789,18 +836,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="learner, solutions or a path (default: $LEASES_IMPL, else learner)",
     )
     parser.add_argument("--no-checkpoint", action="store_true", help="show the table only")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
     parser.add_argument(
-        "--timeout", type=float, default=SUITE_TIMEOUT, help="seconds for the suites"
+        "--no-measured",
+        action="store_true",
+        help="leave out exercises 5 and 6 (a minute of real model turns)",
     )
-    parser.add_argument("--checkpoint-timeout", type=float, default=CHECKPOINT_TIMEOUT)
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
+    seconds = {
+        "test": "one test",
+        "case": "one checkpoint case",
+        "load": "importing the file",
+        "suite": "the whole suite",
+        "checkpoint": "the whole checkpoint",
+    }
+    for name, what in seconds.items():
+        parser.add_argument(
+            f"--{name}-timeout",
+            type=float,
+            default=getattr(Limits, name),
+            metavar="S",
+            help=f"seconds for {what} (default %(default)g)",
+        )
     args = parser.parse_args(argv)
     spec = args.impl or os.environ.get(ENV) or "learner"
+    try:
+        limits = Limits(**{name: getattr(args, f"{name}_timeout") for name in seconds})
+    except ValueError as error:
+        parser.error(str(error))
     result = check(
-        spec,
-        checkpoint=not args.no_checkpoint,
-        timeout=args.timeout,
-        checkpoint_timeout=args.checkpoint_timeout,
+        spec, checkpoint=not args.no_checkpoint, measured=not args.no_measured, limits=limits
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -61,7 +61,12 @@ def grade_one(
     try:
         staged = stage(submission, work / "submission")
         verdict = judge(
-            staged, work / "tmp", timeout=rubric.seconds, checkpoint=checkpoint, stop=stop
+            staged,
+            work / "tmp",
+            timeout=rubric.seconds,
+            checkpoint=checkpoint,
+            stop=stop,
+            limits=rubric.limits,
         )
         # Show the student's own path, not the staging copy that is about to go.
         original = shlex.quote(str(submission.chapter))

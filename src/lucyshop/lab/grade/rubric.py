@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lucyshop.lab.grade.verdict import Row, Verdict
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.report import UNMEASURED, Limits
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
 CHECKPOINT_CASES = 7  # cases 0-6 of checkpoints/ch13_worker_recovery.py
@@ -34,7 +35,8 @@ class Rubric:
     exercises: Part
     checkpoint: float
     flag_at: float
-    seconds: float
+    seconds: float  # one whole submission
+    limits: Limits = field(default_factory=Limits)  # one test, one checkpoint case, the import
 
     @property
     def total(self) -> float:
@@ -53,6 +55,18 @@ def load(path: Path = DEFAULT) -> Rubric:
         _number(data.get("checkpoint", {}).get("points", 0), "checkpoint.points"),
         _number(data.get("similarity", {}).get("flag_at", 0.8), "similarity.flag_at", high=1),
         _number(data.get("limits", {}).get("seconds", 900), "limits.seconds", low=1),
+        _limits(data.get("limits", {})),
+    )
+
+
+def _limits(table: dict) -> Limits:
+    """``[limits]``'s ``test_seconds``, ``case_seconds`` and ``import_seconds``."""
+    keys = {"test": "test_seconds", "case": "case_seconds", "load": "import_seconds"}
+    return Limits(
+        **{
+            name: _number(table.get(key, getattr(Limits, name)), f"limits.{key}", low=1)
+            for name, key in keys.items()
+        }
     )
 
 
@@ -85,7 +99,7 @@ def row_points(row: Row, part: Part, rows: list[Row]) -> tuple[float, float]:
     """(earned, available) points for one row, its share of ``part`` among ``rows``."""
     total_weight = sum(part.weight(r.label) for r in rows) or 1.0
     available = part.points * part.weight(row.label) / total_weight
-    if row.status in ("NOT STARTED", "NEEDS MODEL") or row.total == 0:
+    if row.status in ("NOT STARTED", *UNMEASURED) or row.total == 0:
         return 0.0, available
     if row.status == "PASSING" and row.passed == row.total:
         return available, available

@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from lucyshop.lab.guard import MARKER, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.report import Limits
 
 SCHEMA = "ch13-check/1"
 HEAD_BYTES = 16_384
@@ -44,7 +45,7 @@ class Case:
 class Row:
     label: str
     kind: str  # "function" or "exercise"
-    status: str  # PASSING, FAILING, NOT STARTED, NEEDS MODEL
+    status: str  # PASSING, FAILING, NOT STARTED, NEEDS MODEL, LEFT OUT
     passed: int
     total: int
     message: str = ""
@@ -93,6 +94,7 @@ def run_judge(
     timeout: float,
     checkpoint: bool = True,
     stop: threading.Event | None = None,
+    limits: Limits | None = None,
 ) -> tuple[int | None, str, dict | None]:
     """Run ``make check`` on ``chapter`` with ``tmp`` as its TMPDIR: (exit or None, output, JSON).
 
@@ -104,6 +106,7 @@ def run_judge(
     argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(chapter)]
     argv += ["--json", str(result)]
     argv += [] if checkpoint else ["--no-checkpoint"]
+    argv += (limits or Limits()).argv()  # make check's own deadlines when None
     marker = new_marker()  # the check's children carry it: they are swept even past a kill
     env = os.environ | {
         "TMPDIR": str(tmp),
@@ -177,11 +180,15 @@ def judge(
     timeout: float,
     checkpoint: bool = True,
     stop: threading.Event | None = None,
+    limits: Limits | None = None,
 ) -> Verdict:
-    """The verdict on ``chapter``, from the judge's ``ch13-check/1`` JSON, never its exit."""
+    """The verdict on ``chapter``, from the judge's ``ch13-check/1`` JSON, never its exit.
+
+    ``limits`` bound each test, checkpoint case and the import inside the check.
+    """
     started = time.monotonic()
     status, output, data = run_judge(
-        chapter, tmp, timeout=timeout, checkpoint=checkpoint, stop=stop
+        chapter, tmp, timeout=timeout, checkpoint=checkpoint, stop=stop, limits=limits
     )
     if status is None and stop is not None and stop.is_set():
         verdict = Verdict("STOPPED", error="the grader was interrupted before the check ended")
