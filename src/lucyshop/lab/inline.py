@@ -51,11 +51,11 @@ class Checker:
         self.last_seconds = 0.0
 
     def __call__(self, label: str) -> Verdict:
-        from lucyshop.lab.report import verdict  # the report loads pytest machinery lazily
+        from lucyshop.lab.report import Limits, verdict  # loads pytest machinery: lazily
 
         started = time.monotonic()
         try:
-            text = verdict(label, spec=self.spec, timeout=self.timeout)
+            text = verdict(label, spec=self.spec, limits=Limits(suite=self.timeout))
         finally:
             self.last_seconds = time.monotonic() - started
         return Verdict(text)
