@@ -7,6 +7,7 @@ once, so a change to the reference that would silently disarm a mutant fails lou
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,22 @@ class Mutant:
         if count != 1:
             raise AssertionError(f"mutant {self.name!r}: its edit matches {count} places, not 1")
         return text.replace(self.old, self.new)
+
+    @property
+    def function(self) -> str:
+        """The reference's function the edit lands in (``Class.method`` for a method): the
+        function whose own tests must catch it."""
+        text = SOLUTIONS.read_text()
+        line = text.count("\n", 0, text.index(self.old)) + 1
+        for node in ast.parse(text).body:
+            members = node.body if isinstance(node, ast.ClassDef) else [node]
+            prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+            for member in members:
+                if isinstance(member, ast.FunctionDef) and (
+                    member.lineno <= line <= member.end_lineno
+                ):
+                    return prefix + member.name
+        raise AssertionError(f"mutant {self.name!r}: its edit is in no function")
 
     def write(self, directory: Path) -> Path:
         path = directory / self.name / "ch13_leases.py"

@@ -1,11 +1,13 @@
-"""The learner suite catches every guard removed from the reference.
+"""The learner suite catches every guard removed from the reference, in the right row.
 
 Each mutant is one exact edit of ``solutions/ch13_leases.py`` (the edit must match exactly
 once, so a change to the reference that would silently disarm a mutant fails here instead).
-Each is written to a temporary file and run through ``tests/learner`` with the reference
-blocked; the suite must fail. ``-x`` stops at the first failure, and the multi-process
-contention test is deselected (``-m "not slow"``) except for the one mutant only it can catch,
-to keep this quick on two cores.
+Each is written to a temporary file and run, with the reference blocked, through the tests of
+the function its edit lands in (``tests/learner/test_<function>.py``, the module behind that
+function's ``make check`` row); those tests must fail. The unmutated control runs the whole
+suite. ``-x`` stops at the first failure, and the multi-process contention test is deselected
+(``-m "not slow"``) except for the one mutant only it can catch, to keep this quick on two
+cores.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
+from lucyshop.lab.report import module_of
+
 # Module fixtures run whole suites (one per mutant): past the 120 s default.
 pytestmark = pytest.mark.timeout(900)
 
@@ -29,14 +33,14 @@ SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 CONTENTION = {mutant.name for mutant in MUTANTS if mutant.needs_contention}
 
 
-def run_suite(path: Path, *, slow: bool = False) -> subprocess.CompletedProcess:
+def run_suite(path: Path, tests: str, *, slow: bool = False) -> subprocess.CompletedProcess:
     # Third-party plugins are not needed here and cost seconds of start-up per mutant.
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
-            "tests/learner",
+            tests,
             "--impl",
             str(path),
             "--block-reference",
@@ -59,16 +63,19 @@ def run_suite(path: Path, *, slow: bool = False) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
-    """Every mutant (and the unmutated control) through the suite, two at a time."""
+    """Every mutant through its function's tests, and the unmutated control through the whole
+    suite, two at a time."""
     directory = tmp_path_factory.mktemp("mutants")
     files = {"control": directory / "control" / "ch13_leases.py"}
+    tests = {"control": "tests/learner"}
     files["control"].parent.mkdir()
     files["control"].write_text(SOLUTIONS.read_text(encoding="utf-8"), encoding="utf-8")
     for mutant in MUTANTS:
         files[mutant.name] = mutant.write(directory)
+        tests[mutant.name] = f"tests/learner/{module_of(mutant.function)}.py"
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         futures = {
-            name: pool.submit(run_suite, path, slow=name in CONTENTION)
+            name: pool.submit(run_suite, path, tests[name], slow=name in CONTENTION)
             for name, path in files.items()
         }
         return {name: future.result() for name, future in futures.items()}
@@ -86,7 +93,7 @@ def test_the_learner_suite_catches_the_mutant(runs, name):
     result = runs[name]
     summary = (result.stdout.strip().splitlines() or [""])[-1]
     assert result.returncode == 1, (
-        f"the mutant survived the learner suite (exit {result.returncode}): {summary}"
+        f"the mutant survived its function's tests (exit {result.returncode}): {summary}"
     )
     assert "1 failed" in summary or "1 error" in summary, summary
     assert "ImplementationError" not in result.stdout, "the mutant must load; a test must catch it"
