@@ -5,6 +5,7 @@ SHELL := /bin/bash
 VENV    := .venv
 PY      := $(VENV)/bin/python
 IMPL    ?= learner
+ARGS    ?=
 SEED    ?= 13
 SOAK_SECONDS ?= 120
 JOBS    ?= 2
@@ -58,8 +59,8 @@ demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference
 	@$(PY) -m lucyshop.lab.demo
 
 # Exit 3 means "nothing failing, some work not started yet": not a make error.
-check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file)
-	@$(PY) -m lucyshop.lab.report --impl $(IMPL) || [ $$? -eq 3 ]
+check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file, ARGS=--no-measured)
+	@$(PY) -m lucyshop.lab.report --impl $(IMPL) $(ARGS) || [ $$? -eq 3 ]
 
 grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=2] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.lab import report as check_report
 from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
     model_installed,
     subjects,
+    verdict,
     without_reference_source,
 )
 
@@ -216,3 +218,18 @@ def test_tracebacks_from_the_checkpoint_never_quote_the_reference():
     kept = without_reference_source(lines)
     assert '    raise ValueError(f"owner must be ...")' not in kept
     assert kept == lines[:4] + lines[5:]
+
+
+def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_test(monkeypatch):
+    def no_tests(*_args, **_kwargs):
+        raise AssertionError("a stub's check ran its tests")
+
+    monkeypatch.setattr(check_report, "run_suites", no_tests)
+    assert verdict("claim", "learner").startswith("claim: NOT STARTED\n  read notebook 13b § ")
+    exercise = verdict("exercise 3", "learner")
+    assert exercise.startswith("exercise 3: NOT STARTED\n  read notebook 13c § "), exercise
+
+
+def test_a_notebook_check_of_a_written_function_runs_its_tests():
+    text = verdict("percentile", "solutions")
+    assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text

@@ -88,7 +88,7 @@ def test_a_stub_is_not_started_whatever_its_tests_report(tmp_path):
         "        raise NotStarted('Claim.worker_id', '13b')\n\n"
         "def percentile(values, q):\n    return 1\n"
     )
-    assert stubs_in(stub) == {"claim", "Claim.worker_id"}
+    assert stubs_in(stub) == {"claim": "13b", "Claim.worker_id": "13b"}
 
 
 @pytest.mark.slow

@@ -71,7 +71,7 @@ from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.guard import MARKER, Child, KitFiles, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
-from lucyshop.lab.stubs import is_stub_node
+from lucyshop.lab.stubs import is_stub_node, stub_section
 
 SCHEMA = "ch13-check/1"
 # Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
@@ -252,20 +252,26 @@ def wait(child: Child, timeout: float) -> int | None:
     return status
 
 
-def stubs_in(path: Path) -> set[str]:
-    """The functions (``Class.method`` for methods) whose body is still ``raise NotStarted``."""
+def stubs_in(path: Path) -> dict[str, str | None]:
+    """The functions (``Class.method`` for methods) whose body is still ``raise NotStarted``,
+    each with the notebook section its stub names."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
-        return set()
-    found = set()
+        return {}
+    found = {}
     for node in tree.body:
         members = node.body if isinstance(node, ast.ClassDef) else [node]
         prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
         for member in members:
             if is_stub_node(member):
-                found.add(prefix + member.name)
+                found[prefix + member.name] = stub_section(member)
     return found
+
+
+def not_started(section: str | None) -> str:
+    """A NOT STARTED row's message: where to read first."""
+    return f"read notebook {section}" if section else "the body is still `raise NotStarted(...)`"
 
 
 # ---------------------------------------------------------------- the suites
@@ -433,7 +439,7 @@ def build_rows(
     results: dict[str, dict[str, Any]],
     spec: str,
     *,
-    stubs: set[str],
+    stubs: dict[str, str | None],
     counts: dict[str, int] | None,
     stopped: str | None = None,
     held: tuple[str, str] | None = None,
@@ -467,7 +473,7 @@ def grade_row(
     tests: list[dict[str, Any]],
     own_stubs: tuple[str, ...],
     spec: str,
-    stubs: set[str],
+    stubs: dict[str, str | None],
     counts: dict[str, int] | None,
     module: str,
     stopped: str | None,
@@ -484,8 +490,8 @@ def grade_row(
     if own or any(stub in stubs for stub in own_stubs):
         row.status = "NOT STARTED"
         section = own[0].get("section") if own else None
-        row.message = (
-            f"read notebook {section}" if section else "the body is still `raise NotStarted(...)`"
+        row.message = not_started(
+            section or next((stubs[s] for s in own_stubs if s in stubs), None)
         )
         row.failures = []
     elif failing:
@@ -767,7 +773,11 @@ def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> s
     """One row of the table, for a notebook's check cell: its status and every failing test."""
     spec = spec or os.environ.get(ENV) or "learner"
     path = impl_path(spec)
-    _label, directory, module, _stubs = next(s for s in subjects() if s[0] == label)
+    _label, directory, module, own_stubs = next(s for s in subjects() if s[0] == label)
+    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
+    stub = next((s for s in own_stubs if s in stubs), None)
+    if stub is not None:  # still the stub, read from its syntax: there is nothing to run yet
+        return f"{label}: NOT STARTED\n  {not_started(stubs[stub])}"
     marker = new_marker()
     with tempfile.TemporaryDirectory(prefix="lucyshop-verdict-") as tmp:
         try:
@@ -781,7 +791,6 @@ def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> s
             )
         finally:
             sweep(marker)
-    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
     row = build_rows(run.results, spec, stubs=stubs, counts=None, stopped=run.stopped, only=label)[
         0
     ]

@@ -41,3 +41,14 @@ def is_stub_node(node: ast.AST) -> bool:
         and isinstance(body[0].exc.func, ast.Name)
         and body[0].exc.func.id == "NotStarted"
     )
+
+
+def stub_section(node: ast.AST) -> str | None:
+    """The section a stub's ``raise NotStarted(name, section)`` names, when it is a literal."""
+    if not is_stub_node(node):
+        return None
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    args = body[0].exc.args
+    if len(args) >= 2 and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+        return args[1].value
+    return None
