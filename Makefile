@@ -6,6 +6,10 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 IMPL    ?= learner
 ARGS    ?=
+# make test's pytest workers (pytest-xdist), each taking a whole test file at a time, the
+# longest files first (tests/conftest.py); `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 SEED    ?= 13
 SOAK_SECONDS ?= 120
 JOBS    ?= 2
@@ -70,7 +74,7 @@ autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograde
 	@$(PY) -m lucyshop.lab.grade.autograder build --out build/autograder.zip
 
 test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
-	@LEASES_IMPL=solutions $(PY) -m pytest -q
+	@LEASES_IMPL=solutions $(PY) -m pytest -q $(PARALLEL)
 
 test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the solutions (under a minute)
 	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
@@ -78,7 +82,7 @@ test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the
 
 test-time: $(VENV)/.model ## time one whole make test into evidence/test-time.json and bench.json (output in test-time.log; quiet machine)
 	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json --bench evidence/bench.json \
-	  --log test-time.log
+	  --log test-time.log -- $(PARALLEL)
 
 lab: $(VENV)/.dev ## open JupyterLab on the notebooks
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -7,15 +7,14 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from impls import IMPL_PATH, chapter_of
+from schedule import TESTS, rank
 
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.processes import descendants
 
-TESTS = Path(__file__).resolve().parent
 SUITES = ("runtime", "learner", "exercises")  # a directory each; the modules beside them: kit
 
 
@@ -45,11 +44,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick."""
+    """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick;
+    the longest files first."""
     for item in items:
         if item.path.is_relative_to(TESTS):
             suite = item.path.relative_to(TESTS).parts[0]
             item.add_marker(suite if suite in SUITES else "kit")
+
+    items.sort(key=lambda item: rank(item.path))  # stable: each file's own order is kept
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from lucyshop.lab.stubs import functions_in
+
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "ch13_leases.py"
 
 
@@ -37,14 +39,9 @@ class Mutant:
         function whose own tests must catch it."""
         text = SOLUTIONS.read_text()
         line = text.count("\n", 0, text.index(self.old)) + 1
-        for node in ast.parse(text).body:
-            members = node.body if isinstance(node, ast.ClassDef) else [node]
-            prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
-            for member in members:
-                if isinstance(member, ast.FunctionDef) and (
-                    member.lineno <= line <= member.end_lineno
-                ):
-                    return prefix + member.name
+        for name, node in functions_in(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef) and node.lineno <= line <= node.end_lineno:
+                return name
         raise AssertionError(f"mutant {self.name!r}: its edit is in no function")
 
     def write(self, directory: Path) -> Path:

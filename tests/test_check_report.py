@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_lock import one_model_at_a_time
 
 from lucyshop.lab import report as check_report
 from lucyshop.lab.report import (
@@ -70,8 +71,9 @@ def measured(status: str, function: str, *, left_out: bool = False) -> str:
     return "LEFT OUT" if function in MEASURED and left_out else status
 
 
-def test_the_solutions_pass_every_function():
-    result = report("--impl", "solutions", "--no-checkpoint")
+def test_the_solutions_pass_every_function(request):
+    with one_model_at_a_time(request):  # exercises 5 and 6 time real model turns
+        result = report("--impl", "solutions", "--no-checkpoint")
     assert result.returncode == 0, result.stdout + result.stderr
     assert {f: s for f, (s, _m) in statuses(result.stdout).items()} == {
         f: measured("PASSING", f) for f in ROWS

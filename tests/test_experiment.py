@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_lock import one_model_at_a_time
 
 from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
@@ -28,13 +29,14 @@ TOKENS = 8  # the quick run's token cap per turn
 
 
 @pytest.fixture(scope="module")
-def quick_receipt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def quick_receipt(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
     out = tmp_path_factory.mktemp("experiment") / "receipt.json"
     # 8-token turns: every phase runs as in --quick, in two thirds of the time (shorter turns,
     # shorter leases); the tests judge the pipeline and the check, not the model's replies.
     argv = [*EXPERIMENT, "--out", str(out), "--quick", "--max-tokens", str(TOKENS)]
-    done = python([*argv, "--impl", "solutions"], timeout=RUN_SECONDS)
+    with one_model_at_a_time(request):
+        done = python([*argv, "--impl", "solutions"], timeout=RUN_SECONDS)
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-3000:]
     return out

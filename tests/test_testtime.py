@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from schedule import LONGEST_FIRST, TESTS
+
 from lucyshop.lab import testtime
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
@@ -42,3 +44,9 @@ def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys,
     }
     assert entry["exit_status"] == 1 and entry["summary"] == "1 failed, 1 passed in 0.5s"
     assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]
+
+
+def test_every_file_scheduled_first_exists():
+    """make test's workers take the files in LONGEST_FIRST first; a renamed file would quietly
+    drop to the end of the queue and run alone."""
+    assert [name for name in LONGEST_FIRST if not (TESTS / name).is_file()] == []

@@ -34,6 +34,7 @@ from types import ModuleType
 
 import pytest
 from impls import EXERCISES, IMPL_PATH
+from model_lock import one_model_at_a_time
 
 from lucyshop.lab.loader import ENV, ROOT, load_impl
 from lucyshop.lab.stubs import is_stub_node
@@ -144,8 +145,9 @@ def ran(
         module = load_exercises(chapter_file.parent / EXERCISES, chapter_file)
         stop_if_stub(module, name)
         answer = getattr(module, name)
-        if next(iter(inspect.signature(answer).parameters)) == "out":
-            return answer(directory / "receipt.json", quick=True, workdir=directory / "work")
+        if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
+            with one_model_at_a_time(request):
+                return answer(directory / "receipt.json", quick=True, workdir=directory / "work")
         return answer(directory / "answer")
 
 

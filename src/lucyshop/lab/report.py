@@ -18,8 +18,8 @@ Bounded, whatever the file does. Output of every child goes to a file, never a p
 has 30 s (the measured exercises 300 s); past that it fails "timed out after 30 s in claim()",
 and the function fails at once in the tests after it. A process that dies or hangs beyond
 that is stopped and the rest of the suite rerun without it. A checkpoint case has 60 s from
-its own start, the checkpoint 600 s from its own start. ``Limits`` holds these deadlines; the
-``--*-timeout`` options and a rubric's ``[limits]`` change them. Every child carries a marker in its
+its own start, the checkpoint 600 s from its own start (``Limits``; the ``--*-timeout``
+options and a rubric's ``[limits]`` change them). Every child carries a marker in its
 environment, and every process with it is ended before the check returns.
 
 Trusting nothing the student's code reports:
@@ -71,7 +71,7 @@ from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.guard import MARKER, Child, KitFiles, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
-from lucyshop.lab.stubs import is_stub_node, stub_section
+from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
 
 SCHEMA = "ch13-check/1"
 # Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
@@ -259,14 +259,7 @@ def stubs_in(path: Path) -> dict[str, str | None]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return {}
-    found = {}
-    for node in tree.body:
-        members = node.body if isinstance(node, ast.ClassDef) else [node]
-        prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
-        for member in members:
-            if is_stub_node(member):
-                found[prefix + member.name] = stub_section(member)
-    return found
+    return {name: stub_section(node) for name, node in functions_in(tree) if is_stub_node(node)}
 
 
 def not_started(section: str | None) -> str:

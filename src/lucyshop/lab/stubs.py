@@ -3,6 +3,7 @@
 import ast
 import os
 import sys
+from collections.abc import Iterator
 
 
 class NotStarted(NotImplementedError):
@@ -52,3 +53,12 @@ def stub_section(node: ast.AST) -> str | None:
     if len(args) >= 2 and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
         return args[1].value
     return None
+
+
+def functions_in(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
+    """Every top-level statement and class member, named ``Class.member`` inside a class."""
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
+        for member in members:
+            yield prefix + getattr(member, "name", ""), member

@@ -1,0 +1,30 @@
+"""The order make test's workers take the test files in: the longest first.
+
+``make test`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder``: each worker
+takes one whole file at a time, in collection order. A long file (whole checks, a graded
+class, the notebooks, the quick experiment) started last would run alone at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+LONGEST_FIRST = (
+    "test_check_report.py",
+    "grading/test_grade_class.py",
+    "test_notebooks.py",
+    "test_experiment.py",
+    "judge/test_bounded.py",
+    "grading/test_grade_parts.py",
+    "test_soak.py",
+    "test_learner_mutants.py",
+    "judge/test_chatty.py",
+    "judge/test_trust.py",
+)
+
+
+def rank(path: Path) -> int:
+    """A test file's place in the queue: its index in LONGEST_FIRST, else after them all."""
+    name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
