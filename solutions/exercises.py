@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sqlite3
 import sys
 import threading
@@ -27,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop import approval
+from lucyshop import approval, validate
 from lucyshop.lab import exercise_kit as kit
 from lucyshop.lab import exercise_runs
 from lucyshop.lab.processes import wait_until
@@ -46,7 +45,6 @@ POLICY = approval.SpendingPolicy(
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 5, "unit_cents": 500}  # 2500 cents
 DEADLINE = 30.0  # the longest any single wait here may take
-MAX_TTL = 3600.0
 
 
 def chapter() -> ModuleType:
@@ -557,11 +555,6 @@ def _spending_worker(
 # ================================================================ Exercise 5
 
 
-def _positive_seconds(value: Any) -> bool:
-    number = not isinstance(value, bool) and isinstance(value, int | float)
-    return number and math.isfinite(value) and value > 0
-
-
 def renew(
     db: sqlite3.Connection,
     held: Any,
@@ -583,12 +576,10 @@ def renew(
     of ``lease_renewals`` (see ``prepare_renewals``).
     """
     leases = chapter()
-    if not _positive_seconds(ttl) or ttl > MAX_TTL:
-        raise ValueError(f"ttl must be finite, above 0 and at most {MAX_TTL:g} seconds: {ttl!r}")
+    ttl = validate.seconds(ttl, "ttl", positive=True, most=leases.MAX_TTL)
     if isinstance(progress, bool) or not isinstance(progress, int) or progress < 0:
         raise ValueError(f"progress is a whole number from 0: {progress!r}")
-    if bound is not None and not _positive_seconds(bound):
-        raise ValueError(f"bound is None or a finite number of seconds above 0: {bound!r}")
+    bound = None if bound is None else validate.seconds(bound, "bound", positive=True)
     now = time.time() if now is None else float(now)
     with immediate(db):
         leases.assert_current(db, held, now)
@@ -795,9 +786,7 @@ def exercise_6_records(
     )
 
 
-# ================================================================ command line
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # the command line the docstring shows: lucyshop.lab.exercise_book
     from lucyshop.lab.exercise_book import main
 
     sys.exit(main(__file__))

@@ -188,6 +188,12 @@ EXERCISE_STUBS = {  # the learner's exercise functions that are stubs (the rest 
 }
 
 
+def test_the_worked_answers_are_at_most_800_lines():
+    """Solutions 13 holds answers; the measurement harness lives in the lab."""
+    lines = (ROOT / "solutions" / "exercises.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 800, f"solutions/exercises.py has {lines} lines"
+
+
 def test_every_exercise_stub_has_an_answer_in_the_same_order():
     assert len(EXERCISE_STUBS) >= 8
     assert [n for n in EXERCISE_ANSWERS if n in EXERCISE_STUBS] == list(EXERCISE_STUBS)

@@ -35,6 +35,20 @@ def test_every_committed_json_in_evidence_has_a_schema() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
+def test_each_committed_receipt_was_measured_on_the_code_it_names(name: str) -> None:
+    """A receipt whose code has changed since it was measured must be measured again."""
+    if not (EVIDENCE / name).exists():
+        pytest.skip(f"{name} has not been measured on this checkout")
+    provenance = json.loads((EVIDENCE / name).read_text(encoding="utf-8")).get("provenance", {})
+    changed = [
+        path
+        for path, digest in provenance.get("code", {}).items()
+        if receipts.file_record(ROOT / path)["sha256"] != digest
+    ]
+    assert changed == [], f"{name} is stale: measure it again ({', '.join(changed)} changed)"
+
+
+@pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_each_committed_receipt_has_its_schemas_shape(name: str) -> None:
     if name in OPTIONAL and not (EVIDENCE / name).exists():
         pytest.skip(f"{name} has not been measured on this checkout (make test-time)")
