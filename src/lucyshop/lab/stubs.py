@@ -34,7 +34,7 @@ def is_stub_node(node: ast.AST) -> bool:
     """
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return False
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    body = _after_docstring(node)
     return (
         len(body) == 1
         and isinstance(body[0], ast.Raise)
@@ -48,8 +48,7 @@ def stub_section(node: ast.AST) -> str | None:
     """The section a stub's ``raise NotStarted(name, section)`` names, when it is a literal."""
     if not is_stub_node(node):
         return None
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-    args = body[0].exc.args
+    args = _after_docstring(node)[0].exc.args
     if len(args) >= 2 and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
         return args[1].value
     return None
@@ -62,3 +61,7 @@ def functions_in(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
         prefix = f"{node.name}." if isinstance(node, ast.ClassDef) else ""
         for member in members:
             yield prefix + getattr(member, "name", ""), member
+
+
+def _after_docstring(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    return node.body[1:] if ast.get_docstring(node) is not None else node.body
