@@ -9,11 +9,12 @@ pytest, which must never wait for a lock its parent holds.
 from __future__ import annotations
 
 import fcntl
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+
+from lucyshop.lab.processes import wait_until
 
 WAIT = 900.0  # seconds: longer than any one measured run the lock is held for
 POLL = 0.2
@@ -28,15 +29,15 @@ def one_model_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     path = factory.getbasetemp().parent / "model-turns.lock"
     with open(path, "a") as handle:
-        deadline = time.monotonic() + WAIT
-        while True:
+
+        def taken() -> bool:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"another worker held {path} for more than {WAIT:g} s")
-                time.sleep(POLL)
+                return False
+            return True
+
+        wait_until(taken, timeout=WAIT, interval=POLL, what=f"the model lock {path}")
         try:
             yield
         finally:

@@ -196,6 +196,11 @@ def test_a_file_that_cannot_load_is_one_clear_line_and_exit_2(tmp_path, content,
     assert "Traceback" not in result.stdout + result.stderr
 
 
+def test_a_deadline_that_is_not_a_positive_number_is_refused_with_exit_2():
+    result = report("--impl", "solutions", "--test-timeout=0")
+    assert result.returncode == 2 and "the test limit must be" in result.stderr, result.stderr
+
+
 def test_an_unknown_path_is_exit_2(tmp_path):
     result = report("--impl", str(tmp_path / "nowhere.py"))
     assert result.returncode == 2

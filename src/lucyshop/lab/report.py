@@ -67,6 +67,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lucyshop import validate
 from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.guard import MARKER, Child, KitFiles, new_marker, sweep
@@ -137,8 +138,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not (isinstance(value, int | float) and 0 < value < float("inf")):
-                raise ValueError(f"the {name} limit must be a positive number of seconds")
+            validate.seconds(value, f"the {name} limit", positive=True)
 
     def argv(self) -> list[str]:
         """The same limits as ``python -m lucyshop.lab.report`` options (the defaults left out)."""

@@ -1,0 +1,37 @@
+"""The model lock of make test's workers: one holder at a time, and none outside a worker."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import model_lock
+import pytest
+
+
+def request_of(tmp_path_factory, *, worker: bool) -> SimpleNamespace:
+    config = SimpleNamespace(workerinput={}) if worker else SimpleNamespace()
+    return SimpleNamespace(config=config, getfixturevalue=lambda _name: tmp_path_factory)
+
+
+def test_a_second_worker_waits_for_the_first_and_gives_up_at_the_deadline(
+    tmp_path_factory, monkeypatch
+):
+    monkeypatch.setattr(model_lock, "WAIT", 0.5)
+    first, second = (request_of(tmp_path_factory, worker=True) for _ in range(2))
+    with (
+        model_lock.one_model_at_a_time(first),
+        pytest.raises(TimeoutError, match="the model lock"),
+        model_lock.one_model_at_a_time(second),
+    ):
+        pass
+    with model_lock.one_model_at_a_time(request_of(tmp_path_factory, worker=True)):
+        pass  # released: the next holder gets it at once
+
+
+def test_outside_a_worker_nothing_is_locked(tmp_path_factory, monkeypatch):
+    monkeypatch.setattr(model_lock, "WAIT", 0.5)
+    with (
+        model_lock.one_model_at_a_time(request_of(tmp_path_factory, worker=True)),
+        model_lock.one_model_at_a_time(request_of(tmp_path_factory, worker=False)),
+    ):
+        pass  # a check's own pytest never waits for its parent's lock
