@@ -74,6 +74,8 @@ def measured(status: str, function: str, *, left_out: bool = False) -> str:
 
 
 def test_the_solutions_pass_every_function(request):
+    """Also where ``make test`` runs exercises 5 and 6 (their quick real-model runs): once, here,
+    not a second time in the test session itself (the Makefile's ``ONCE``)."""
     with one_model_at_a_time(request):  # exercises 5 and 6 time real model turns
         result = report("--impl", "solutions", "--no-checkpoint")
     assert result.returncode == 0, result.stdout + result.stderr
