@@ -7,7 +7,8 @@ The learner and exercise suites run in a pytest child with the reference solutio
 the checkpoint runs beside them. Each row is one function (in the order of
 ``learner/ch13_leases.py``) or one exercise:
 
-- NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub;
+- NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub (then
+  none of its tests runs: the count says how many it has);
 - FAILING: every failing test, one line each (what was expected, what happened), with the
   command that reruns just that test;
 - PASSING: every test of it passed, and as many ran as a separate collection finds;
