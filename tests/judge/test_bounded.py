@@ -29,6 +29,17 @@ def test_a_hanging_function_fails_its_own_row_with_the_deadline(broken_run):
     assert re.search(row, output, re.MULTILINE), output[-3000:]
 
 
+def test_a_hung_function_costs_one_deadline_also_after_the_process_is_restarted(broken_run):
+    """claim() hangs first (test_assert_current), then fenced() ends the process
+    (test_fenced) and the suite is rerun: in the rerun claim() fails at once (test_finish)."""
+    _status, data, _output = broken_run
+    finish = rows(data)["finish"]
+    assert finish["status"] == "FAILING" and finish["failures"], finish
+    assert {f["message"] for f in finish["failures"]} == {
+        "needs claim() first: it hung or ended the process in an earlier test"
+    }, finish["failures"]
+
+
 def test_system_exit_and_os_exit_fail_the_function_that_raised_them(broken_run):
     _status, data, _output = broken_run
     table = rows(data)

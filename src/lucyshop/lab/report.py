@@ -370,6 +370,8 @@ def run_suites(
         for record in outcomes.records:
             if record.get("event") in ("result", "collect_error"):
                 run.results[record["nodeid"]] = record
+            if record.get("hung") and record["hung"] not in hung:  # past its deadline in a test:
+                hung.append(record["hung"])  # a rerun fails it at once, as this run did
         if stopped is not None and attempt and len(run.results) == before:
             run.stopped = "the test process reported no results twice in a row"
             return run
