@@ -31,7 +31,6 @@ from lucyshop.lab import exercise_kit as kit
 from lucyshop.lab import exercise_runs
 from lucyshop.lab.processes import wait_until
 from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
-from lucyshop.lab.stubs import NotStarted
 from lucyshop.lab.suppliers import supplier_process
 from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders
@@ -475,23 +474,21 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
         ]
         for thread in threads:
             thread.start()
-        barrier.wait()  # both claim now
-        barrier.wait()  # both hold their claims
-        running = kit.rows(
-            db,
-            "SELECT w.work_id, w.session_id, l.worker_id, l.expires FROM work w"
-            " JOIN assignment_leases l USING (work_id) WHERE w.state = 'running'"
-            " ORDER BY w.work_id",
-        )
-        third = leases.claim(db, "till-3", ttl=30)
-        barrier.wait()  # both approve now
-        for thread in threads:
-            thread.join(DEADLINE)
-        for name, result in results.items():
-            if isinstance(result.get("exception"), NotStarted):
-                raise result["exception"]
-            if "error" in result:
-                raise RuntimeError(f"{name} failed: {result['error']}")
+        try:
+            barrier.wait()  # both claim now
+            barrier.wait()  # both hold their claims
+            running = kit.rows(
+                db,
+                "SELECT w.work_id, w.session_id, l.worker_id, l.expires FROM work w"
+                " JOIN assignment_leases l USING (work_id) WHERE w.state = 'running'"
+                " ORDER BY w.work_id",
+            )
+            third = leases.claim(db, "till-3", ttl=30)
+            barrier.wait()  # both approve now
+        finally:  # a worker that failed broke the barrier: its own error is the one to see
+            for thread in threads:
+                thread.join(DEADLINE)
+            _raise_first_failure(results)
         orders = kit.rows(
             db,
             "SELECT order_id, work_id, amount_cents, status FROM assistant_orders"
@@ -512,6 +509,15 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
         }
     finally:
         db.close()
+
+
+def _raise_first_failure(results: dict[str, dict[str, Any]]) -> None:
+    """Raise a worker thread's exception here, in the caller's thread, naming the worker."""
+    for name, result in results.items():
+        error = result.get("exception")
+        if error is not None:
+            error.add_note(f"raised in worker {name}")
+            raise error
 
 
 def _spending_worker(

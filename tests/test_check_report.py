@@ -171,12 +171,15 @@ def test_a_needed_function_that_is_not_started_is_named(tmp_path):
         ),
         encoding="utf-8",
     )
+    (tmp_path / "exercises.py").write_text(
+        (ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8"
+    )
     result = report("--impl", str(partial), "--no-checkpoint", "--no-measured")
     rows = statuses(result.stdout)
     assert rows["Claim.worker_id"][0] == "NOT STARTED", rows["Claim.worker_id"]
-    assert rows["claim"] == ("FAILING", "needs Claim.worker_id() first: it is not started"), rows[
-        "claim"
-    ]
+    needs = ("FAILING", "needs Claim.worker_id() first: it is not started")
+    assert rows["claim"] == needs, rows["claim"]
+    assert rows["exercise 4"] == needs, rows["exercise 4"]  # raised in a worker thread
     assert rows["percentile"][0] == "PASSING"
 
 
