@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab import pg_shop
-from lucyshop.lab.loader import block_reference, impl_path
+from lucyshop.lab.loader import ENV, block_reference, impl_path
 from lucyshop.lab.postgres import missing, postgres_server, scratch_schema
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.stubs import NotStarted
@@ -204,7 +204,7 @@ def _refusal(write: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--impl", default=os.environ.get("LEASES_IMPL", "learner"))
+    parser.add_argument("--impl", default=os.environ.get(ENV, "learner"))
     parser.add_argument("--lease", type=float, default=2.0, help="real lease in seconds")
     for name in ("--child", "--dsn", "--dir", "--endpoint", "--identity"):
         parser.add_argument(name, help=argparse.SUPPRESS)

@@ -49,7 +49,7 @@ from typing import Any
 import psutil
 
 from lucyshop import approval
-from lucyshop.lab.loader import ReferenceBlocked, block_for, impl_path, load_impl
+from lucyshop.lab.loader import ENV, ReferenceBlocked, block_for, impl_path, load_impl
 from lucyshop.lab.processes import (
     Children,
     python_argv,
@@ -428,7 +428,7 @@ class Shop:
             "--dir",
             str(self.directory),
         )
-        env = os.environ | {"LEASES_IMPL": str(self.run.impl)}
+        env = os.environ | {ENV: str(self.run.impl)}
         with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
             child = children.spawn(argv, env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.directory / "child.err")
@@ -775,7 +775,7 @@ def run_case(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--impl", default=os.environ.get("LEASES_IMPL", "learner"))
+    parser.add_argument("--impl", default=os.environ.get(ENV, "learner"))
     parser.add_argument("--evidence", type=Path)
     parser.add_argument(
         "--lease", type=float, default=2.0, help="real lease in seconds (default 2)"
@@ -795,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
     impl = impl_path(args.impl)
     signal.signal(signal.SIGINT, _interrupted)
     block_for(impl)
-    os.environ["LEASES_IMPL"] = str(impl)
+    os.environ[ENV] = str(impl)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
     try:
         leases = load_impl(impl)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,23 @@ def test_write_receipt_writes_the_whole_file(tmp_path: Path) -> None:
     receipts.write_receipt(target, {"a": [1, 2.5], "b": None})
     assert json.loads(target.read_text()) == {"a": [1, 2.5], "b": None}
     assert os.listdir(target.parent) == ["receipt.json"]
+
+
+def test_a_receipt_is_fsynced_then_its_directory_and_others_may_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("directory" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    target = tmp_path / "receipt.json"
+    receipts.write_receipt(target, {"a": 1})
+    assert synced == ["file", "directory"]  # the text, then the rename
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, object()])

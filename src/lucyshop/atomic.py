@@ -1,8 +1,9 @@
 """Files that a reader sees whole or not at all: a ready file, a receipt.
 
 A process that announces itself (a supplier's port, a worker's pid) writes a small JSON file
-that another process polls for. A half-written file would be read as garbage, so the text goes
-to a temporary file beside the target, is flushed to disk, and is renamed over it.
+that another process polls for, and a measurement writes its receipt. A half-written file would
+be read as garbage, so the text goes to a temporary file beside the target, is flushed to disk,
+and is renamed over it. This is the kit's one such writer.
 """
 
 from __future__ import annotations
@@ -14,20 +15,33 @@ from pathlib import Path
 from typing import Any
 
 
-def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON so that a reader sees either no file or the whole file.
+def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False) -> None:
+    """Write ``text`` so that a reader sees either the old file (or none) or the whole new one.
 
     The temporary file is in the same directory, so the rename cannot cross a file system;
-    ``os.replace`` is atomic on POSIX.
+    ``os.replace`` is atomic on POSIX. ``durable`` also fsyncs the directory, so that the
+    rename itself survives a crash (a receipt; a ready file only has to be whole).
     """
     target = Path(path)
     fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide a receipt from other readers
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True)
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    if durable:
+        directory = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON so that a reader sees either no file or the whole file."""
+    write_text(path, json.dumps(data, sort_keys=True))

@@ -37,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from lucyshop import IMPL_ENV
 from lucyshop.approval import APPROVAL_MIGRATIONS, UNCERTAIN
 from lucyshop.approval import STATUSES as ORDER_STATUSES
 from lucyshop.queue import QUEUE_MIGRATIONS
@@ -465,7 +466,7 @@ def collect(
 ) -> dict:
     """Every figure of the report, as one JSON-ready dict (what ``--json`` prints)."""
     now = time.time() if now is None else now
-    impl = impl or os.environ.get("LEASES_IMPL") or "learner"
+    impl = impl or os.environ.get(IMPL_ENV) or "learner"
     health = supplier_health(supplier, identity, timeout)
     db, opened = open_readonly(shop)
     try:

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
+from lucyshop import IMPL_ENV
+
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTIONS = ROOT / "solutions"
 IMPLEMENTATIONS = {
@@ -25,7 +27,7 @@ IMPLEMENTATIONS = {
     "solutions": SOLUTIONS / "ch13_leases.py",
 }
 MODULE = "ch13_leases"
-ENV = "LEASES_IMPL"
+ENV = IMPL_ENV
 BLOCKED_ENV = (
     "LUCYSHOP_BLOCKED"  # set by block_for; a child that loads an implementation blocks too
 )

@@ -13,7 +13,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from lucyshop.lab.lesson import RECORD
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import ENV, ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
 
@@ -21,7 +21,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
 def execute(path, *, impl: str = "solutions", timeout: int = 120) -> nbformat.NotebookNode:
     """Run every cell of one notebook with ``LEASES_IMPL=impl``; raise on the first error."""
     notebook = nbformat.read(path, as_version=4)
-    os.environ["LEASES_IMPL"] = impl
+    os.environ[ENV] = impl
     os.environ[RECORD] = "1"  # the model's replies are stored, for a kit without the model
     NotebookClient(
         notebook,

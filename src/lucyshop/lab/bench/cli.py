@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sqlite3
@@ -14,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab import receipts
 from lucyshop.lab.bench import checkpoint, detection, feedback, fence, grading, queues
 from lucyshop.lab.loader import ROOT, impl_path
 
@@ -99,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(t.line() for t in held))
     print(f"took {report['seconds']:.0f} s; load average {report['load_average_end'][0]:.2f}")
     if options.out:
-        options.out.parent.mkdir(parents=True, exist_ok=True)
-        options.out.write_text(json.dumps(report, indent=2) + "\n")
+        receipts.write_receipt(options.out, report)
         print(f"written: {options.out}")
     return 0

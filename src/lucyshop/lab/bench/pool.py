@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Self
 
+from lucyshop.lab.loader import ENV
 from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file, write_ready
 
 READY_TIMEOUT = 120.0
@@ -28,7 +29,7 @@ class Pool:
     def __enter__(self) -> Self:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.children.__enter__()
-        env = os.environ | {"LEASES_IMPL": str(self.impl)}
+        env = os.environ | {ENV: str(self.impl)}
         for index in range(self.processes):
             log = open(self.directory / f"worker-{index}.err", "wb")
             argv = python_argv(

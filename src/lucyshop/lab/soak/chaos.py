@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.loader import ENV
 from lucyshop.lab.processes import Children, python_argv
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
 from lucyshop.lab.soak.shop import (
@@ -164,7 +165,7 @@ class Soak:
             str(self.config.seconds * 3 + 120),
             blocked=True,
         )
-        env = os.environ | {"LEASES_IMPL": str(self.config.impl)}
+        env = os.environ | {ENV: str(self.config.impl)}
         with open(self.logs / f"{name}.err", "wb") as stderr:
             slot.proc = children.spawn(argv, env=env, stderr=stderr)
         slot.starts += 1
