@@ -98,13 +98,13 @@ plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
 	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
 
 bench: $(VENV)/.bench ## the kit beside litequeue and persist-queue, fence cost, checkpoint time (~10 min)
-	@$(PY) -m lucyshop.lab.bench --out evidence/bench.json
+	@$(PY) -m lucyshop.lab.bench --impl solutions --out evidence/bench.json
 
 soak: $(VENV)/.dev ## seeded chaos soak (SOAK_SECONDS, SEED)
-	@$(PY) -m lucyshop.lab.soak --seconds $(SOAK_SECONDS) --seed $(SEED)
+	@$(PY) -m lucyshop.lab.soak --impl solutions --seconds $(SOAK_SECONDS) --seed $(SEED)
 
 skew: $(VENV)/.pg ## clock skew vs leases on SQLite and PostgreSQL (a few minutes), receipt and plot
-	@$(PY) -m lucyshop.lab.skew run --out evidence/ch13-skew-receipt.json
+	@$(PY) -m lucyshop.lab.skew run --impl solutions --out evidence/ch13-skew-receipt.json
 	@$(PY) -m lucyshop.lab.skew plot evidence/ch13-skew-receipt.json evidence/ch13-skew.png
 
 status: $(VENV)/.dev ## the four-signal report of a shop (SHOP=path [SUPPLIER=url])

@@ -17,7 +17,8 @@ from lucyshop.lab.bench.engines import peers_installed
 @pytest.mark.slow
 def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    argv = ["--only", "queues,fence", "--repeats", "1", "--seconds", "0.2", "--sizes", "300"]
+    argv = ["--impl", "solutions", "--only", "queues,fence", "--repeats", "1", "--seconds", "0.2"]
+    argv += ["--sizes", "300"]
     assert cli.main([*argv, "--processes", "1,2", "--rounds", "20", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     rows = report["queues"]["rows"]

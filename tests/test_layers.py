@@ -5,8 +5,8 @@ The runtime is every module of ``lucyshop`` outside ``lucyshop.lab`` (store, que
 approval, the supplier's server and client, models, status, validate, the ``python -m
 lucyshop`` command). The lab may use the runtime; the runtime may not use the lab, or a student
 could not run the shop without the grading machinery. And code under ``src/`` chooses an
-implementation only when told to: a hard-coded load of ``solutions`` would run the reference
-where a student's file was meant.
+implementation only when told to: a hard-coded load of ``solutions``, or a command line or
+function that falls back to it, would run the reference where a student's file was meant.
 
 Both rules are read from the source with ``ast``, so an import inside a function counts too.
 """
@@ -68,11 +68,25 @@ def reference_loads(path: Path) -> list[str]:
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else None
             callee = node.func.id if isinstance(node.func, ast.Name) else callee
             literals = [a.value for a in node.args if isinstance(a, ast.Constant)]
-            if callee in LOADERS and any(
-                isinstance(v, str) and v.split("/")[0] == "solutions" for v in literals
-            ):
+            if callee in LOADERS and any(map(names_the_reference, literals)):
                 found.append(f"line {node.lineno}: {callee}({literals[0]!r})")
+            found += [
+                f"line {node.lineno}: {callee}(..., default={k.value.value!r})"
+                for k in node.keywords
+                if k.arg == "default" and names_the_reference(getattr(k.value, "value", None))
+            ]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defaults = [*node.args.defaults, *filter(None, node.args.kw_defaults)]
+            found += [
+                f"line {node.lineno}: def {node.name}(... = {d.value!r})"
+                for d in defaults
+                if names_the_reference(getattr(d, "value", None))
+            ]
     return found
+
+
+def names_the_reference(value: object) -> bool:
+    return isinstance(value, str) and value.split("/")[0] == "solutions"
 
 
 def test_the_runtime_is_every_module_outside_the_lab():
@@ -111,7 +125,9 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "def f():\n"
         "    import lucyshop.lab.processes\n"
         "    return loader.load_impl('solutions'), load_impl('solutions/ch13_leases.py')\n"
+        "def g(spec='solutions', *, impl='solutions'):\n"
+        "    parser.add_argument('--impl', default='solutions')\n"
     )
     modules = imported(planted, "lucyshop.planted")
     assert "lucyshop.lab" in modules and "lucyshop.lab.processes" in modules
-    assert len(reference_loads(planted)) == 2
+    assert len(reference_loads(planted)) == 5

@@ -104,7 +104,9 @@ def test_a_receipt_is_fsynced_then_its_directory_and_others_may_read_it(
     target = tmp_path / "receipt.json"
     receipts.write_receipt(target, {"a": 1})
     assert synced == ["file", "directory"]  # the text, then the rename
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask  # as any file it creates
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, object()])

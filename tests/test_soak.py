@@ -59,7 +59,9 @@ def no_process_left(tmp: Path) -> None:
 @pytest.fixture(scope="module")
 def short_soak(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("soak")
-    result, report = soak(tmp, "--seconds", "20", "--seed", "13", "--items", "60")
+    result, report = soak(
+        tmp, "--impl", "solutions", "--seconds", "20", "--seed", "13", "--items", "60"
+    )
     return tmp, result, report
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,11 @@ def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False
     rename itself survives a crash (a receipt; a ready file only has to be whole).
     """
     target = Path(path)
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Created here, not by mkstemp: a receipt is readable as any file the umask allows (0600
+    # would hide it), and no chmod is needed (the reference blocker judges every chmod).
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide a receipt from other readers
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

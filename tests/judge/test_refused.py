@@ -74,6 +74,11 @@ BYPASSES = {
                     if callable(f) and getattr(f, "__qualname__", "") == "_make_hook.<locals>.hook")
         hook.__defaults__ = (None,) * len(hook.__defaults__)
     """,
+    "chmod-by-descriptor": f"""
+        import os
+        fd = os.open({str(EDITED)!r}, os.O_RDONLY)
+        os.fchmod(fd, os.fstat(fd).st_mode & 0o7777)  # the same mode: harmless were it let through
+    """,
     "edit-the-tests": f"""
         with open({str(EDITED)!r}, "a") as tests:
             tests.write("# edited\\n")

@@ -251,6 +251,12 @@ def _judge_event(
         if _getframe(2).f_code.co_filename in block.students:  # the frame that made the call
             raise _error(f"reference blocked: your code may not use ctypes ({event})")
     elif event in _CHANGE_EVENTS:
+        if args and isinstance(args[0], int):  # by descriptor: no path to judge, so only the kit
+            if _frame(block):
+                raise _error(
+                    f"reference blocked: your code may not change a file by descriptor ({event})"
+                )
+            return
         target = _realpath(_fsdecode(args[0])) if args and args[0] else ""
         if target.startswith(block.protected) and _frame(block):
             raise _error(f"reference blocked: your code may not change {target}")

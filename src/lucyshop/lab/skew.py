@@ -1,6 +1,7 @@
 """The skew experiment: the same takeover trial on client-clock and server-clock leases.
 
-    python -m lucyshop.lab.skew run --out evidence/ch13-skew-receipt.json [--repeats 2]
+    python -m lucyshop.lab.skew run --impl solutions --out evidence/ch13-skew-receipt.json
+                                    [--repeats 2]
     python -m lucyshop.lab.skew check evidence/ch13-skew-receipt.json
     python -m lucyshop.lab.skew plot evidence/ch13-skew-receipt.json evidence/ch13-skew.png
 
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     running.add_argument("--out", type=Path, required=True)
     running.add_argument("--repeats", type=int, default=2)
     running.add_argument("--seed", type=int, default=13)
-    running.add_argument("--impl", default="solutions", help="the chapter file's directory")
+    running.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
     checking = commands.add_parser("check", help="recompute a receipt's figures")
     checking.add_argument("receipt", type=Path)
     plotting = commands.add_parser("plot", help="draw false takeovers against skew")

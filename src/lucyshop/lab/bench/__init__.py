@@ -1,7 +1,7 @@
 """``make bench``: how fast the protocol runs, measured beside its peers in one run on one file
 system.
 
-    python -m lucyshop.lab.bench --out evidence/bench.json [--impl solutions] [--repeats 3]
+    python -m lucyshop.lab.bench --impl solutions --out evidence/bench.json [--repeats 3]
 
 One module per section, each with ``NAME``, ``measure(options) -> dict`` and
 ``lines(result) -> list[str]`` (and ``targets(result)`` where the issue sets one); ``cli``

@@ -28,7 +28,7 @@ def numbers(text: str) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lucyshop.lab.bench", description=__doc__)
     p.add_argument("--out", type=Path)
-    p.add_argument("--impl", default="solutions")
+    p.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seconds", type=float, default=1.0, help="per queue cell (default 1.0)")
     p.add_argument("--sizes", type=numbers, default=queues.SIZES, help="e.g. 300,9900")

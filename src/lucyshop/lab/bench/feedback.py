@@ -20,7 +20,7 @@ RERUN_LIMIT = 2.5  # seconds for one printed rerun command
 
 
 def measure(options: argparse.Namespace) -> dict[str, Any]:
-    runs = [timings("solutions") for _ in range(options.repeats)]
+    runs = [timings(options.impl) for _ in range(options.repeats)]
     return {
         "make_check_s": spread([run["check_seconds"] for run in runs]),
         "rerun_s": spread([run["rerun_seconds"] for run in runs]),

@@ -1,6 +1,6 @@
 """``make soak``: a seeded chaos soak of a chapter-13 implementation, with real processes.
 
-    python -m lucyshop.lab.soak [--seconds 120] [--seed 13] [--impl solutions]
+    python -m lucyshop.lab.soak [--impl learner|solutions|PATH] [--seconds 120] [--seed 13]
                                 [--workers 4] [--items 400] [--lease 1.5] [--keep] [--report FILE]
 
 What runs, all on this machine:

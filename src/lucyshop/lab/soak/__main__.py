@@ -43,9 +43,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--seconds", type=float, default=120.0, help="seconds of chaos (default 120)"
     )
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument(
-        "--impl", default="solutions", help="learner, solutions or a path (default solutions)"
-    )
+    parser.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument(
         "--items", type=int, default=400, help="assignments in the queue (default 400)"
