@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -42,13 +41,13 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from lucyshop import approval
+from lucyshop.lab import receipts
 from lucyshop.lab.loader import ENV, ReferenceBlocked, block_for, impl_path, load_impl
 from lucyshop.lab.processes import (
     Children,
@@ -58,7 +57,6 @@ from lucyshop.lab.processes import (
     wait_until,
     write_ready,
 )
-from lucyshop.lab.receipts import write_receipt
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.lab.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
@@ -94,6 +92,7 @@ class Run:
     lease: float
     client_timeout: float
     started: float = field(default_factory=time.time)
+    provenance: dict[str, Any] = field(default_factory=dict)  # receipts.provenance, at the start
     timeline: list[dict[str, Any]] = field(default_factory=list)
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -797,6 +796,8 @@ def main(argv: list[str] | None = None) -> int:
     block_for(impl)
     os.environ[ENV] = str(impl)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
+    command = sys.argv if argv is None else [str(HERE), *argv]
+    run.provenance = receipts.provenance(command=command, code=[impl])
     try:
         leases = load_impl(impl)
     except ReferenceBlocked as blocked:
@@ -811,14 +812,14 @@ def main(argv: list[str] | None = None) -> int:
         name, _case = CASES[number]
         run.cases[name] = {"case": number, "result": "started"}
         if args.evidence:  # a case that ends the process is named by this record
-            write_evidence(args.evidence, run, None, argv)
+            write_evidence(args.evidence, run, None)
         with case_directory(args.keep, number) as tmp:
             record, line = run_case(run, leases, number, Path(tmp), rerun)
         results[name] = record["result"]
         run.cases[name] = {"case": number} | record
         print(line)
         if args.evidence:
-            write_evidence(args.evidence, run, None, argv)
+            write_evidence(args.evidence, run, None)
     outcome = 1 if "fail" in results.values() else 3 if "not started" in results.values() else 0
     print(
         {0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome]
@@ -826,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.time() - run.started:.1f}s)"
     )
     if args.evidence:
-        write_evidence(args.evidence, run, outcome, argv)
+        write_evidence(args.evidence, run, outcome)
         print(f"evidence: {args.evidence}")
     return outcome
 
@@ -845,15 +846,11 @@ def case_directory(keep: Path | None, number: int) -> Iterator[str]:
     yield str(directory)
 
 
-def write_evidence(path: Path, run: Run, outcome: int | None, argv: list[str] | None) -> None:
+def write_evidence(path: Path, run: Run, outcome: int | None) -> None:
     """The evidence so far, replaced whole (``outcome`` None while cases are still running)."""
     evidence = {
-        "schema": 1,
-        "command": [sys.executable, *(sys.argv if argv is None else [str(HERE), *argv])],
-        "started_utc": datetime.fromtimestamp(run.started, UTC).isoformat(),
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
+        "schema": 2,
+        "provenance": receipts.finish(run.provenance),  # with the sha256 of the checked file
         "impl": str(run.impl),
         "lease_seconds": run.lease,
         "supplier_timeout_seconds": run.client_timeout,
@@ -862,7 +859,7 @@ def write_evidence(path: Path, run: Run, outcome: int | None, argv: list[str] | 
         "cases": run.cases,
         "timeline": run.timeline,
     }
-    write_receipt(path, json.loads(json.dumps(evidence, default=str)))
+    receipts.write_receipt(path, json.loads(json.dumps(evidence, default=str)))
 
 
 if __name__ == "__main__":

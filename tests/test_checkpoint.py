@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
+from lucyshop.lab import receipts
 from lucyshop.lab.processes import processes_mentioning
 from lucyshop.lab.receipts import validate
 
@@ -118,7 +119,10 @@ def test_evidence_records_provenance_and_a_timeline(reference_run):
     _, evidence = reference_run
     assert evidence["impl"].endswith("solutions/ch13_leases.py")
     assert evidence["lease_seconds"] > evidence["supplier_timeout_seconds"] > 0
-    assert evidence["started_utc"] and evidence["python"] and evidence["sqlite"]
+    provenance = evidence["provenance"]
+    assert provenance["started_utc"] and provenance["python"] and provenance["sqlite"]
+    checked = receipts.file_record(evidence["impl"])
+    assert provenance["code"] == {checked["path"]: checked["sha256"]}  # exactly the file it ran
     times = [event["t"] for event in evidence["timeline"]]
     assert times == sorted(times) and len(times) >= 20
     assert validate(evidence, "checkpoint") == []
