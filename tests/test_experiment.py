@@ -9,17 +9,20 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from model_lock import one_model_at_a_time
 
 from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
 from lucyshop.lab.loader import ENV, ROOT, load_impl
+from lucyshop.lab.processes import wait_until
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
@@ -272,3 +275,30 @@ def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Ollama" in lines[0] and "ollama pull qwen2.5:0.5b" in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_kill_of_a_measured_exercise_run_ends_the_workers_it_started(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGTERM to ``python solutions/exercises.py 5`` alone (not its process group): the
+    worker processes it started end with it, none left running orphaned."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
+    answers = ROOT / "solutions" / "exercises.py"
+    argv = [sys.executable, str(answers), "5", "--quick", "--out", str(tmp_path / "receipt.json")]
+    with one_model_at_a_time(request):
+        run = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            started = wait_until(
+                lambda: psutil.Process(run.pid).children(recursive=True),
+                timeout=120,
+                what="the run's first worker",
+            )
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(timeout=60) == 128 + signal.SIGTERM
+            _gone, alive = psutil.wait_procs(started, timeout=10)
+            assert alive == [], f"left running: {[p.cmdline() for p in alive]}"
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait(timeout=10)

@@ -20,6 +20,7 @@ from typing import Any
 
 from lucyshop.lab import exercise_receipts
 from lucyshop.lab.experiment.renewer import load_answers
+from lucyshop.lab.processes import end_children_on_sigterm
 from lucyshop.lab.stubs import NotStarted
 
 ANSWERS = {
@@ -71,6 +72,7 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
         print("\n".join([*(f"FAIL  {p}" for p in problems), verdict]))
         return 1 if problems else 0
     function = getattr(answers, ANSWERS[args.exercise])
+    end_children_on_sigterm()  # a kill of this process still ends the workers it started
     try:
         if args.exercise in RECEIPTS:
             out = args.out or Path(RECEIPTS[args.exercise])

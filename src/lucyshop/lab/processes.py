@@ -200,6 +200,17 @@ def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subpro
     return alive
 
 
+def end_children_on_sigterm() -> None:
+    """From now on SIGTERM raises SystemExit(143) here, so that every ``with Children()`` block
+    ends its children on the way out: by default a ``kill`` of this process alone would leave
+    them running, orphaned. (Call it from the main thread of a command line.)"""
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
     """The command that runs ``python -m module``, by default with the reference solutions
     blocked."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from lucyshop.lab.loader import (
     impl_path,
     load_impl,
 )
+from lucyshop.lab.processes import end_children_on_sigterm
 from lucyshop.lab.soak import __doc__ as ABOUT
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import check
@@ -29,10 +29,6 @@ from lucyshop.lab.soak.worker import worker_main
 from lucyshop.lab.stubs import NotStarted
 
 ENDED = "every process this soak started has been ended"
-
-
-def _terminated(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -130,7 +126,7 @@ def run_to_the_end(config: Config, leases: Any, directory: Path, report: Path | 
     except KeyboardInterrupt:
         print(f"\ninterrupted: {ENDED}\nrerun: {rerun_command(config)}")
         return 130
-    except SystemExit as stopped:  # SIGTERM: _terminated raised it, the with-blocks ended all
+    except SystemExit as stopped:  # SIGTERM raised it; the with-blocks ended every child
         print(f"\nterminated: {ENDED}\nrerun: {rerun_command(config)}")
         return int(stopped.code or 1)
     except NotStarted as stub:
@@ -171,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReferenceBlocked as blocked:
         print(f"FAIL  reference blocked: {blocked}")
         return 1
-    signal.signal(signal.SIGTERM, _terminated)  # a kill from outside still ends every child
+    end_children_on_sigterm()  # a kill from outside still ends every child
     directory = Path(tempfile.mkdtemp(prefix=f"ch13-soak-{args.seed}-"))
     print(
         f"soak of {impl} with seed {args.seed} for {args.seconds:g}s (run directory {directory})",
