@@ -81,6 +81,11 @@ def guarded_pytest(
     )
 
 
+LIVENESS = (  # the status report's tests that ask whether a worker's pid is alive
+    "test_worker_liveness_comes_from_a_workers_file",
+    "test_worker_liveness_from_a_workers_table",
+    "test_without_pid_information_liveness_is_unknown",
+)
 PROBE = """from pathlib import Path
 
 
@@ -90,20 +95,25 @@ def test_scan():
 
 
 def test_the_process_checks_pass_with_proc_unreadable_to_the_kit(tmp_path):
-    """The leftover-process fixture and every process helper, run with /proc taken away; beside
-    them, the conftest's former /proc scan (as kit code) is refused, so the guard can fail."""
+    """The leftover-process fixture, every process helper and the status report's worker
+    liveness, run with /proc taken away; beside them, the conftest's former /proc scan (as kit
+    code) is refused, so the guard can fail."""
     probes = tmp_path / "probes"
     probes.mkdir()
     (probes / "test_scan.py").write_text(PROBE)
     result = guarded_pytest(
         tmp_path,
         "tests/runtime/test_process_queries.py",
+        *(f"tests/test_status.py::{name}" for name in LIVENESS),
+        "-rA",
         str(probes / "test_scan.py"),
         kit=(probes,),
     )
     out = result.stdout
     assert result.returncode == 1, out[-4000:] + result.stderr[-2000:]
     assert re.search(r"\b1 failed, \d+ passed", out), out[-2000:]
+    for name in LIVENESS:  # each ran under the guard, and passed
+        assert f"PASSED tests/test_status.py::{name}" in out, out[-2000:]
     assert "::test_scan - PermissionError: the kit itself read /proc" in out, out[-2000:]
 
 
