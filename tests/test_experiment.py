@@ -277,15 +277,21 @@ def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+KILLED_RUNS = {
+    "exercise-5": [str(ROOT / "solutions" / "exercises.py"), "5", "--quick"],
+    "experiment": ["-m", "lucyshop.lab.experiment", "--quick", "--impl", "solutions"],
+}
+
+
 @pytest.mark.timeout(300)
-def test_a_kill_of_a_measured_exercise_run_ends_the_workers_it_started(
-    tmp_path: Path, request: pytest.FixtureRequest
+@pytest.mark.parametrize("command", sorted(KILLED_RUNS))
+def test_a_kill_of_a_measured_run_ends_the_workers_it_started(
+    command: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """SIGTERM to ``python solutions/exercises.py 5`` alone (not its process group): the
-    worker processes it started end with it, none left running orphaned."""
+    """SIGTERM to the measuring process alone (not its process group): the worker processes
+    it started end with it, none left running orphaned."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
-    answers = ROOT / "solutions" / "exercises.py"
-    argv = [sys.executable, str(answers), "5", "--quick", "--out", str(tmp_path / "receipt.json")]
+    argv = [sys.executable, *KILLED_RUNS[command], "--out", str(tmp_path / "receipt.json")]
     with one_model_at_a_time(request):
         run = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

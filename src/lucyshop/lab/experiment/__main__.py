@@ -22,6 +22,7 @@ from lucyshop.lab.experiment.backend import BACKENDS, DEFAULT_OLLAMA_MODEL
 from lucyshop.lab.experiment.receipt import check
 from lucyshop.lab.experiment.run import Settings, run, summary
 from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_impl
+from lucyshop.lab.processes import end_children_on_sigterm
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.models import ModelUnavailable
 
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parse = parser()
     settings = settings_from(parse.parse_args(argv), parse)
     block_for(settings.impl)  # this process, like its children, may use only the chosen file
+    end_children_on_sigterm()  # a kill of this process still ends the workers it started
     try:
         receipt = run(settings, argv)
     except ModelUnavailable as missing:

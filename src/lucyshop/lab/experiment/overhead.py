@@ -37,6 +37,7 @@ from typing import Any
 
 from lucyshop.lab.experiment.backend import BACKENDS, model_argv, open_model, warm_up
 from lucyshop.lab.experiment.tasks import kind_of, turn_messages
+from lucyshop.lab.loader import ENV
 from lucyshop.lab.processes import Children, python_argv, wait_for_file, wait_until, write_ready
 from lucyshop.lab.stats import median_interval
 
@@ -161,9 +162,7 @@ def blocker_overhead(
                 blocked=side == "blocked",
             )
             with (places[side] / "stderr.log").open("wb") as log:
-                procs[side] = children.spawn(
-                    argv, env={**os.environ, "LEASES_IMPL": str(impl)}, stderr=log
-                )
+                procs[side] = children.spawn(argv, env={**os.environ, ENV: str(impl)}, stderr=log)
         ready = {
             side: wait_for_file(places[side] / READY, timeout=load_timeout, proc=procs[side])
             for side in SIDES
