@@ -38,6 +38,7 @@ CHROMIUM_ARGS = (
 TOKEN = "ch13-browser-test"
 START_SECONDS = 120.0
 STOP_SECONDS = 20.0
+POLL = 0.2  # seconds between looks at the server and the page
 
 
 def missing() -> str | None:
@@ -114,7 +115,7 @@ def _wait_until_up(url: str, server: subprocess.Popen, log_path: Path) -> None:
                     f"JupyterLab did not start within {START_SECONDS:g}s:\n"
                     + log_path.read_text()[-2000:]
                 ) from None
-            time.sleep(0.5)
+            time.sleep(POLL)
 
 
 def _stop(server: subprocess.Popen, marker: str) -> None:
@@ -181,4 +182,4 @@ def seen(driver: object, url: str, notebook: str, want: dict, timeout: float) ->
         done = counts["cells"] >= want["cells"] and counts["svg"] >= want["svg"]
         if (done and counts["images"] >= want["images"]) or time.monotonic() > deadline:
             return counts
-        time.sleep(1)
+        time.sleep(POLL)
