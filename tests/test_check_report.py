@@ -183,6 +183,28 @@ def test_a_needed_function_that_is_not_started_is_named(tmp_path):
     assert rows["percentile"][0] == "PASSING"
 
 
+def test_one_written_function_among_stubs_runs_its_tests(tmp_path):
+    """The stubs' rows run nothing; the one row that is written still runs all of its tests."""
+    stubs = (ROOT / "learner" / "ch13_leases.py").read_text(encoding="utf-8")
+    stub = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
+    assert stubs.count(stub) == 1
+    started = tmp_path / "ch13_leases.py"
+    started.write_text(stubs.replace(stub, "    return sorted(values)[0]\n"), encoding="utf-8")
+    (tmp_path / "exercises.py").write_text(
+        (ROOT / "learner" / "exercises.py").read_text(), encoding="utf-8"
+    )
+    result = report("--impl", str(started), "--no-checkpoint", "--no-measured")
+    rows = statuses(result.stdout)
+    assert rows["percentile"][0] == "FAILING", rows["percentile"]  # the minimum is not p50
+    assert rows["percentile"][1] != "no test ran", result.stdout
+    assert "test_q_0_is_the_minimum" not in result.stdout  # that one passed: it ran
+    assert all(
+        s == "NOT STARTED"
+        for f, (s, _m) in rows.items()
+        if f not in ("percentile",) and f not in MEASURED
+    ), rows
+
+
 @pytest.mark.parametrize(
     ("content", "said"),
     [

@@ -725,16 +725,16 @@ def run_check(
     stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
     # A measured row that is held never runs; nor do the tests of a row still a stub by its
     # syntax, which is NOT STARTED whatever they report (the counts still name all its tests).
-    held_out = [(d, m) for label, d, m, _own in subjects() if held and label in MEASURED]
-    stubbed = [(d, m) for _label, d, m, own in subjects() if any(s in stubs for s in own)]
-    paths = list(SUITES) + [f"--ignore={d}/{m}.py" for d, m in held_out]
+    held_out = {(d, m) for label, d, m, _own in subjects() if held and label in MEASURED}
+    stubbed = {(d, m) for _label, d, m, own in subjects() if any(s in stubs for s in own)}
+    paths = list(SUITES) + [f"--ignore={d}/{m}.py" for d, m in sorted(held_out)]
     running = None
     if with_checkpoint and (ROOT / CHECKPOINT).is_file():
         running = Checkpoint(path, env, tmp, marker, limits)
     collecting = pristine_counts(tmp, marker, paths)
     run = SuiteRun()
-    if len(held_out) + len(stubbed) < len(subjects()):
-        ignored = [f"--ignore={d}/{m}.py" for d, m in stubbed if (d, m) not in held_out]
+    if len(held_out | stubbed) < len(subjects()):  # something is left to run
+        ignored = [f"--ignore={d}/{m}.py" for d, m in sorted(stubbed - held_out)]
         run = run_suites(path, env, tmp, marker, paths + ignored, limits)
     counts = read_counts(collecting)
     if run.problem:
