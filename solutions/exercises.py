@@ -512,12 +512,14 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
 
 
 def _raise_first_failure(results: dict[str, dict[str, Any]]) -> None:
-    """Raise a worker thread's exception here, in the caller's thread, naming the worker."""
-    for name, result in results.items():
-        error = result.get("exception")
-        if error is not None:
-            error.add_note(f"raised in worker {name}")
-            raise error
+    """Raise a worker thread's exception here, in the caller's thread, naming the worker: the
+    cause, not the BrokenBarrierError it may have left in the other worker."""
+    failed = [(name, r["exception"]) for name, r in results.items() if "exception" in r]
+    failed.sort(key=lambda failure: isinstance(failure[1], threading.BrokenBarrierError))
+    if failed:
+        name, error = failed[0]
+        error.add_note(f"raised in worker {name}")
+        raise error
 
 
 def _spending_worker(

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -43,6 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
         block_for(path)
 
 
+@pytest.hookimpl(optionalhook=True)  # the check's own pytest runs without xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``make test``'s ``-n auto``: a worker per core and one more. About a third of a worker's
+    time is spent waiting (real leases running out, deadlines, servers starting, the model
+    lock); the extra worker runs a file in that time."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):  # xdist's own override still wins
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use (Linux)
+    except AttributeError:  # macOS
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick;
     the longest files first."""
@@ -64,26 +75,3 @@ def no_leftover_processes():
         time.sleep(0.05)
         left = descendants(os.getpid()) - before
     assert not left, f"the test left processes running: {sorted(left)}"
-
-
-@pytest.fixture(scope="session")
-def demo_run() -> subprocess.CompletedProcess:
-    """``make demo``, once a session: the checkpoint against the reference (every case, its
-    evidence written to ``lucyshop.lab.demo.EVIDENCE``), then the recovered shop's report.
-    Shared by every test that only reads what it printed or recorded."""
-    return subprocess.run(
-        [sys.executable, "-m", "lucyshop.lab.demo"],
-        check=False,
-        cwd=TESTS.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-@pytest.fixture(scope="session")
-def reference_checkpoint(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
-    """The demo's checkpoint run against the reference and the evidence it recorded."""
-    from lucyshop.lab.demo import EVIDENCE  # here: every pytest start-up would pay for it
-
-    return demo_run, json.loads(EVIDENCE.read_text())

@@ -18,9 +18,11 @@ LONGEST_FIRST = (
     "judge/test_bounded.py",
     "grading/test_grade_parts.py",
     "test_soak.py",
+    "test_checkpoint.py",
     "test_learner_mutants.py",
     "judge/test_chatty.py",
     "judge/test_trust.py",
+    "postgres/test_pg_checkpoint.py",
 )
 
 

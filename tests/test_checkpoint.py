@@ -1,5 +1,5 @@
-"""The checkpoint itself: it passes the reference, reports the stubs, fails every mutant,
-leaves nothing behind."""
+"""The checkpoint itself: it passes the reference (run once, as ``make demo`` runs it), reports
+the stubs, fails every mutant, leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from mutants import MUTANTS
 
 from lucyshop.lab import receipts
+from lucyshop.lab.demo import EVIDENCE
 from lucyshop.lab.processes import processes_mentioning
 from lucyshop.lab.receipts import validate
 
@@ -45,11 +46,24 @@ def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.Co
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
-    tmp = tmp_path_factory.mktemp("reference")
-    evidence = tmp / "evidence.json"
-    result = run_checkpoint("--impl", "solutions", "--evidence", str(evidence), tmp=tmp)
-    return result, json.loads(evidence.read_text())
+def demo_run() -> subprocess.CompletedProcess:
+    """``make demo``: the checkpoint against the reference (every case, ``--keep``, its evidence
+    written to ``lucyshop.lab.demo.EVIDENCE``), then the recovered shop's report."""
+    return subprocess.run(
+        [sys.executable, "-m", "lucyshop.lab.demo"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def reference_run(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
+    """The demo's checkpoint run and the evidence it recorded: one run of the reference serves
+    the demo's test and every test that reads the reference's cases."""
+    return demo_run, json.loads(EVIDENCE.read_text())
 
 
 def test_reference_passes_every_case(reference_run):
@@ -203,3 +217,25 @@ def test_no_process_survives_a_run_or_an_interrupt(tmp_path):
     while processes_mentioning(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_mentioning(marker) == []
+
+
+def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
+    result = demo_run
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    out = result.stdout
+    assert (
+        "PASS  2 killed holder: exit -9, generation 1->2, DONE, ledger 1 order, model calls 0"
+        in out
+    )
+    assert "checkpoint passed (7/7 cases" in out
+    assert "evidence (every figure observed in this run): .scratch/checkpoint-evidence.json" in out
+    before, after = out.split("The same shop after the replacement recovered it")
+    assert (
+        "running 1" in before.split("shop-before-recovery.db")[-1]
+        and "reserved 2700, spent 0" in before
+    )
+    assert (
+        "finished 1 (DONE 1)" in after
+        and "lucy-worker#2" in after
+        and "reserved 0, spent 2700" in after
+    )

@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from lucyshop.lab import notebooks
 from lucyshop.lab.report import FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,3 +218,54 @@ def test_without_the_model_a_turn_replays_the_stored_replies(monkeypatch):
     stored = json.loads((ROOT / "notebooks" / "stored" / "owned_loop.json").read_text())
     replies = [model.chat([{"role": "user", "content": "?"}]) for _ in stored]
     assert [reply.text for reply in replies] == [row["text"] for row in stored]
+
+
+def verdict_cell(*lines: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("check(...)")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "execute_result", {"text/plain": "\n".join(lines)}, execution_count=1
+        )
+    ]
+    return cell
+
+
+def test_re_executing_writes_no_notebook_in_which_a_check_did_not_pass(tmp_path, monkeypatch):
+    """``python -m lucyshop.lab.notebooks`` once stored "FAILING (0/0 checks)" for every check
+    (a broken conftest): nbval then held every later run to it. Now it refuses to write."""
+    ran = nbformat.v4.new_notebook()
+    ran.cells = [
+        verdict_cell("percentile: PASSING (24/24 checks)"),
+        verdict_cell("claim: FAILING (0/0 checks)", "  no test ran"),
+        verdict_cell("exercise 2: NOT STARTED", "  read notebook 13c § Exercise 2"),
+        nbformat.v4.new_code_cell(
+            "print(...)",
+            outputs=[
+                nbformat.v4.new_output(
+                    "stream",
+                    name="stdout",
+                    text="reconcile: [('UNKNOWN', 'ACCEPTED')]\n"
+                    "your receipt: NOT STARTED: no exercise5-receipt.json yet\n",
+                )
+            ],
+        ),
+    ]
+    assert notebooks.checks_not_passing(ran) == [
+        "claim: FAILING (0/0 checks)",
+        "exercise 2: NOT STARTED",
+    ]
+    (tmp_path / "notebooks").mkdir()
+    stored = tmp_path / "notebooks" / "13x.ipynb"
+    stored.write_text("as it was", encoding="utf-8")
+    monkeypatch.setattr(notebooks, "ROOT", tmp_path)
+    monkeypatch.setattr(notebooks, "execute", lambda path, impl: ran)
+    assert notebooks.main(["13x.ipynb"]) == 1
+    assert stored.read_text(encoding="utf-8") == "as it was"
+    ran.cells = ran.cells[:1] + ran.cells[3:]  # every check passes: written
+    assert notebooks.main(["13x.ipynb"]) == 0
+    assert nbformat.read(stored, as_version=4) == ran
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_stored_check_passes(notebook):
+    assert notebooks.checks_not_passing(nbformat.read(notebook, as_version=4)) == []
