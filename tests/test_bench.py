@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from lucyshop.lab import receipts
 from lucyshop.lab.bench import cli, feedback, grading, queues
 from lucyshop.lab.bench.engines import peers_installed
 
@@ -19,8 +20,14 @@ def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(t
     out = tmp_path / "bench.json"
     argv = ["--impl", "solutions", "--only", "queues,fence", "--repeats", "1", "--seconds", "0.2"]
     argv += ["--sizes", "300"]
-    assert cli.main([*argv, "--processes", "1,2", "--rounds", "20", "--out", str(out)]) == 0
+    argv += ["--processes", "1,2", "--rounds", "20", "--out", str(out)]
+    assert cli.main(argv) == 0
     report = json.loads(out.read_text())
+    assert receipts.validate(out, "bench") == []
+    assert report["provenance"]["command"][1:] == ["-m", "lucyshop.lab.bench", *argv]
+    measured = report["provenance"]["code"]  # a change to any of these makes the report stale
+    assert {"solutions/ch13_leases.py", "src/lucyshop/store.py"} <= set(measured)
+    assert "src/lucyshop/lab/bench/queues.py" in measured
     rows = report["queues"]["rows"]
     kit = [r for r in rows if r["engine"] == "kit"]
     assert len(kit) == 2 * 2 * 2, "two kit cycles x two synchronous settings x two process counts"

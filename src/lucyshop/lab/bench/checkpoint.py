@@ -13,6 +13,7 @@ from typing import Any
 
 from lucyshop.lab.bench.stats import spread
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.report import CHECKPOINT
 
 NAME = "checkpoint"
 
@@ -25,7 +26,7 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
             subprocess.run(
                 [
                     sys.executable,
-                    str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
+                    str(ROOT / CHECKPOINT),
                     "--impl",
                     str(options.impl_path),
                     "--evidence",

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import sqlite3
 import sys
-import time
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -16,6 +11,7 @@ from typing import Any
 from lucyshop.lab import receipts
 from lucyshop.lab.bench import checkpoint, detection, feedback, fence, grading, queues
 from lucyshop.lab.loader import ROOT, impl_path
+from lucyshop.lab.report import CHECKPOINT
 
 SECTIONS = (queues, fence, checkpoint, detection, feedback, grading)
 PEER_PACKAGES = ("litequeue", "persist-queue")
@@ -43,7 +39,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def provenance(options: argparse.Namespace) -> dict[str, Any]:
+def measured_code(impl: Path) -> list[Path]:
+    """The files whose speed the figures are: the implementation, the store under it, the
+    checkpoint, and the bench itself. A change to any of them makes the report stale."""
+    bench = sorted(Path(__file__).parent.glob("*.py"))
+    return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / CHECKPOINT, *bench]
+
+
+def started(options: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    """The report's head: the receipt engine's provenance, then what only the bench knows."""
     packages = {}
     for name in PEER_PACKAGES:
         try:
@@ -52,29 +56,24 @@ def provenance(options: argparse.Namespace) -> dict[str, Any]:
             packages[name] = None
     impl = options.impl_path
     return {
-        "schema": 2,
-        "measured_utc": datetime.now(UTC).isoformat(),
-        "command": sys.argv,
-        "host": platform.node(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
+        "schema": 3,
+        "provenance": receipts.provenance(
+            command=["-m", "lucyshop.lab.bench", *argv], code=measured_code(impl)
+        ),
         "peers": packages,
-        "load_average_start": os.getloadavg(),
         "impl": str(impl.relative_to(ROOT)) if impl.is_relative_to(ROOT) else str(impl),
         "options": {k: v for k, v in vars(options).items() if k not in ("out", "impl_path")},
     }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     options = parser().parse_args(argv)
     unknown = set(options.only) - {m.NAME for m in SECTIONS}
     if unknown:
         parser().error(f"unknown sections: {', '.join(sorted(unknown))}")
     options.impl_path = impl_path(options.impl)
-    report = provenance(options)
-    started = time.monotonic()
+    report = started(options, argv)
     table, held = [], []
     for section in SECTIONS:
         if section.NAME not in options.only:
@@ -91,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(section, "targets") and result is not None:
             held += section.targets(result)
     report["targets"] = [t.as_dict() for t in held]
-    report["load_average_end"] = os.getloadavg()
-    report["seconds"] = time.monotonic() - started
+    report["provenance"] = receipts.finish(report["provenance"])
     print("\n".join(table))
     if held:
         print("targets:")
         print("\n".join(t.line() for t in held))
-    print(f"took {report['seconds']:.0f} s; load average {report['load_average_end'][0]:.2f}")
+    ran = report["provenance"]
+    print(f"took {ran['seconds']:.0f} s; load average {ran['loadavg_end'][0]:.2f}")
     if options.out:
         receipts.write_receipt(options.out, report)
         print(f"written: {options.out}")
