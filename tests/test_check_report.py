@@ -298,3 +298,35 @@ def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_te
 def test_a_notebook_check_of_a_written_function_runs_its_tests():
     text = verdict("percentile", "solutions")
     assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text
+
+
+@pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
+def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
+    """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
+    suite run (none at all for the untouched stubs), every other module still runs."""
+    stubs = (ROOT / "learner" / "ch13_leases.py").read_text(encoding="utf-8")
+    if written:
+        stub = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
+        stubs = stubs.replace(stub, "    return sorted(values)[0]\n")
+    chapter = tmp_path / "ch13_leases.py"
+    chapter.write_text(stubs, encoding="utf-8")
+    (tmp_path / "exercises.py").write_text(
+        (ROOT / "learner" / "exercises.py").read_text(), encoding="utf-8"
+    )
+    runs = []
+    monkeypatch.setattr(
+        check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
+    )
+    result = check_report.Result(impl=str(chapter))
+    env = os.environ | {check_report.ENV: str(chapter)}
+    check_report.run_check(
+        result, chapter, env, tmp_path, "marker", False, False, check_report.Limits()
+    )
+    capsys.readouterr()
+    if not written:
+        assert runs == [], "nothing is written: no test may run"
+        return
+    [paths] = runs
+    ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
+    modules = {f"{d}/{m}.py" for _label, d, m, _own in subjects()}
+    assert ignored == modules - {"tests/learner/test_percentile.py"}
