@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from impls import IMPL_PATH, chapter_of
@@ -75,3 +78,17 @@ def no_leftover_processes():
         time.sleep(0.05)
         left = descendants(os.getpid()) - before
     assert not left, f"the test left processes running: {sorted(left)}"
+
+
+@pytest.fixture
+def own_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary directory of the test's own, as ``TMPDIR`` for its children and ``tempfile``'s
+    directory here, removed after it: what a notebook kernel or a server makes there is neither
+    left behind nor seen by another test. Short, under the system's temporary directory (a
+    PostgreSQL socket lives there), and open to all like it (as root, that server runs as
+    another user)."""
+    with tempfile.TemporaryDirectory(prefix="ch13t-") as name:
+        os.chmod(name, 0o1777)
+        monkeypatch.setattr(tempfile, "tempdir", name)
+        monkeypatch.setenv("TMPDIR", name)
+        yield Path(name)

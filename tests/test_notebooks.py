@@ -7,8 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import lab_browser
@@ -35,18 +33,6 @@ NBVAL = [
 ]
 
 
-@pytest.fixture
-def kernel_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A ``TMPDIR`` for the notebook's kernel, removed after the test: the shops a notebook
-    makes with ``tempfile`` stay for a student to look at, not after every test run. Short,
-    under the system's own temporary directory: the PostgreSQL server's socket lives there,
-    and open to all like that directory (run as root, its server runs as another user)."""
-    with tempfile.TemporaryDirectory(prefix="nb-") as directory:
-        os.chmod(directory, 0o1777)
-        monkeypatch.setenv("TMPDIR", directory)
-        yield directory
-
-
 def nbval(*paths: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     env = os.environ | {"LEASES_IMPL": "solutions"}
     return subprocess.run(
@@ -68,7 +54,7 @@ def runnable(notebook: Path) -> Path:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_matches_its_stored_outputs_under_the_reference(notebook, kernel_tmp):
+def test_notebook_matches_its_stored_outputs_under_the_reference(notebook, own_tmpdir):
     result = nbval(runnable(notebook))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
@@ -104,7 +90,7 @@ def is_check(cell) -> bool:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_under_the_stubs_every_cell_says_what_to_finish_first(notebook, monkeypatch, kernel_tmp):
+def test_under_the_stubs_every_cell_says_what_to_finish_first(notebook, monkeypatch, own_tmpdir):
     """Run to the end under the untouched stubs: the first error is the first stub's
     NotStarted; no KeyError, and no traceback cascade: every error after it is one line naming
     what to finish; every check says NOT STARTED, and PASSING appears nowhere."""

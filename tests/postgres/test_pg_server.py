@@ -59,9 +59,10 @@ def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch, abs
 
 
 @pytest.mark.slow
-def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_server):
+def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_server, own_tmpdir):
     """A notebook kernel killed mid-lesson: its server shuts down, and the next start deletes
-    the directory it left."""
+    the directory it left (in the test's own temporary directory: another test's server start
+    would sweep it first from the system's)."""
     code = (
         "import time; from lucyshop.lab.postgres import embedded_server\n"
         "with embedded_server() as server:\n"
