@@ -6,7 +6,6 @@ Each case runs the report as a student would, in a child process, and reads its 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 from model_lock import lock_path
 
 from lucyshop.lab import report as check_report
+from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
@@ -33,11 +33,30 @@ pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
+STUBS = ROOT / "learner" / "ch13_leases.py"
 ROWS = [label for label, *_ in subjects()]  # every function, then every exercise
 # The stubs' checkpoint stops at its first case; where the kit has no checkpoint it is skipped.
 CHECKPOINT_STATUS = "NOT STARTED" if (ROOT / CHECKPOINT).is_file() else "SKIPPED"
 STATUSES = "NOT STARTED|FAILING|PASSING|NEEDS MODEL|LEFT OUT"
 BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # claim: newest first
+PERCENTILE_STUB = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
+
+
+def hand_in(directory: Path, name: str, chapter: str, answers: str) -> Path:
+    """A student's directory: the chapter file ``name`` holding ``chapter``, and beside it the
+    exercise answers of ``answers`` (``learner`` or ``solutions``), as make check reads them."""
+    path = directory / name
+    path.write_text(chapter, encoding="utf-8")
+    exercises = (ROOT / answers / "exercises.py").read_text(encoding="utf-8")
+    (directory / "exercises.py").write_text(exercises, encoding="utf-8")
+    return path
+
+
+def stubs_with_percentile_written() -> str:
+    """The untouched stubs, but ``percentile`` written (wrongly: it returns the minimum)."""
+    stubs = STUBS.read_text(encoding="utf-8")
+    assert stubs.count(PERCENTILE_STUB) == 1
+    return stubs.replace(PERCENTILE_STUB, "    return sorted(values)[0]\n")
 
 
 def report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -120,13 +139,7 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback(stubs_checked):
 def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path):
     source = SOLUTIONS.read_text(encoding="utf-8")
     assert source.count(BREAK[0]) == 1
-    broken = (
-        tmp_path / "ch13_leases.py"
-    )  # with the reference's answers beside it, as a student's would be
-    broken.write_text(source.replace(*BREAK), encoding="utf-8")
-    (tmp_path / "exercises.py").write_text(
-        (ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8"
-    )
+    broken = hand_in(tmp_path, "ch13_leases.py", source.replace(*BREAK), "solutions")
 
     result = report("--impl", str(broken), "--no-checkpoint", "--no-measured")
 
@@ -167,18 +180,16 @@ def test_a_needed_function_that_is_not_started_is_named(tmp_path):
     source = SOLUTIONS.read_text(encoding="utf-8")
     stub = '    return f"{self.owner}#{self.generation}"\n'
     assert source.count(stub) == 1
-    partial = tmp_path / "partial.py"
-    partial.write_text(
+    partial = hand_in(
+        tmp_path,
+        "partial.py",
         source.replace(
             stub, '    raise NotStarted("Claim.worker_id", "13b § Who holds the work")\n'
         ).replace(
             "from lucyshop.queue import",
             "from lucyshop.lab import NotStarted\nfrom lucyshop.queue import",
         ),
-        encoding="utf-8",
-    )
-    (tmp_path / "exercises.py").write_text(
-        (ROOT / "solutions" / "exercises.py").read_text(), encoding="utf-8"
+        "solutions",
     )
     result = report("--impl", str(partial), "--no-checkpoint", "--no-measured")
     rows = statuses(result.stdout)
@@ -192,9 +203,7 @@ def test_a_needed_function_that_is_not_started_is_named(tmp_path):
 def test_exercise_4_raises_the_cause_not_the_barrier_it_broke():
     """Which worker thread fails first is a race: the one that only saw the barrier break
     may be listed first. Exercise 4's answer still raises the other one's error."""
-    spec = importlib.util.spec_from_file_location("ex4_answer", ROOT / "solutions" / "exercises.py")
-    answer = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(answer)
+    answer = load_answers(ROOT / "solutions" / "exercises.py")
     cause = NotImplementedError("needs Claim.worker_id() first")
     results = {
         "till-1": {"exception": threading.BrokenBarrierError()},
@@ -207,14 +216,7 @@ def test_exercise_4_raises_the_cause_not_the_barrier_it_broke():
 
 def test_one_written_function_among_stubs_runs_its_tests(tmp_path):
     """The stubs' rows run nothing; the one row that is written still runs all of its tests."""
-    stubs = (ROOT / "learner" / "ch13_leases.py").read_text(encoding="utf-8")
-    stub = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
-    assert stubs.count(stub) == 1
-    started = tmp_path / "ch13_leases.py"
-    started.write_text(stubs.replace(stub, "    return sorted(values)[0]\n"), encoding="utf-8")
-    (tmp_path / "exercises.py").write_text(
-        (ROOT / "learner" / "exercises.py").read_text(), encoding="utf-8"
-    )
+    started = hand_in(tmp_path, "ch13_leases.py", stubs_with_percentile_written(), "learner")
     result = report("--impl", str(started), "--no-checkpoint", "--no-measured")
     rows = statuses(result.stdout)
     assert rows["percentile"][0] == "FAILING", rows["percentile"]  # the minimum is not p50
@@ -304,15 +306,8 @@ def test_a_notebook_check_of_a_written_function_runs_its_tests():
 def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
     """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
     suite run (none at all for the untouched stubs), every other module still runs."""
-    stubs = (ROOT / "learner" / "ch13_leases.py").read_text(encoding="utf-8")
-    if written:
-        stub = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
-        stubs = stubs.replace(stub, "    return sorted(values)[0]\n")
-    chapter = tmp_path / "ch13_leases.py"
-    chapter.write_text(stubs, encoding="utf-8")
-    (tmp_path / "exercises.py").write_text(
-        (ROOT / "learner" / "exercises.py").read_text(), encoding="utf-8"
-    )
+    text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
+    chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
     runs = []
     monkeypatch.setattr(
         check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
