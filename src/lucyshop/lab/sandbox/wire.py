@@ -1,0 +1,179 @@
+"""What crosses between the trusted side and a sandboxed worker: framed JSON, values by value.
+
+A frame is a 4-byte big-endian length and that many bytes of JSON, at most ``MAX_FRAME``.
+JSON, never pickle: decoding a frame from the sandbox can build nothing but plain data, so a
+hostile worker can send wrong values but never code.
+
+Plain values (None, bool, int, float, str, list) are themselves. The rest are tagged objects:
+``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$bytes": base64}``,
+``{"$path": str}``, a dataclass by value as ``{"$data": [module, class, {field: value}]}``,
+and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
+in the process that owns it, and the other side calls it through the channel.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import socket
+import struct
+from typing import Any
+
+MAX_FRAME = 64 * 1024 * 1024
+MAX_DEPTH = 64
+_HEADER = struct.Struct(">I")
+
+
+class ChannelClosed(EOFError):
+    """The other end closed the channel (a worker that exited or was killed)."""
+
+
+class BadFrame(ValueError):
+    """A frame that is too large, not JSON, or not the shape the protocol allows."""
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    data = json.dumps(message, allow_nan=True, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_FRAME:
+        raise BadFrame(f"a message of {len(data)} bytes is over the {MAX_FRAME}-byte limit")
+    sock.sendall(_HEADER.pack(len(data)) + data)
+
+
+def receive(sock: socket.socket) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_read(sock, _HEADER.size))
+    if size > MAX_FRAME:
+        raise BadFrame(f"a frame of {size} bytes is over the {MAX_FRAME}-byte limit")
+    try:
+        message = json.loads(_read(sock, size).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadFrame(f"a frame that is not JSON: {error}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise BadFrame("a frame without an op")
+    return message
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ChannelClosed("the other end closed the channel")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class Codec:
+    """Encodes and decodes values for one side; ``handle_of`` and ``object_of`` say what
+    that side does with objects that cannot travel by value."""
+
+    def __init__(self, handle_of, object_of, data_of) -> None:
+        self.handle_of = handle_of  # object -> {"$handle": ...}
+        self.object_of = object_of  # [side, number, type] -> object
+        self.data_of = data_of  # (module, class, fields) -> object
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise BadFrame(f"a value nested deeper than {MAX_DEPTH}")
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if type(value) in (int, float):
+            return value
+        inner = depth + 1
+        if type(value) is list:
+            return [self.encode(item, inner) for item in value]
+        if type(value) is tuple:
+            return {"$tuple": [self.encode(item, inner) for item in value]}
+        if type(value) is dict:
+            return {
+                "$dict": [[self.encode(k, inner), self.encode(v, inner)] for k, v in value.items()]
+            }
+        if type(value) is bytes:
+            return {"$bytes": base64.b64encode(value).decode("ascii")}
+        if _is_path(value):
+            return {"$path": str(value)}
+        fields = _dataclass_fields(value)
+        if fields is not None:
+            cls = type(value)
+            data = {name: self.encode(getattr(value, name), inner) for name in fields}
+            return {"$data": [getattr(cls, "__module__", ""), cls.__qualname__, data]}
+        return self.handle_of(value)
+
+    def decode(self, value: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise BadFrame(f"a value nested deeper than {MAX_DEPTH}")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        inner = depth + 1
+        if isinstance(value, list):
+            return [self.decode(item, inner) for item in value]
+        if not isinstance(value, dict) or len(value) != 1:
+            raise BadFrame(f"not a value of the protocol: {str(value)[:80]}")
+        ((tag, body),) = value.items()
+        if tag == "$tuple" and isinstance(body, list):
+            return tuple(self.decode(item, inner) for item in body)
+        if tag == "$dict" and isinstance(body, list):
+            pairs = [self._pair(pair, inner) for pair in body]
+            return dict(pairs)
+        if tag == "$bytes" and isinstance(body, str):
+            return base64.b64decode(body.encode("ascii"), validate=True)
+        if tag == "$path" and isinstance(body, str):
+            from pathlib import Path
+
+            return Path(body)
+        if tag == "$data" and _is_data(body):
+            module, name, fields = body
+            return self.data_of(module, name, {k: self.decode(v, inner) for k, v in fields.items()})
+        if tag == "$handle" and _is_handle(body):
+            return self.object_of(body)
+        raise BadFrame(f"not a value of the protocol: {tag}")
+
+    def _pair(self, pair: Any, depth: int) -> tuple[Any, Any]:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise BadFrame("a dict entry that is not a pair")
+        key = self.decode(pair[0], depth)
+        try:
+            hash(key)
+        except TypeError:
+            raise BadFrame("a dict key that cannot be hashed") from None
+        return key, self.decode(pair[1], depth)
+
+
+def _is_path(value: Any) -> bool:
+    from pathlib import PurePath
+
+    return isinstance(value, PurePath)
+
+
+def _dataclass_fields(value: Any) -> list[str] | None:
+    """The field names of a dataclass instance, else None."""
+    if isinstance(value, type) or not dataclasses.is_dataclass(value):
+        return None
+    try:
+        return [f.name for f in dataclasses.fields(value)]
+    except TypeError:
+        return None
+
+
+def _is_data(body: Any) -> bool:
+    return (
+        isinstance(body, list)
+        and len(body) == 3
+        and all(isinstance(part, str) for part in body[:2])
+        and isinstance(body[2], dict)
+    )
+
+
+def _is_handle(body: Any) -> bool:
+    return (
+        isinstance(body, list)
+        and len(body) == 3
+        and body[0] in ("trusted", "worker", "module")
+        and type(body[1]) is int
+        and isinstance(body[2], str)
+    )
+
+
+def handle(side: str, number: int, type_name: str) -> dict[str, Any]:
+    return {"$handle": [side, number, type_name[:100]]}

@@ -1,0 +1,216 @@
+"""The process inside the sandbox: it imports the student's file and runs calls for the
+trusted side, over the channel on descriptor ``FD``.
+
+    python -m lucyshop.lab.sandbox.worker FD LOG
+
+Nothing here is trusted: the student's code shares this process and may rewrite any of it.
+That is fine, because nothing here decides anything. The trusted side judges the values it
+gets back, the exceptions, and the files it reads itself; a worker that lies only lies
+about its own student's functions, and a worker that dies or hangs is ended by the caller.
+
+The student's prints go to ``LOG``, never to the channel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from lucyshop.lab.sandbox import wire
+
+MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
+STUDENT_DIRS: set[str] = set()  # where the loaded student files are: their frames are named
+
+
+class Trusted:
+    """An object of the trusted side, seen here: each method call goes back over the channel."""
+
+    def __init__(self, worker: Worker, handle: list) -> None:
+        object.__setattr__(self, "_worker", worker)
+        object.__setattr__(self, "_handle", handle)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        worker, handle = self._worker, self._handle
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return worker.callback(handle, name, args, kwargs)
+
+        return method
+
+    def __repr__(self) -> str:
+        return f"<{self._handle[2]} of the trusted side>"
+
+
+class Worker:
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.objects: dict[int, Any] = {}
+        self.modules: dict[str, ModuleType] = {}
+        self.codec = wire.Codec(self._handle_of, self._object_of, self._data_of)
+
+    # ------------------------------------------------------------ values
+
+    def _handle_of(self, value: Any) -> dict:
+        if isinstance(value, Trusted):
+            return {"$handle": value._handle}
+        number = len(self.objects) + 1
+        self.objects[number] = value
+        return wire.handle("worker", number, _type_name(value))
+
+    def _object_of(self, body: list) -> Any:
+        side, number, name = body
+        if side == "trusted":
+            return Trusted(self, body)
+        if side == "module":
+            return self.modules[name]
+        if number not in self.objects:
+            raise wire.BadFrame(f"no object {number} here")
+        return self.objects[number]
+
+    def _data_of(self, module: str, name: str, fields: dict[str, Any]) -> Any:
+        cls = self._find(module, name)
+        return cls(**fields)
+
+    def _find(self, module: str, name: str) -> Any:
+        if module in self.modules:
+            owner: Any = self.modules[module]
+        elif module == "lucyshop" or module.startswith("lucyshop."):
+            owner = importlib.import_module(module)
+        else:
+            raise wire.BadFrame(f"no class {module}.{name} here")
+        for part in name.split("."):
+            owner = getattr(owner, part)
+        return owner
+
+    # ------------------------------------------------------------ requests
+
+    def serve(self) -> None:
+        """Answer requests until the channel closes."""
+        while True:
+            try:
+                message = wire.receive(self.channel)
+            except wire.ChannelClosed:
+                return
+            self.answer(message)
+
+    def answer(self, message: dict[str, Any]) -> None:
+        try:
+            value = self.run(message)
+            reply = {"op": "value", "value": self.codec.encode(value)}
+        except BaseException as error:  # noqa: BLE001 (every failure is the caller's to judge)
+            reply = {"op": "error", "error": describe(error)}
+        wire.send(self.channel, reply)
+
+    def run(self, message: dict[str, Any]) -> Any:
+        op = message["op"]
+        if op == "load":
+            return self.load(Path(message["path"]))
+        if op == "get":
+            target = self.codec.decode(message["target"])
+            return getattr(target, message["name"])
+        if op == "get_module":
+            return getattr(self.modules[message["module"]], message["name"])
+        if op == "call":
+            target = self.codec.decode(message["target"])
+            args = self.codec.decode(message["args"])
+            kwargs = self.codec.decode(message["kwargs"])
+            return target(*args, **kwargs)
+        raise wire.BadFrame(f"unknown op {op!r}")
+
+    def load(self, path: Path) -> str:
+        """Execute the student's file as a fresh module; forget every object of the last one."""
+        for value in self.objects.values():
+            close = getattr(value, "close", None)
+            if callable(close) and type(value).__module__ == "sqlite3":
+                close()
+        self.objects.clear()
+        name = MODULES.get(path.name, path.stem)
+        STUDENT_DIRS.add(str(path.parent))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        self.modules[name] = module
+        spec.loader.exec_module(module)
+        return name
+
+    def callback(self, handle: list, name: str, args: tuple, kwargs: dict) -> Any:
+        """Call a method of a trusted object and wait for its answer, serving nested calls."""
+        request = {"op": "callback", "target": {"$handle": handle}, "name": name}
+        request |= {"args": self.codec.encode(list(args)), "kwargs": self.codec.encode(kwargs)}
+        wire.send(self.channel, request)
+        while True:
+            message = wire.receive(self.channel)
+            if message["op"] == "value":
+                return self.codec.decode(message["value"])
+            if message["op"] == "error":
+                raise rebuilt(message["error"])
+            self.answer(message)
+
+
+def _type_name(value: Any) -> str:
+    cls = value if isinstance(value, type) else type(value)
+    kind = "class" if isinstance(value, type) else "function" if callable(value) else "object"
+    return f"{kind} {cls.__module__}.{cls.__qualname__}"
+
+
+def describe(error: BaseException) -> dict[str, Any]:
+    """An exception as data: its type, message, facts the kit's exceptions carry, and the
+    innermost line of the student's files it passed through."""
+    cls = type(error)
+    found = {"module": cls.__module__, "type": cls.__qualname__, "message": _text(error)}
+    attrs = {}
+    for name in ("function", "section", "status", "error"):
+        value = getattr(error, name, None)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            attrs[name] = value
+    found["attrs"] = attrs
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        file = Path(frame.f_code.co_filename)
+        if str(file.parent) in STUDENT_DIRS:
+            found["where"] = [file.name, frame.f_code.co_name, line]
+    return found
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error)[:2000]
+    except BaseException:  # noqa: BLE001 (a __str__ that raises still gets a line)
+        return f"<{type(error).__name__} whose message cannot be read>"
+
+
+class Refused(RuntimeError):
+    """A callback that the trusted side answered with an error."""
+
+
+def rebuilt(error: dict[str, Any]) -> BaseException:
+    return Refused(f"{error.get('type')}: {error.get('message')}")
+
+
+def main(argv: list[str]) -> int:
+    fd, log = int(argv[0]), argv[1]
+    channel = socket.socket(fileno=fd)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    from lucyshop.lab.loader import _ImportBlocker
+
+    sys.meta_path.insert(0, _ImportBlocker())  # the one-line message for `import solutions`
+    Worker(channel).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
