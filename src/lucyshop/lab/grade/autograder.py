@@ -1,19 +1,22 @@
 """The Gradescope autograder: build its zip, and grade the one submission it is given.
 
-    python -m lucyshop.lab.grade.autograder build [--out build/autograder.zip]
-    python -m lucyshop.lab.grade.autograder run [--root /autograder]
+    python -m lucyshop.lab.grade.autograder build [--out build/autograder.zip] [--[no-]model]
+    python -m lucyshop.lab.grade.autograder run [--root /autograder] [--timeout 600]
 
 The zip holds ``setup.sh`` and ``run_autograder`` at its root (Gradescope's layout) and the
 kit under ``kit/``. ``setup.sh`` installs the kit once, when Gradescope builds the image;
 ``run_autograder`` grades ``/autograder/submission`` exactly as ``make grade`` grades one
 student and writes ``/autograder/results/results.json``. Both honour ``AUTOGRADER_ROOT`` (a
 directory standing in for ``/autograder``), which is how the kit's tests run them locally.
+Their templates are ``grading/gradescope/``; ``python -m lucyshop.lab.grade.stockimage`` runs
+both in a bare Debian root filesystem (``make autograder-proof``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import zipfile
@@ -25,36 +28,40 @@ from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import feedback_text, grade_one
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, Submission
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.report import MEASURED
 
 KIT = ("pyproject.toml", "README.md", "src", "tests", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
+TEMPLATES = ROOT / "grading" / "gradescope"  # setup.sh and run_autograder, packed at the top
 DEFAULT_ZIP = ROOT / "build" / "autograder.zip"
+GRADESCOPE_TIMEOUT = 600.0  # Gradescope's default autograder timeout, in seconds
+# run_autograder's own time around the check (start, similarity, results.json, a killed
+# check's wait): the check must stop this much before Gradescope's timeout to leave a result.
+RESERVE = 60.0
 
-SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder image.
-set -euo pipefail
-ROOT="${AUTOGRADER_ROOT:-/autograder}"
-KIT="$ROOT/source/kit"
-NEW_ENOUGH='import sys; sys.exit(sys.version_info < (3, 11))'
-if ! command -v python3 >/dev/null || ! python3 -c "$NEW_ENOUGH"; then
-    apt-get install -y python3.11 python3.11-venv || apt-get install -y python3 python3-venv
-fi
-PYTHON="$(command -v python3.11 || command -v python3)"
-"$PYTHON" -m venv "$KIT/.venv"
-"$KIT/.venv/bin/python" -m pip install -q --upgrade pip
-"$KIT/.venv/bin/python" -m pip install -q -e "$KIT[dev,model]"
-"""
 
-RUN = """#!/usr/bin/env bash
-# Gradescope runs this for every submission; it writes $ROOT/results/results.json.
-set -uo pipefail
-ROOT="${AUTOGRADER_ROOT:-/autograder}"
-KIT="$ROOT/source/kit"
-PYTHON="${AUTOGRADER_PYTHON:-$KIT/.venv/bin/python}"
-mkdir -p "$ROOT/results"
-cd "$KIT"
-PYTHONPATH="$KIT/src" exec "$PYTHON" -m lucyshop.lab.grade.autograder run --root "$ROOT"
-"""
+def extras(rubric: rubrics.Rubric) -> str:
+    """The kit's extras ``setup.sh`` installs: ``grade``, and ``model`` only when the rubric
+    gives points to an exercise measured on real model turns (its build takes minutes)."""
+    measured = any(rubric.exercises.weight(label) > 0 for label in MEASURED)
+    return "grade,model" if measured and rubric.exercises.points > 0 else "grade"
+
+
+def setup_script(extras: str) -> str:
+    """``setup.sh`` installing the kit with ``extras`` (comma-separated names)."""
+    if not re.fullmatch(r"[a-z]+(,[a-z]+)*", extras):
+        raise ValueError(f"extras must be comma-separated names, not {extras!r}")
+    template = (TEMPLATES / "setup.sh").read_text(encoding="utf-8")
+    if template.count("@EXTRAS@") != 1:
+        raise ValueError(f"{TEMPLATES / 'setup.sh'} must name @EXTRAS@ once")
+    return template.replace("@EXTRAS@", extras)
+
+
+def deadline(rubric: rubrics.Rubric, timeout: float = GRADESCOPE_TIMEOUT) -> float:
+    """The check's deadline inside Gradescope's ``timeout``: the rubric's, or less."""
+    if not timeout > RESERVE:
+        raise ValueError(f"the autograder timeout must be over {RESERVE:g} s, not {timeout!r}")
+    return min(rubric.seconds, timeout - RESERVE)
 
 
 def kit_files(root: Path = ROOT) -> list[Path]:
@@ -71,14 +78,24 @@ def _kept(path: Path) -> bool:
         path.is_file()
         and not {"__pycache__", ".pytest_cache"} & set(path.parts)
         and not any(part.endswith(".egg-info") for part in path.parts)
+        and not path.resolve().is_relative_to(TEMPLATES)  # packed once, at the zip's top
     )
 
 
-def build(out: Path = DEFAULT_ZIP, root: Path = ROOT) -> Path:
-    """Write the autograder zip to ``out`` and return it."""
+def build(out: Path = DEFAULT_ZIP, root: Path = ROOT, *, model: bool | None = None) -> Path:
+    """Write the autograder zip to ``out`` and return it. ``model`` forces the embedded model
+    in (True) or out (False: exercises 5 and 6 then grade NEEDS MODEL); None: as the rubric
+    says (``extras``)."""
+    chosen = extras(rubrics.load(root / "grading" / "rubric.toml"))
+    if model is not None:
+        chosen = "grade,model" if model else "grade"
+    scripts = {
+        "setup.sh": setup_script(chosen),
+        "run_autograder": (TEMPLATES / "run_autograder").read_text(encoding="utf-8"),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+        for name, text in scripts.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # a regular file, executable
             archive.writestr(info, text)
@@ -86,6 +103,16 @@ def build(out: Path = DEFAULT_ZIP, root: Path = ROOT) -> Path:
             if path.is_file():
                 archive.write(path, Path("kit") / path.relative_to(root))
     return out
+
+
+def installed_extras(built: Path) -> str:
+    """The extras the ``setup.sh`` in the zip ``built`` installs."""
+    with zipfile.ZipFile(built) as archive:
+        setup = archive.read("setup.sh").decode("utf-8")
+    found = re.search(r'^EXTRAS="([^"]*)"', setup, re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{built}: its setup.sh names no EXTRAS")
+    return found[1]
 
 
 def submission_in(directory: Path) -> Submission:
@@ -98,10 +125,16 @@ def submission_in(directory: Path) -> Submission:
     return Submission("submission", chapter, exercises if exercises.is_file() else None)
 
 
-def run(root: Path) -> dict:
-    """Grade ``root/submission`` and write ``root/results/results.json``; return the document."""
-    print(f"autograder: grading {root / 'submission'} with the kit at {ROOT}")
+def run(root: Path, timeout: float = GRADESCOPE_TIMEOUT) -> dict:
+    """Grade ``root/submission`` and write ``root/results/results.json``; return the document.
+
+    ``timeout`` is Gradescope's for the whole run: the check gets ``deadline`` of it, so a
+    submission that hangs still gets a TIMED OUT result before Gradescope kills the run.
+    """
     rubric = rubrics.load()
+    rubric = rubrics.with_seconds(rubric, deadline(rubric, timeout))
+    print(f"autograder: grading {root / 'submission'} with the kit at {ROOT}")
+    print(f"autograder: the check may take {rubric.seconds:g} s (timeout {timeout:g} s)")
     submission = submission_in(root / "submission")
     with tempfile.TemporaryDirectory(prefix="lucyshop-autograder-") as work:
         graded = grade_one(submission, Path(work) / "work", rubric)
@@ -118,13 +151,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build_command = commands.add_parser("build", help="write the Gradescope autograder zip")
     build_command.add_argument("--out", type=Path, default=DEFAULT_ZIP)
+    build_command.add_argument(
+        "--model",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="install the embedded model in setup.sh (default: when the rubric grades a"
+        " measured exercise)",
+    )
     run_command = commands.add_parser("run", help="grade the submission (inside Gradescope)")
     run_command.add_argument("--root", type=Path, default=Path("/autograder"))
+    run_command.add_argument(
+        "--timeout",
+        type=float,
+        default=GRADESCOPE_TIMEOUT,
+        help="the autograder timeout set on Gradescope, in seconds (default 600)",
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(f"autograder: {build(args.out)}")
+        built = build(args.out, model=args.model)
+        print(f"autograder: {built} (setup.sh installs the kit's [{installed_extras(built)}])")
         return 0
-    document = run(args.root)
+    try:
+        document = run(args.root, args.timeout)
+    except ValueError as error:
+        parser.error(str(error))
     print(f"score {document['score']:g}")
     return 0
 

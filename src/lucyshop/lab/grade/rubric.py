@@ -1,22 +1,32 @@
 """The instructor's rubric (``grading/rubric.toml``) and the score it gives one verdict.
 
-The weighting is documented in the rubric file itself; this module only applies it.
+The weighting is documented in the rubric file itself; this module only applies it. Points are
+counted in whole hundredths: a part's points are split among its rows (and the checkpoint's
+among its cases) by the largest remainder, so the lines Gradescope shows add up to the total
+exactly (a rounding of each share alone gave 100.01), and a score is the sum of its lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lucyshop.lab.grade.verdict import Row, Verdict
+from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.report import UNMEASURED, Limits
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
 CHECKPOINT_CASES = 7  # cases 0-6 of checkpoints/ch13_worker_recovery.py
+NOT_SUBMITTED = "NOT SUBMITTED"  # an exercise row when no exercises.py was handed in
+EARNS_NOTHING = ("NOT STARTED", NOT_SUBMITTED, *UNMEASURED)
+# Gradescope's test visibilities (its "Autograder Specifications").
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,7 @@ class Part:
     points: float
     partial: bool = True
     weights: dict[str, float] = field(default_factory=dict)
+    visibility: str = "visible"  # of this part's tests on Gradescope
 
     def weight(self, label: str) -> float:
         return self.weights.get(label, 1.0)
@@ -37,10 +48,29 @@ class Rubric:
     flag_at: float
     seconds: float  # one whole submission
     limits: Limits = field(default_factory=Limits)  # one test, one checkpoint case, the import
+    checkpoint_visibility: str = "after_due_date"
 
     @property
     def total(self) -> float:
         return self.functions.points + self.exercises.points + self.checkpoint
+
+    @property
+    def digest(self) -> str:
+        """sha256 of everything that changes a grade: a rerun under another rubric regrades."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Line:
+    """One graded line (a function or exercise row, a checkpoint case), in hundredths."""
+
+    kind: str  # function, exercise, checkpoint, or "check" for a file that was not checked
+    label: str
+    earned: int
+    available: int
+    row: Row | None = None
+    case: Case | None = None
 
 
 def load(path: Path = DEFAULT) -> Rubric:
@@ -49,13 +79,15 @@ def load(path: Path = DEFAULT) -> Rubric:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ValueError(f"cannot read the rubric {path}: {error}") from None
+    checkpoint = data.get("checkpoint", {})
     return Rubric(
-        _part(data, "functions"),
-        _part(data, "exercises"),
-        _number(data.get("checkpoint", {}).get("points", 0), "checkpoint.points"),
+        _part(data, "functions", "visible"),
+        _part(data, "exercises", "visible"),
+        _points(checkpoint.get("points", 0), "checkpoint.points"),
         _number(data.get("similarity", {}).get("flag_at", 0.8), "similarity.flag_at", high=1),
         _number(data.get("limits", {}).get("seconds", 900), "limits.seconds", low=1),
         _limits(data.get("limits", {})),
+        _visibility(checkpoint.get("visibility", "after_due_date"), "checkpoint.visibility"),
     )
 
 
@@ -75,7 +107,7 @@ def with_seconds(rubric: Rubric, seconds: float) -> Rubric:
     return dataclasses.replace(rubric, seconds=_number(seconds, "--timeout", low=1))
 
 
-def _part(data: dict, name: str) -> Part:
+def _part(data: dict, name: str, visibility: str) -> Part:
     table = data.get(name, {})
     partial = table.get("partial", True)
     if not isinstance(partial, bool):
@@ -84,7 +116,12 @@ def _part(data: dict, name: str) -> Part:
         str(label): _number(value, f"{name}.weights.{label}")
         for label, value in table.get("weights", {}).items()
     }
-    return Part(_number(table.get("points", 0), f"{name}.points"), partial, weights)
+    return Part(
+        _points(table.get("points", 0), f"{name}.points"),
+        partial,
+        weights,
+        _visibility(table.get("visibility", visibility), f"{name}.visibility"),
+    )
 
 
 def _number(value: object, name: str, *, low: float = 0, high: float = math.inf) -> float:
@@ -95,29 +132,76 @@ def _number(value: object, name: str, *, low: float = 0, high: float = math.inf)
     return float(value)
 
 
-def row_points(row: Row, part: Part, rows: list[Row]) -> tuple[float, float]:
-    """(earned, available) points for one row, its share of ``part`` among ``rows``."""
-    total_weight = sum(part.weight(r.label) for r in rows) or 1.0
-    available = part.points * part.weight(row.label) / total_weight
-    if row.status in ("NOT STARTED", *UNMEASURED) or row.total == 0:
-        return 0.0, available
+def _points(value: object, name: str) -> float:
+    """Points in whole hundredths, the unit every score is counted in."""
+    points = _number(value, name)
+    if abs(points * 100 - round(points * 100)) > 1e-6:
+        raise ValueError(f"rubric {name} must be in hundredths of a point, not {value!r}")
+    return points
+
+
+def _visibility(value: object, name: str) -> str:
+    if value not in VISIBILITIES:
+        raise ValueError(f"rubric {name} must be one of {', '.join(VISIBILITIES)}, not {value!r}")
+    return str(value)
+
+
+def hundredths(points: float) -> int:
+    return round(points * 100)
+
+
+def shares(points: float, weights: Sequence[float]) -> list[int]:
+    """``points`` split by ``weights`` into hundredths that add up to exactly ``points``.
+
+    Largest remainder: each share is rounded down, and the hundredths left over go to the
+    largest remainders, the earlier row first on a tie, so the split is the same every run.
+    """
+    total = hundredths(points)
+    weight = sum(weights)
+    if weight <= 0:  # every weight 0: the part is shared equally, never lost
+        weights, weight = [1.0] * len(weights), float(len(weights))
+    exact = [total * w / weight for w in weights]
+    floors = [math.floor(x + 1e-9) for x in exact]
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - floors[i]), i))
+    for index in order[: total - sum(floors)]:
+        floors[index] += 1
+    return floors
+
+
+def row_earns(row: Row, available: int, part: Part) -> int:
+    """Hundredths one row earns of its ``available``: tests passed over tests run if partial."""
+    if row.status in EARNS_NOTHING or row.total <= 0:
+        return 0
     if row.status == "PASSING" and row.passed == row.total:
-        return available, available
-    return (available * row.passed / row.total if part.partial else 0.0), available
+        return available
+    if not part.partial:
+        return 0
+    return (2 * available * min(row.passed, row.total) + row.total) // (2 * row.total)
 
 
-def per_case(verdict: Verdict, rubric: Rubric) -> float:
-    """Points for each passed checkpoint case (the cases share the checkpoint's points)."""
-    return rubric.checkpoint / max(len(verdict.cases), CHECKPOINT_CASES)
+def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
+    """Every graded line of ``verdict``; their ``available`` add up to the rubric's total."""
+    if verdict.status != "CHECKED":
+        return [Line("check", "the file can be checked", 0, hundredths(rubric.total))]
+    found: list[Line] = []
+    for kind, part in (("function", rubric.functions), ("exercise", rubric.exercises)):
+        rows = [r for r in verdict.rows if r.kind == kind]
+        split = shares(part.points, [part.weight(r.label) for r in rows])
+        found += [
+            Line(kind, row.label, row_earns(row, each, part), each, row=row)
+            for row, each in zip(rows, split, strict=True)
+        ]
+    cases: list[Case | None] = sorted(verdict.cases, key=lambda c: c.case)
+    count = max(len(cases), CHECKPOINT_CASES)
+    unused = iter([n for n in range(count) if n not in {c.case for c in verdict.cases}])
+    cases += [None] * (count - len(cases))  # cases that never ran earn nothing, but count
+    for case, each in zip(cases, shares(rubric.checkpoint, [1] * count), strict=True):
+        number = case.case if case is not None else next(unused)
+        earned = each if case is not None and case.passed else 0
+        found.append(Line("checkpoint", f"case {number}", earned, each, case=case))
+    return found
 
 
 def score(verdict: Verdict, rubric: Rubric) -> float:
-    """The submission's total, rounded to hundredths: 0 for one that could not be checked."""
-    if verdict.status != "CHECKED":
-        return 0.0
-    earned = 0.0
-    for kind, part in (("function", rubric.functions), ("exercise", rubric.exercises)):
-        rows = [r for r in verdict.rows if r.kind == kind]
-        earned += sum(row_points(r, part, rows)[0] for r in rows)
-    earned += per_case(verdict, rubric) * sum(c.passed for c in verdict.cases)
-    return round(earned, 2)
+    """The submission's total in points: 0 for one that could not be checked."""
+    return sum(line.earned for line in lines(verdict, rubric)) / 100

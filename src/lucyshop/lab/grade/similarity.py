@@ -1,13 +1,23 @@
-"""How much of the reference a submission contains, insensitive to renaming (MOSS-style).
+"""Fingerprints of a Python file that survive renaming and reformatting (MOSS-style winnowing).
 
-Each file becomes a stream of tokens in which every identifier is ``N``, every string ``S``
-and every number ``0`` (keywords, operators and layout stay), with comments and docstrings
-dropped. Hashes of every ``K`` consecutive tokens are winnowed (the smallest hash of each
-window of ``W``) into a set of fingerprints. Fingerprints that the starter file
-(``learner/ch13_leases.py``) also has are removed from both sides: the signatures, imports
-and dataclasses every student starts from prove nothing. The score is the share of the
-reference's remaining fingerprints found in the submission: 1.0 for the reference however
-renamed, near 0 for the stubs.
+A file that parses becomes the pre-order walk of its syntax tree: one token per node type
+(``Assign``, ``Call``, ``Name``, ``Add``, ...), with every identifier, attribute, argument name
+and literal value dropped (a literal keeps only its kind: ``str``, ``num``, ``bool``, ``None``)
+and docstrings left out. Layout, comments, parentheses, quotes and line breaks are not in the
+tree, so ``ast.unparse`` of a copy, or a formatter at another line length, gives the very same
+stream; a rename changes nothing either. A file that does not parse falls back to its raw text
+with whitespace normalised (identifiers, numbers and one-line strings each one symbol), and a
+pair with such a file is compared in that form on both sides. Hashes of every ``K``
+consecutive tokens are winnowed (the smallest of each window of ``W``) into fingerprints, each
+kept with the line range it came from, so a match can be shown side by side. Fingerprints the
+starter files (``learner/``) also have are dropped: the signatures, imports and dataclasses
+every student starts from prove nothing.
+
+Written here rather than taken from copydetect (checked in the package index): copydetect
+tokenises with pygments, so it sees layout-dependent tokens and cannot use the syntax tree,
+which is what makes ``ast.unparse`` and a reformatted copy score the same as the original; it
+would also add numpy, pygments and jinja2 to a grader that needs none of them. The side-by-side
+page is ``pairs_html``; the comparisons across a class are ``pairs``.
 
 This module reads the reference: it is the instructor's tool and runs in the grader, never in
 a process that runs student code.
@@ -15,10 +25,11 @@ a process that runs student code.
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import io
 import keyword
-import tokenize
+import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -26,83 +37,154 @@ from lucyshop.lab.loader import IMPLEMENTATIONS
 
 K = 16  # tokens per k-gram: about one line of the chapter's code
 W = 8  # winnowing window: any shared run of K + W - 1 tokens is found
-_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
-_LINE_START = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, None}
-# Python 3.12 splits f-strings into parts: the start stands for the string, the rest is dropped.
-_FSTRING_START = getattr(tokenize, "FSTRING_START", -1)
-_FSTRING_REST = {getattr(tokenize, "FSTRING_MIDDLE", -2), getattr(tokenize, "FSTRING_END", -3)}
+AST, TEXT = "ast", "text"
+_WORD = re.compile(r"""[A-Za-z_]\w*|\d[\w.]*|"[^"\n]*"|'[^'\n]*'|\S""")
 
 
-def tokens(source: str) -> list[str]:
-    """The normalised token stream of ``source``; ValueError when it does not tokenize."""
-    out: list[str] = []
-    previous = None
+@dataclass(frozen=True)
+class Stream:
+    """Normalised tokens and the source line each came from."""
+
+    mode: str  # AST or TEXT
+    tokens: tuple[str, ...]
+    lines: tuple[int, ...]
+
+
+Prints = dict[int, tuple[int, int]]  # fingerprint -> the first line range it covers
+
+
+def syntax_stream(source: str) -> Stream | None:
+    """The syntax tree as tokens, or None when ``source`` does not parse."""
     try:
-        stream = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError) as error:
-        raise ValueError(f"not Python tokens: {error}") from None
-    dropped = False
-    for index, token in enumerate(stream):
-        kind = token.type
-        if kind in _SKIP:
-            continue
-        if dropped and kind == tokenize.NEWLINE:
-            dropped = False
-            continue
-        if kind == tokenize.STRING and previous in _LINE_START and _ends_line(stream, index):
-            dropped = True  # a docstring or a bare string statement, and its line's end
-            continue
-        previous = kind
-        if kind == tokenize.NAME:
-            out.append(token.string if keyword.iskeyword(token.string) else "N")
-        elif kind in (tokenize.STRING, _FSTRING_START):
-            out.append("S")
-        elif kind == tokenize.NUMBER:
-            out.append("0")
-        elif kind in _FSTRING_REST:
-            continue
-        else:
-            out.append(token.string or tokenize.tok_name[kind])
-    return out
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    tokens: list[str] = []
+    lines: list[int] = []
+    stack: list[tuple[ast.AST, int]] = [(child, 1) for child in reversed(tree.body)]
+    while stack:  # a stack, not recursion: deep nesting cannot overflow the grader
+        node, line = stack.pop()
+        if _is_bare_string(node):
+            continue  # docstrings and string statements
+        line = getattr(node, "lineno", line)
+        tokens.append(_label(node))
+        lines.append(line)
+        children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.expr_context)]
+        stack.extend((child, line) for child in reversed(children))
+    return Stream(AST, tuple(tokens), tuple(lines))
 
 
-def _ends_line(stream: list[tokenize.TokenInfo], index: int) -> bool:
-    following = stream[index + 1] if index + 1 < len(stream) else None
-    return following is None or following.type in (tokenize.NEWLINE, tokenize.ENDMARKER)
+def _is_bare_string(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
-def fingerprints(source: str) -> set[int]:
-    """The winnowed k-gram hashes of ``source``."""
-    stream = tokens(source)
-    grams = [
-        int.from_bytes(
-            hashlib.blake2b(" ".join(stream[i : i + K]).encode(), digest_size=8).digest()
-        )
-        for i in range(len(stream) - K + 1)
-    ]
-    if len(grams) <= W:
-        return set(grams)
-    return {min(grams[i : i + W]) for i in range(len(grams) - W + 1)}
+def _label(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        kind = "str" if isinstance(value, str | bytes) else type(value).__name__
+        return f"Constant:{'num' if kind in ('int', 'float', 'complex') else kind}"
+    return type(node).__name__
+
+
+def text_stream(source: str) -> Stream:
+    """The raw text as tokens, whitespace normalised: the fallback for what does not parse."""
+    tokens: list[str] = []
+    lines: list[int] = []
+    for number, line in enumerate(source.splitlines(), start=1):
+        for word in _WORD.findall(line):
+            tokens.append(_symbol(word))
+            lines.append(number)
+    return Stream(TEXT, tuple(tokens), tuple(lines))
+
+
+def _symbol(word: str) -> str:
+    if word[0].isalpha() or word[0] == "_":
+        return word if keyword.iskeyword(word) else "N"
+    if word[0].isdigit():
+        return "0"
+    return "S" if word[0] in "\"'" and len(word) > 1 else word
+
+
+def fingerprints(stream: Stream) -> Prints:
+    """The winnowed k-gram hashes of ``stream``, each with the lines of its first k-gram."""
+    count = len(stream.tokens) - K + 1
+    if count <= 0:
+        return {}
+    grams = [_hash(stream.tokens[i : i + K]) for i in range(count)]
+    chosen: Prints = {}
+    for start in range(max(count - W + 1, 1)):
+        window = grams[start : start + W]
+        low = min(window)
+        index = start + max(i for i, g in enumerate(window) if g == low)  # rightmost minimum
+        if low not in chosen:
+            span = stream.lines[index : index + K]
+            chosen[low] = (min(span), max(span))
+    return chosen
+
+
+def _hash(tokens: tuple[str, ...]) -> int:
+    digest = hashlib.blake2b("\x1f".join(tokens).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True)
+class Fingerprinted:
+    """One file's fingerprints in both forms (``syntax`` is None when it does not parse)."""
+
+    syntax: Prints | None
+    text: Prints
+
+    def form(self, mode: str) -> Prints:
+        return self.syntax if mode == AST and self.syntax is not None else self.text
 
 
 @cache
-def _baseline(reference: Path, starter: Path) -> tuple[frozenset[int], frozenset[int]]:
-    base = fingerprints(starter.read_text(encoding="utf-8"))
-    ref = fingerprints(reference.read_text(encoding="utf-8")) - base
-    return frozenset(ref), frozenset(base)
+def fingerprinted(source: str) -> Fingerprinted:
+    """Both forms of ``source`` (cached: the same file is compared with many)."""
+    stream = syntax_stream(source)
+    return Fingerprinted(
+        None if stream is None else fingerprints(stream), fingerprints(text_stream(source))
+    )
+
+
+def mode_for(a: Fingerprinted, b: Fingerprinted) -> str:
+    """The form a pair is compared in: the syntax tree unless either side does not parse."""
+    return AST if a.syntax is not None and b.syntax is not None else TEXT
+
+
+@cache
+def starter(paths: tuple[Path, ...]) -> Fingerprinted:
+    """The fingerprints of the starter files together: discounted from every comparison."""
+    prints = [fingerprinted(path.read_text(encoding="utf-8")) for path in paths]
+    return Fingerprinted(
+        {h: r for p in prints for h, r in (p.syntax or {}).items()},
+        {h: r for p in prints for h, r in p.text.items()},
+    )
+
+
+LEARNER = IMPLEMENTATIONS["learner"].parent
+STARTER = (LEARNER / "ch13_leases.py", LEARNER / "exercises.py")
+
+
+def own(source: str, mode: str, starting: tuple[Path, ...] = STARTER) -> Prints:
+    """The fingerprints of ``source`` in ``mode`` that the starter files do not have."""
+    base = starter(starting).form(mode)
+    return {h: r for h, r in fingerprinted(source).form(mode).items() if h not in base}
 
 
 def similarity(
     source: str,
     reference: Path = IMPLEMENTATIONS["solutions"],
-    starter: Path = IMPLEMENTATIONS["learner"],
-) -> float | None:
-    """Share (0-1) of the reference's own fingerprints found in ``source``; None if unreadable."""
-    ref, base = _baseline(reference, starter)
-    try:
-        mine = fingerprints(source) - base
-    except ValueError:
-        return None
+    starting: tuple[Path, ...] = STARTER,
+) -> float:
+    """Share (0-1) of the reference's own fingerprints found in ``source``."""
+    text = reference.read_text(encoding="utf-8")
+    mode = mode_for(fingerprinted(source), fingerprinted(text))
+    ref = own(text, mode, starting)
     if not ref:
         return 0.0
-    return round(len(mine & ref) / len(ref), 3)
+    return round(len(own(source, mode, starting).keys() & ref.keys()) / len(ref), 3)

@@ -16,8 +16,9 @@ Three ways to run untrusted code, chosen once per machine (``isolation()``):
   one line; ``make grade`` refuses to grade a class this way unless told ``--unisolated``.
 
 Every mode sets resource limits (memory, one file's size, CPU seconds, open files) with
-``prlimit`` before the command starts, and passes only an allow-listed environment. ``LUCYSHOP_ISOLATION`` forces a mode
-(``none`` in particular, to see what a check does without the sandbox).
+``prlimit`` before the command starts, and passes only an allow-listed environment.
+``LUCYSHOP_ISOLATION`` forces a mode (``none`` in particular, to see what a check does
+without the sandbox).
 """
 
 from __future__ import annotations

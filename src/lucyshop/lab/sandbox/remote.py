@@ -72,7 +72,15 @@ class TimedOutBefore(RuntimeError):
 
 
 # The exception types rebuilt as themselves; every other type becomes a StudentError.
-_BUILTIN = ["ArithmeticError", "AssertionError", "AttributeError", "ConnectionError", "EOFError", "FileExistsError", "FileNotFoundError", "ImportError", "IndexError", "IsADirectoryError", "KeyError", "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "NotADirectoryError", "NotImplementedError", "OSError", "OverflowError", "PermissionError", "RecursionError", "RuntimeError", "TimeoutError", "TypeError", "UnboundLocalError", "UnicodeError", "ValueError", "ZeroDivisionError"]
+_BUILTIN = tuple(
+    """
+    ArithmeticError AssertionError AttributeError ConnectionError EOFError FileExistsError
+    FileNotFoundError ImportError IndexError IsADirectoryError KeyError LookupError MemoryError
+    ModuleNotFoundError NameError NotADirectoryError NotImplementedError OSError OverflowError
+    PermissionError RecursionError RuntimeError TimeoutError TypeError UnboundLocalError
+    UnicodeError ValueError ZeroDivisionError
+    """.split()
+)
 _KNOWN_PLACES = {
     "sqlite3": "Error DatabaseError IntegrityError OperationalError ProgrammingError"
     " InterfaceError DataError NotSupportedError Warning",
