@@ -72,14 +72,35 @@ class TimedOutBefore(RuntimeError):
 
 
 # The exception types rebuilt as themselves; every other type becomes a StudentError.
-_BUILTIN = tuple(
-    """
-    ArithmeticError AssertionError AttributeError ConnectionError EOFError FileExistsError
-    FileNotFoundError ImportError IndexError IsADirectoryError KeyError LookupError MemoryError
-    ModuleNotFoundError NameError NotADirectoryError NotImplementedError OSError OverflowError
-    PermissionError RecursionError RuntimeError TimeoutError TypeError UnboundLocalError
-    UnicodeError ValueError ZeroDivisionError
-    """.split()
+_BUILTIN = (
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "ConnectionError",
+    "EOFError",
+    "FileExistsError",
+    "FileNotFoundError",
+    "ImportError",
+    "IndexError",
+    "IsADirectoryError",
+    "KeyError",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "NotADirectoryError",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PermissionError",
+    "RecursionError",
+    "RuntimeError",
+    "TimeoutError",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeError",
+    "ValueError",
+    "ZeroDivisionError",
 )
 _KNOWN_PLACES = {
     "sqlite3": "Error DatabaseError IntegrityError OperationalError ProgrammingError"
