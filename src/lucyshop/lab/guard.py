@@ -123,8 +123,6 @@ class KitFiles:
             except OSError:
                 same = False
             if not same:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
                 changed.append(str(path.relative_to(self.root)))
         added = set(self._paths()) - set(self.files)
         return sorted(changed) + sorted(f"{path.relative_to(self.root)} (added)" for path in added)
