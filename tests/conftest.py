@@ -14,6 +14,7 @@ from schedule import TESTS, rank
 
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.processes import descendants
+from lucyshop.lab.sandbox.remote import sandbox_pids
 
 SUITES = ("runtime", "learner", "exercises")  # a directory each; the modules beside them: kit
 
@@ -70,13 +71,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
+    """A test leaves no process behind (the session's sandboxed workers are owned by their
+    fixture, and a worker restarted after a hang is the same worker)."""
     before = descendants(os.getpid())
     yield
     deadline = time.monotonic() + 5
-    left = descendants(os.getpid()) - before
+    left = descendants(os.getpid()) - before - sandbox_pids()
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = descendants(os.getpid()) - before
+        left = descendants(os.getpid()) - before - sandbox_pids()
     assert not left, f"the test left processes running: {sorted(left)}"
 
 

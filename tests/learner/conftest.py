@@ -16,14 +16,13 @@ Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop f
 
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
-import os
+import shutil
 import socket
 import sqlite3
 import sys
-import textwrap
+import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,8 +30,10 @@ import pytest
 from impls import IMPL_PATH
 
 from lucyshop.approval import SpendingPolicy, approve, propose
-from lucyshop.lab.loader import ENV, load_impl
-from lucyshop.lab.stubs import is_stub_node
+from lucyshop.lab.loader import ENV
+from lucyshop.lab.receipts import shown
+from lucyshop.lab.sandbox import Mirror, Sandbox
+from lucyshop.lab.stubs import placeholders, stub_nodes
 
 # The test modules import the helpers below as ``from learner_support import ...``. The name
 # ``conftest`` is shared by every conftest.py and means whichever pytest loaded last, so
@@ -42,6 +43,7 @@ sys.modules["learner_support"] = sys.modules[__name__]
 OPERATOR = "lucy"
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 VANILLA_CENTS = 2700
+DEFAULT_BUDGET = 120.0  # seconds of sandbox calls for a test without a deadline of its own
 
 
 # The function each test module is about, where the module name alone does not say it.
@@ -62,70 +64,91 @@ def impl_file(pytestconfig: pytest.Config) -> Path:
     return pytestconfig.stash[IMPL_PATH]
 
 
-@pytest.fixture
-def impl(impl_file: Path):
-    """The implementation, loaded fresh for this test (module ``ch13_leases``)."""
-    return load_impl(impl_file)
+@pytest.fixture(scope="session")
+def sandbox(impl_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """The sandboxed worker that runs the file under test, one for the session: this process
+    never imports it. The session's temporary directory is the only place both sides share."""
+    workdir = Path(tempfile.mkdtemp(prefix="ch13-sandbox-"))
+    try:
+        scratch = [tmp_path_factory.getbasetemp()]
+        with Sandbox(impl_file, scratch=scratch, workdir=workdir, shown=shown(impl_file)) as box:
+            yield box
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def budget(request: pytest.FixtureRequest) -> float:
+    """The seconds this test's calls into the sandbox may take in all: its deadline."""
+    marker = request.node.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(request.config.getini("timeout") or DEFAULT_BUDGET)
 
 
 @pytest.fixture
-def child_env(impl_file: Path) -> dict[str, str]:
-    """The environment of a child process: it loads the same file, with the reference blocked."""
-    return os.environ | {ENV: str(impl_file)}
+def impl(sandbox: Sandbox, request: pytest.FixtureRequest):
+    """The implementation, loaded fresh in the sandbox for this test (module ``ch13_leases``):
+    calling its functions runs them there, with this test's deadline."""
+    outcomes = request.config.pluginmanager.get_plugin("lucyshop-outcomes")
+    if outcomes is not None:  # make check: a function that hung fails at once from now on
+        sandbox.hung = outcomes.hung
+    return sandbox.load(seconds=budget(request))
+
+
+@pytest.fixture
+def sandboxed(sandbox: Sandbox):
+    """``sandboxed(argv) -> (argv, env)``: a ``python ...`` command that runs in a sandbox of
+    its own, loading the same file (for tests that need several processes)."""
+
+    def wrap(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        inside = sandbox.jail.inside(sandbox.jail.staged / "ch13_leases.py")
+        return sandbox.jail.argv(argv), sandbox.jail.env({ENV: str(inside)})
+
+    return wrap
 
 
 def function_of(module_name: str) -> str:
     return FUNCTION_OF_MODULE.get(module_name, module_name.removeprefix("test_"))
 
 
-def is_stub(function) -> bool:
-    """True when the function's body is still only its docstring and ``raise NotStarted(...)``."""
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-    except (OSError, TypeError):
-        return False
-    return is_stub_node(ast.parse(source).body[0])
-
-
 @pytest.fixture(autouse=True)
-def _stub_first(request: pytest.FixtureRequest) -> None:
+def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
     """While this module's function is a stub, fail with *its* NotStarted before the fixtures run.
 
     A test of ``claim`` needs a shop (``open_worker_shop``) before it can call ``claim``. Without
     this, an untouched file would report every Part B function as "needs open_worker_shop()
-    first" instead of "not started". Only a body that is still exactly the stub is called
-    (with placeholder arguments, which a stub ignores); anything a student wrote is left to
-    the tests themselves.
+    first" instead of "not started". Whether the body is still exactly the stub is read from
+    the file's syntax tree; only then is it called (with placeholder arguments, which a stub
+    ignores), in the sandbox, to raise its own NotStarted.
     """
     if "shop" not in request.fixturenames:
         return
-    impl = request.getfixturevalue("impl")
     name = function_of(request.module.__name__.rpartition(".")[2])
+    node = stub_nodes(impl_file).get(name)
+    if node is None:
+        return
+    impl = request.getfixturevalue("impl")
     if name == "Claim.worker_id":
-        if is_stub(impl.Claim.worker_id.fget):
-            _ = impl.Claim(1, "s", "t", "o", 1, 0.0).worker_id  # raises NotStarted
+        _ = impl.Claim(1, "s", "t", "o", 1, 0.0).worker_id  # raises NotStarted
         return
-    function = getattr(impl, name, None)
-    if function is None or not is_stub(function):
-        return
-    args, kwargs = [], {}
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.default is not parameter.empty:
-            continue
-        if parameter.kind is parameter.KEYWORD_ONLY:
-            kwargs[parameter.name] = None
-        else:
-            args.append(None)
-    function(*args, **kwargs)  # a stub raises NotStarted naming itself
+    args, kwargs = placeholders(node)
+    getattr(impl, name)(*args, **kwargs)  # a stub raises NotStarted naming itself
 
 
 # ---------------------------------------------------------------- a shop and its work
 
 
+def open_shop(impl, path: Path) -> tuple[Mirror, object]:
+    """``impl.open_worker_shop(path)`` in the sandbox; the connection comes back as our own
+    connection to ``path`` paired with the worker's, the queue as a handle to the worker's."""
+    connection, queue = impl.open_worker_shop(path)
+    return impl._sandbox.mirror(connection, path), queue
+
+
 @pytest.fixture
 def shop(impl, tmp_path: Path):
     """A real shop file at the chapter-13 schema, from the implementation's ``open_worker_shop``."""
-    db, queue = impl.open_worker_shop(tmp_path / "shop.db")
+    db, queue = open_shop(impl, tmp_path / "shop.db")
     yield db, queue
     db.close()
 
@@ -204,40 +227,50 @@ def approved_order(
 
 
 class RivalBetween:
-    """Take the work over on a second connection the moment ``db`` starts a new transaction
+    """Take the work over on a second connection the moment ``db``'s worker starts a statement
     after reading the lease: between a holder check and a write that are not one transaction.
 
-    A ``set_trace_callback`` sees each statement as it starts. A check and write that share
-    one transaction never give it that moment (``during`` stays False). Raw SQL, not the
-    student's ``claim``: the test is about the writer.
+    The worker only says when (``lucyshop.lab.sandbox.probes``, a trace callback on the
+    student's connection); the takeover is ours, on our own connection, and never waits: while
+    the student's transaction still holds the write lock, the try finds it locked and the next
+    statement tries again. A check and write that share one transaction lock every try out
+    (``during`` stays False); a second transaction lets the rival in (``during``). A block
+    in which the rival was never asked at all fails: the test could not judge. Raw SQL, not
+    the student's ``claim``: the test is about the writer.
     """
 
-    def __init__(self, db: sqlite3.Connection, work_id: int, expires: float) -> None:
+    def __init__(self, db: Mirror, work_id: int, expires: float) -> None:
         self.db, self.work_id, self.expires = db, work_id, expires
+        self.probes = db.remote._sandbox.kit("lucyshop.lab.sandbox.probes")
         self.path = db.execute("PRAGMA database_list").fetchone()[2]
-        self.read_lease = False
+        self.tries = 0
         self.during = False
 
     def __enter__(self) -> RivalBetween:
-        self.db.set_trace_callback(self._statement)
+        self.probes.watch(self.db, self)
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.db.set_trace_callback(None)
-
-    def _statement(self, sql: str) -> None:
-        if self.during:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
             return
-        if "assignment_leases" in sql:
-            self.read_lease = True
-        elif self.read_lease and not self.db.in_transaction:
-            self.during = True
-            self.take_over()
+        self.probes.unwatch(self.db)
+        if not self.tries:
+            pytest.fail(
+                "the injected rival was never asked (no statement after the holder check"
+                " reached it): this test cannot judge the transaction",
+                pytrace=False,
+            )
 
-    def take_over(self) -> None:
-        rival = sqlite3.connect(self.path, isolation_level=None, timeout=5)
+    def moment(self, _sql: str) -> bool:
+        """Called back from the worker; True once the rival has taken the work over."""
+        self.tries += 1
+        rival = sqlite3.connect(self.path, isolation_level=None, timeout=0)
         try:
             rival.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # the writer's transaction holds the lock: no gap
+            rival.close()
+            return False
+        try:
             generation = rival.execute(
                 "SELECT generation FROM assignment_leases WHERE work_id = ?", (self.work_id,)
             ).fetchone()[0]
@@ -249,8 +282,13 @@ class RivalBetween:
             )
             rival.execute("UPDATE work SET worker_id = ? WHERE work_id = ?", (holder, self.work_id))
             rival.execute("COMMIT")
+        except sqlite3.OperationalError:  # a reader's lock kept our commit out: no gap yet
+            rival.execute("ROLLBACK")
+            return False
         finally:
             rival.close()
+        self.during = True
+        return True
 
 
 def dead_endpoint() -> str:

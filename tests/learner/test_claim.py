@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 
 import pytest
-from learner_support import finish_by_sql, lease, refuses, rows, snapshot, work
+from learner_support import finish_by_sql, lease, open_shop, refuses, rows, snapshot, work
 
-from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file
+from lucyshop.lab.processes import Children, wait_exit, wait_for_file
 from lucyshop.store import immediate
 
 T = 1_000.0
@@ -212,7 +213,7 @@ from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import write_ready
 
 path, owner, go, ready, out = sys.argv[1:6]
-impl = load_impl()  # $LEASES_IMPL, with the reference blocked by lucyshop.lab.blocked
+impl = load_impl()  # $LEASES_IMPL: the file under test, inside a sandbox of its own
 db, _queue = impl.open_worker_shop(path)
 write_ready(ready, {"owner": owner})
 deadline = time.monotonic() + 30
@@ -231,8 +232,8 @@ write_ready(out, {"owner": owner, "claims": claims})
 
 
 @pytest.mark.slow
-def test_claims_are_atomic_under_contention(impl, db, add_work, child_env, tmp_path):
-    """Four processes claim from one file: every item exactly once, at generation 1."""
+def test_claims_are_atomic_under_contention(impl, db, add_work, sandboxed, tmp_path):
+    """Four sandboxed processes claim from one file: every item exactly once, at generation 1."""
     ids = [add_work(f"session-{n}") for n in range(40)]
     script = tmp_path / "claimer.py"
     script.write_text(CLAIMER)
@@ -242,15 +243,18 @@ def test_claims_are_atomic_under_contention(impl, db, add_work, child_env, tmp_p
         procs = {}
         for owner in owners:
             log = open(tmp_path / f"{owner}.err", "wb")  # noqa: SIM115 (closed below)
-            argv = python_argv(
-                str(script),
-                str(tmp_path / "shop.db"),
-                owner,
-                str(go),
-                str(tmp_path / f"{owner}.ready"),
-                str(tmp_path / f"{owner}.json"),
+            argv, env = sandboxed(
+                [
+                    sys.executable,
+                    str(script),
+                    str(tmp_path / "shop.db"),
+                    owner,
+                    str(go),
+                    str(tmp_path / f"{owner}.ready"),
+                    str(tmp_path / f"{owner}.json"),
+                ]
             )
-            procs[owner] = children.spawn(argv, env=child_env, stderr=log)
+            procs[owner] = children.spawn(argv, env=env, stderr=log)
             log.close()
         for owner in owners:
             wait_for_file(tmp_path / f"{owner}.ready", timeout=30, proc=procs[owner])
@@ -339,13 +343,13 @@ def test_a_claim_near_capacity_costs_about_what_it_costs_on_a_small_shop(impl, d
     """A claim must not sort the eligible set: with 9,900 items queued (and as many finished) it
     takes at most 3x a claim with 200. A ratio measured here, both shops interleaved, never a
     wall-clock limit."""
-    small, _queue = impl.open_worker_shop(tmp_path / "small.db")
+    small, _queue = open_shop(impl, tmp_path / "small.db")
     try:
         fill(small, SMALL_SHOP)
         fill(db, NEAR_CAPACITY, finished=NEAR_CAPACITY)
         for shop in (small, db):
             # Commits without fsync: the ratio is about the query, not this machine's disk.
-            shop.execute("PRAGMA synchronous = OFF")
+            shop.remote.execute("PRAGMA synchronous = OFF")
             claim_seconds(impl, shop, "warm-up")
         times: dict[str, list[float]] = {"small": [], "big": []}
         for n in range(ROUNDS):

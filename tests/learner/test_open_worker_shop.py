@@ -6,9 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from learner_support import refuses
+from learner_support import open_shop, refuses
 
-from lucyshop.queue import WorkQueue
 from lucyshop.store import schema_version
 
 
@@ -18,15 +17,22 @@ def columns(db: sqlite3.Connection, table: str) -> dict[str, dict]:
 
 @pytest.fixture
 def opened(impl, tmp_path):
-    db, queue = impl.open_worker_shop(tmp_path / "shop.db")
+    """The shop as ``open_worker_shop`` returned it, the connection as our own connection to
+    the same file (``db.remote`` is the student's, in the sandbox)."""
+    db, queue = open_shop(impl, tmp_path / "shop.db")
     yield db, queue
     db.close()
 
 
 def test_it_returns_a_connection_and_the_work_queue(impl, tmp_path, opened):
     db, queue = opened
-    assert isinstance(db, sqlite3.Connection), f"the first item is a sqlite3.Connection, got {db!r}"
-    assert isinstance(queue, WorkQueue), f"the second item is the shop's WorkQueue, got {queue!r}"
+    probes = impl._sandbox.kit("lucyshop.lab.sandbox.probes")
+    assert "sqlite3.Connection" in probes.kinds(db.remote), (
+        f"the first item is a sqlite3.Connection, got {db.remote!r}"
+    )
+    assert "lucyshop.queue.WorkQueue" in probes.kinds(queue), (
+        f"the second item is the shop's WorkQueue, got {queue!r}"
+    )
     assert (tmp_path / "shop.db").is_file(), "open_worker_shop creates the shop file"
     assert queue.admit("a-1", "s1", "hello").status == "accepted", "the queue admits work"
 
@@ -96,15 +102,16 @@ def test_lease_migrations_are_recorded_on_line_leases(impl, opened):
 
 def test_opening_again_is_idempotent_and_keeps_the_data(impl, tmp_path):
     path = tmp_path / "shop.db"
-    db, queue = impl.open_worker_shop(path)
+    db, queue = open_shop(impl, path)
     work_id = queue.admit("a-1", "s1", "hello").work_id
     db.execute(
         "INSERT INTO transcript(work_id, generation, message) VALUES (?, 1, '\"hi\"')", (work_id,)
     )
     before = {t: columns(db, t) for t in ("assignment_leases", "transcript", "outcomes")}
+    db.remote.close()
     db.close()
 
-    again, queue = impl.open_worker_shop(path)
+    again, queue = open_shop(impl, path)
     try:
         after = {t: columns(again, t) for t in ("assignment_leases", "transcript", "outcomes")}
         assert after == before, "reopening changes no table"
@@ -121,7 +128,9 @@ def test_two_connections_to_one_file(impl, tmp_path):
     first, _ = impl.open_worker_shop(tmp_path / "shop.db")
     second, _ = impl.open_worker_shop(tmp_path / "shop.db")
     try:
-        assert columns(first, "outcomes") == columns(second, "outcomes")
+        for connection in (first, second):
+            counted = connection.execute("SELECT count(*) FROM outcomes").fetchone()
+            assert tuple(counted) == (0,), "both connections read the one shop's outcomes"
     finally:
         first.close()
         second.close()

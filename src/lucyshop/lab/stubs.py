@@ -65,3 +65,31 @@ def functions_in(tree: ast.Module) -> Iterator[tuple[str, ast.stmt]]:
 
 def _after_docstring(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
     return node.body[1:] if ast.get_docstring(node) is not None else node.body
+
+
+def stub_nodes(path: os.PathLike | str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions of ``path`` (``Class.method`` for methods) whose body is still the stub,
+    read from its syntax tree; empty for a file that cannot be read or parsed."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return {name: node for name, node in functions_in(tree) if is_stub_node(node)}
+
+
+def placeholders(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list, dict]:
+    """``None`` for every parameter without a default: enough arguments to call a stub, which
+    ignores them and raises its own ``NotStarted``."""
+    arguments = node.args
+    positional = arguments.posonlyargs + arguments.args
+    required = len(positional) - len(arguments.defaults)
+    args = [None] * required
+    if node.name != "<lambda>" and positional and positional[0].arg in ("self", "cls"):
+        args = args[1:]
+    kwargs = {
+        a.arg: None
+        for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if default is None
+    }
+    return args, kwargs

@@ -28,16 +28,25 @@ import sqlite3
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.processes import descendants
 from lucyshop.lab.sandbox import jail, wire
 from lucyshop.lab.stubs import NotStarted
 
 STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
 START_TIMEOUT = 120.0  # the worker's first answer (a loaded machine starts Python slowly)
 FOREVER = 3600.0
+LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # this process's workers, for sandbox_pids
+
+
+def sandbox_pids() -> set[int]:
+    """Every process of this process's live sandboxes: started on purpose, ended by their
+    owners (a suite-wide check for leftover processes leaves them out)."""
+    return set().union(*(box.pids() for box in list(LIVE)))
 
 
 class StudentError(Exception):
@@ -175,6 +184,12 @@ class Sandbox:
 
     # ------------------------------------------------------------ the process
 
+    def pids(self) -> set[int]:
+        """The worker's processes as this machine numbers them (the sandbox's and below)."""
+        if not self.alive():
+            return set()
+        return {self.proc.pid} | descendants(self.proc.pid)
+
     def start(self) -> None:
         here, there = socket.socketpair()
         command = [sys.executable, "-m", "lucyshop.lab.sandbox.worker", str(there.fileno())]
@@ -190,6 +205,7 @@ class Sandbox:
             )
         there.close()
         self.channel = here
+        LIVE.add(self)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -229,6 +245,11 @@ class Sandbox:
         module = self.request({"op": "load", "path": str(path)}, f"importing {name}", limit)
         if not isinstance(module, str):
             raise WorkerDied(f"importing {name}", None)
+        return Remote(self, wire.handle("module", 0, module), module)
+
+    def kit(self, name: str) -> Remote:
+        """One of the kit's own modules in the worker (``worker.KIT``), for fault injection."""
+        module = self.request({"op": "kit", "name": name}, f"importing {name}", START_TIMEOUT)
         return Remote(self, wire.handle("module", 0, module), module)
 
     def _left(self) -> float:
@@ -433,6 +454,13 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"<{self._name} in the sandbox>"
+
+
+def kind_of(value: Any) -> str:
+    """What a handle stands for (``object sqlite3.Connection``), or the local type's name."""
+    if isinstance(value, Remote):
+        return value._handle["$handle"][2]
+    return f"object {type(value).__module__}.{type(value).__qualname__}"
 
 
 def _fails_at_once(name: str):

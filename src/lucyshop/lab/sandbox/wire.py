@@ -5,7 +5,8 @@ JSON, never pickle: decoding a frame from the sandbox can build nothing but plai
 hostile worker can send wrong values but never code.
 
 Plain values (None, bool, int, float, str, list) are themselves. The rest are tagged objects:
-``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$bytes": base64}``,
+``{"$tuple": [...]}`` (a ``sqlite3.Row`` too), ``{"$dict": [[key, value], ...]}``, ``{"$set": [...]}`` (and
+``$frozenset``), ``{"$bytes": base64}``,
 ``{"$path": str}``, a dataclass by value as ``{"$data": [module, class, {field: value}]}``,
 and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
 in the process that owns it, and the other side calls it through the channel.
@@ -17,6 +18,7 @@ import base64
 import dataclasses
 import json
 import socket
+import sqlite3
 import struct
 from typing import Any
 
@@ -83,12 +85,15 @@ class Codec:
         inner = depth + 1
         if type(value) is list:
             return [self.encode(item, inner) for item in value]
-        if type(value) is tuple:
+        if type(value) is tuple or isinstance(value, sqlite3.Row):
             return {"$tuple": [self.encode(item, inner) for item in value]}
         if type(value) is dict:
             return {
                 "$dict": [[self.encode(k, inner), self.encode(v, inner)] for k, v in value.items()]
             }
+        if type(value) in (set, frozenset):
+            tag = "$set" if type(value) is set else "$frozenset"
+            return {tag: [self.encode(item, inner) for item in value]}
         if type(value) is bytes:
             return {"$bytes": base64.b64encode(value).decode("ascii")}
         if _is_path(value):
@@ -116,6 +121,9 @@ class Codec:
         if tag == "$dict" and isinstance(body, list):
             pairs = [self._pair(pair, inner) for pair in body]
             return dict(pairs)
+        if tag in ("$set", "$frozenset") and isinstance(body, list):
+            items = [self._key(self.decode(item, inner)) for item in body]
+            return set(items) if tag == "$set" else frozenset(items)
         if tag == "$bytes" and isinstance(body, str):
             return base64.b64decode(body.encode("ascii"), validate=True)
         if tag == "$path" and isinstance(body, str):
@@ -132,12 +140,15 @@ class Codec:
     def _pair(self, pair: Any, depth: int) -> tuple[Any, Any]:
         if not isinstance(pair, list) or len(pair) != 2:
             raise BadFrame("a dict entry that is not a pair")
-        key = self.decode(pair[0], depth)
+        return self._key(self.decode(pair[0], depth)), self.decode(pair[1], depth)
+
+    @staticmethod
+    def _key(value: Any) -> Any:
         try:
-            hash(key)
+            hash(value)
         except TypeError:
-            raise BadFrame("a dict key that cannot be hashed") from None
-        return key, self.decode(pair[1], depth)
+            raise BadFrame("a set member or dict key that cannot be hashed") from None
+        return value
 
 
 def _is_path(value: Any) -> bool:

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import os
 import socket
+import sqlite3
 import sys
 import traceback
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from lucyshop.lab.sandbox import wire
 
 MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
+KIT = ("lucyshop.lab.sandbox.probes",)  # the kit modules the trusted side may call in here
 STUDENT_DIRS: set[str] = set()  # where the loaded student files are: their frames are named
 
 
@@ -117,6 +119,9 @@ class Worker:
         if op == "get":
             target = self.codec.decode(message["target"])
             return getattr(target, message["name"])
+        if op == "kit" and message.get("name") in KIT:
+            self.modules[message["name"]] = importlib.import_module(message["name"])
+            return message["name"]
         if op == "get_module":
             return getattr(self.modules[message["module"]], message["name"])
         if op == "call":
@@ -129,9 +134,11 @@ class Worker:
     def load(self, path: Path) -> str:
         """Execute the student's file as a fresh module; forget every object of the last one."""
         for value in self.objects.values():
-            close = getattr(value, "close", None)
-            if callable(close) and type(value).__module__ == "sqlite3":
-                close()
+            if isinstance(value, sqlite3.Connection):
+                try:
+                    value.close()
+                except Exception:  # noqa: BLE001 (the student's subclass may refuse)
+                    pass
         self.objects.clear()
         name = MODULES.get(path.name, path.stem)
         STUDENT_DIRS.add(str(path.parent))

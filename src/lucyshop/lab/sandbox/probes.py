@@ -1,0 +1,38 @@
+"""What the trusted side asks or does inside the worker, where the student's objects are.
+
+``kinds`` names the classes an object is an instance of. For fault injection, only the moment is found here; the fault itself is the trusted side's. ``watch`` calls the
+trusted ``rival.moment()`` at every statement the student's connection starts after one that
+reads ``assignment_leases`` (the holder check), until the rival says it took the work over.
+The rival runs on the trusted side's own connection, so it knows by itself whether it took
+the work over or found the write lock held (the check and the write in one transaction), and
+a test that never heard from it fails rather than passes: switching this off turns no test
+green.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+
+def watch(connection: sqlite3.Connection, rival: Any) -> None:
+    state = {"read": False, "done": False}
+
+    def statement(sql: str) -> None:
+        if state["done"]:
+            return
+        if state["read"]:
+            state["done"] = bool(rival.moment(sql[:200]))
+        elif "assignment_leases" in sql:
+            state["read"] = True
+
+    connection.set_trace_callback(statement)
+
+
+def unwatch(connection: sqlite3.Connection) -> None:
+    connection.set_trace_callback(None)
+
+
+def kinds(value: Any) -> list[str]:
+    """Every class ``value`` is an instance of, as ``module.Qualname`` (its MRO)."""
+    return [f"{cls.__module__}.{cls.__qualname__}" for cls in type(value).__mro__]
