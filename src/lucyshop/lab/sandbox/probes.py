@@ -1,6 +1,7 @@
 """What the trusted side asks or does inside the worker, where the student's objects are.
 
-``kinds`` names the classes an object is an instance of. For fault injection, only the moment is found here; the fault itself is the trusted side's. ``watch`` calls the
+``kinds`` names the classes an object is an instance of. For fault injection, only the
+moment is found here; the fault itself is the trusted side's. ``watch`` calls the
 trusted ``rival.moment()`` at every statement the student's connection starts after one that
 reads ``assignment_leases`` (the holder check), until the rival says it took the work over.
 The rival runs on the trusted side's own connection, so it knows by itself whether it took

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import inspect
 import keyword
 import os
 import signal
@@ -35,6 +36,7 @@ from typing import Any
 
 from lucyshop.lab.processes import descendants
 from lucyshop.lab.sandbox import jail, wire
+from lucyshop.lab.sandbox.worker import describe
 from lucyshop.lab.stubs import NotStarted
 
 STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
@@ -135,6 +137,16 @@ def _known() -> dict[tuple[str, str], type[BaseException]]:
 
 
 _STUDENT_TYPES: dict[str, type[StudentError]] = {}
+PARAMETER_KINDS = {
+    kind.name: kind
+    for kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+}
 
 
 def student_error_type(name: str) -> type[StudentError]:
@@ -297,6 +309,7 @@ class Sandbox:
         try:
             target = self.codec.decode(message["target"])
             name = message.get("name")
+            name = "iter" if name == "__iter__" else name
             if not isinstance(name, str) or name.startswith("_"):
                 raise PermissionError(f"the sandbox may not call {name!r}")
             if (
@@ -305,12 +318,18 @@ class Sandbox:
                 and not hasattr(target, "__dict__")
             ):
                 raise PermissionError("the sandbox may call methods of objects only")
-            args = self.codec.decode(message["args"])
-            kwargs = self.codec.decode(message["kwargs"])
-            value = getattr(target, name)(*args, **kwargs)
+            if "args" not in message:  # a question: is ``name`` a method, or a value to send?
+                found = getattr(target, name)
+                value = ("method", None) if callable(found) else ("value", found)
+            elif name == "iter":
+                value = list(target)
+            else:
+                args = self.codec.decode(message["args"])
+                kwargs = self.codec.decode(message["kwargs"])
+                value = getattr(target, name)(*args, **kwargs)
             answer = {"op": "value", "value": self.codec.encode(value)}
         except Exception as error:  # noqa: BLE001 (it goes back to the worker as its error)
-            answer = {"op": "error", "error": {"type": type(error).__name__, "message": str(error)}}
+            answer = {"op": "error", "error": describe(error)}
         wire.send(self.channel, answer)
 
     # ------------------------------------------------------------ values
@@ -454,6 +473,23 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"<{self._name} in the sandbox>"
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The parameters of the function in the worker (``inspect.signature`` reads this)."""
+        sandbox: Sandbox = self._sandbox
+        found = sandbox.request(
+            {"op": "signature", "target": self._handle}, f"reading {self._name}"
+        )
+        if not isinstance(found, list):
+            raise TypeError(f"no signature for {self._name}")
+        parameters = []
+        for name, kind, has_default, default in found:
+            if not (isinstance(name, str) and name.isidentifier() and kind in PARAMETER_KINDS):
+                raise TypeError(f"a parameter of {self._name} that is not one")
+            default = default if has_default else inspect.Parameter.empty
+            parameters.append(inspect.Parameter(name, PARAMETER_KINDS[kind], default=default))
+        return inspect.Signature(parameters)
 
 
 def kind_of(value: Any) -> str:

@@ -5,8 +5,8 @@ JSON, never pickle: decoding a frame from the sandbox can build nothing but plai
 hostile worker can send wrong values but never code.
 
 Plain values (None, bool, int, float, str, list) are themselves. The rest are tagged objects:
-``{"$tuple": [...]}`` (a ``sqlite3.Row`` too), ``{"$dict": [[key, value], ...]}``, ``{"$set": [...]}`` (and
-``$frozenset``), ``{"$bytes": base64}``,
+``{"$tuple": [...]}`` (a ``sqlite3.Row`` too), ``{"$dict": [[key, value], ...]}``,
+``{"$set": [...]}`` (and ``$frozenset``), ``{"$bytes": base64}``,
 ``{"$path": str}``, a dataclass by value as ``{"$data": [module, class, {field: value}]}``,
 and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
 in the process that owns it, and the other side calls it through the channel.

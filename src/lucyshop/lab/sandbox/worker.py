@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import socket
 import sqlite3
@@ -42,11 +43,17 @@ class Trusted:
         if name.startswith("__"):
             raise AttributeError(name)
         worker, handle = self._worker, self._handle
+        kind, value = worker.callback(handle, name, None, None)
+        if kind == "value":
+            return value
 
         def method(*args: Any, **kwargs: Any) -> Any:
             return worker.callback(handle, name, args, kwargs)
 
         return method
+
+    def __iter__(self) -> Any:
+        return iter(self._worker.callback(self._handle, "__iter__", (), {}))
 
     def __repr__(self) -> str:
         return f"<{self._handle[2]} of the trusted side>"
@@ -122,6 +129,8 @@ class Worker:
         if op == "kit" and message.get("name") in KIT:
             self.modules[message["name"]] = importlib.import_module(message["name"])
             return message["name"]
+        if op == "signature":
+            return signature_of(self.codec.decode(message["target"]))
         if op == "get_module":
             return getattr(self.modules[message["module"]], message["name"])
         if op == "call":
@@ -137,7 +146,7 @@ class Worker:
             if isinstance(value, sqlite3.Connection):
                 try:
                     value.close()
-                except Exception:  # noqa: BLE001 (the student's subclass may refuse)
+                except Exception:  # noqa: BLE001, S110 (the student's subclass may refuse)
                     pass
         self.objects.clear()
         name = MODULES.get(path.name, path.stem)
@@ -149,10 +158,12 @@ class Worker:
         spec.loader.exec_module(module)
         return name
 
-    def callback(self, handle: list, name: str, args: tuple, kwargs: dict) -> Any:
-        """Call a method of a trusted object and wait for its answer, serving nested calls."""
+    def callback(self, handle: list, name: str, args: tuple | None, kwargs: dict | None) -> Any:
+        """Call a method of a trusted object (or, without ``args``, ask whether ``name`` is a
+        method or a value) and wait for the answer, serving nested calls meanwhile."""
         request = {"op": "callback", "target": {"$handle": handle}, "name": name}
-        request |= {"args": self.codec.encode(list(args)), "kwargs": self.codec.encode(kwargs)}
+        if args is not None:  # a call; without arguments, a question about the attribute
+            request |= {"args": self.codec.encode(list(args)), "kwargs": self.codec.encode(kwargs)}
         wire.send(self.channel, request)
         while True:
             message = wire.receive(self.channel)
@@ -161,6 +172,15 @@ class Worker:
             if message["op"] == "error":
                 raise rebuilt(message["error"])
             self.answer(message)
+
+
+def signature_of(function: Any) -> list[list]:
+    """A function's parameters as data: [name, kind, has a default, the default]."""
+    parameters = inspect.signature(function).parameters.values()
+    return [
+        [p.name, p.kind.name, p.default is not p.empty, None if p.default is p.empty else p.default]
+        for p in parameters
+    ]
 
 
 def _type_name(value: Any) -> str:
@@ -195,11 +215,23 @@ def _text(error: BaseException) -> str:
 
 
 class Refused(RuntimeError):
-    """A callback that the trusted side answered with an error."""
+    """A callback that the trusted side answered with an error of a type not found here."""
 
 
 def rebuilt(error: dict[str, Any]) -> BaseException:
-    return Refused(f"{error.get('type')}: {error.get('message')}")
+    """The trusted side's exception as its own type (a supplier client's
+    ``SupplierUnavailable`` stays one, so the code that catches it still does)."""
+    try:
+        cls = getattr(importlib.import_module(error["module"]), error["type"])
+    except (KeyError, ImportError, AttributeError, TypeError, ValueError):
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return Refused(f"{error.get('type')}: {error.get('message')}")
+    found = cls.__new__(cls)
+    Exception.__init__(found, error.get("message", ""))
+    for name, value in (error.get("attrs") or {}).items():
+        setattr(found, name, value)
+    return found
 
 
 def main(argv: list[str]) -> int:
