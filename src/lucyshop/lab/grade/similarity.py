@@ -151,6 +151,35 @@ def fingerprinted(source: str) -> Fingerprinted:
     )
 
 
+Span = tuple[int, int]  # first and last line
+
+
+@cache
+def regions(source: str) -> tuple[Span, ...]:
+    """The line spans of every function, method and class, and of each other top-level
+    statement: a match is shown one region at a time (empty when ``source`` does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    spans = [_span(node) for node in tree.body]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            spans.append(_span(node))
+    return tuple(sorted(set(spans)))
+
+
+def _span(node: ast.stmt) -> Span:
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first, node.end_lineno or node.lineno
+
+
+def region_of(spans: tuple[Span, ...], line: int) -> Span | None:
+    """The narrowest span holding ``line``."""
+    holding = [s for s in spans if s[0] <= line <= s[1]]
+    return min(holding, key=lambda s: s[1] - s[0]) if holding else None
+
+
 def mode_for(a: Fingerprinted, b: Fingerprinted) -> str:
     """The form a pair is compared in: the syntax tree unless either side does not parse."""
     return AST if a.syntax is not None and b.syntax is not None else TEXT
