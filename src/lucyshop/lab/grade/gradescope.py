@@ -10,7 +10,8 @@ specification as a JSON Schema, and the tests validate every file written here a
 
 from __future__ import annotations
 
-from lucyshop.lab.grade.rubric import Rubric, per_case, row_points, score
+from lucyshop.lab.grade.feedback import exercises_missing
+from lucyshop.lab.grade.rubric import NOT_SUBMITTED, Line, Rubric, lines
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 
@@ -19,16 +20,21 @@ SCHEMA = ROOT / "grading" / "results.schema.json"
 
 def results(verdict: Verdict, rubric: Rubric, *, similarity: float | None = None) -> dict:
     """The ``results.json`` document for one submission."""
+    tests = _tests(verdict, rubric)
     document: dict = {
-        "score": score(verdict, rubric),
+        "score": sum(_cents(t["score"]) for t in tests) / 100,
         "execution_time": round(verdict.seconds),
         "output": _summary(verdict),
         "stdout_visibility": "hidden",
-        "tests": _tests(verdict, rubric),
+        "tests": tests,
     }
     if similarity is not None:  # for the instructor's eyes only: extra_data is never shown
         document["extra_data"] = {"similarity_to_reference": similarity}
     return document
+
+
+def _cents(points: float) -> int:
+    return round(points * 100)
 
 
 def _summary(verdict: Verdict) -> str:
@@ -38,41 +44,53 @@ def _summary(verdict: Verdict) -> str:
 
 
 def _tests(verdict: Verdict, rubric: Rubric) -> list[dict]:
-    if verdict.status != "CHECKED":
-        return [
-            {
-                "name": "the file can be checked",
-                "score": 0.0,
-                "max_score": rubric.total,
-                "status": "failed",
-                "output": f"{verdict.status}: {verdict.error}",
-            }
-        ]
-    tests = []
-    for kind, part in (("function", rubric.functions), ("exercise", rubric.exercises)):
-        rows = [r for r in verdict.rows if r.kind == kind]
-        for row in rows:
-            earned, available = row_points(row, part, rows)
-            tests.append(
-                {
-                    "name": f"{row.label} ({row.passed}/{row.total} tests)",
-                    "score": round(earned, 2),
-                    "max_score": round(available, 2),
-                    "status": "passed" if row.status == "PASSING" else "failed",
-                    "output": f"{row.status}: {row.message}" if row.message else row.status,
-                    "tags": [kind],
-                }
-            )
-    each = per_case(verdict, rubric)
-    for case in verdict.cases:
-        tests.append(
-            {
-                "name": f"checkpoint case {case.case}: {case.name}",
-                "score": round(each if case.passed else 0.0, 2),
-                "max_score": round(each, 2),
-                "status": "passed" if case.passed else "failed",
-                "output": case.message,
-                "tags": ["checkpoint"],
-            }
-        )
-    return tests
+    """One test per row and per checkpoint case; their ``max_score`` add up to the total."""
+    found = lines(verdict, rubric)
+    visibility = {
+        "check": "visible",
+        "function": rubric.functions.visibility,
+        "exercise": rubric.exercises.visibility,
+        "checkpoint": rubric.checkpoint_visibility,
+    }
+    exercises = [line for line in found if line.kind == "exercise"]
+    if exercises_missing(verdict):  # one line, 0 points, not six rows blaming a missing file
+        found = [line for line in found if line.kind != "exercise"]
+        available = sum(line.available for line in exercises)
+        found.append(Line("exercise", f"exercises: {NOT_SUBMITTED}", 0, available))
+    return [_test(line, verdict, visibility[line.kind]) for line in found]
+
+
+def _test(line: Line, verdict: Verdict, visibility: str) -> dict:
+    test = {
+        "name": _name(line),
+        "score": line.earned / 100,
+        "max_score": line.available / 100,
+        "status": "passed" if line.available and line.earned == line.available else "failed",
+        "output": _output(line, verdict),
+        "tags": [line.kind],
+        "visibility": visibility,
+    }
+    return test
+
+
+def _name(line: Line) -> str:
+    if line.row is not None:
+        return f"{line.row.label} ({line.row.passed}/{line.row.total} tests)"
+    if line.case is not None:
+        return f"checkpoint case {line.case.case}: {line.case.name}"
+    if line.kind == "checkpoint":
+        return f"checkpoint {line.label}: did not run"
+    return line.label
+
+
+def _output(line: Line, verdict: Verdict) -> str:
+    if line.kind == "check":
+        return f"{verdict.status}: {verdict.error}"
+    if line.row is not None:
+        row = line.row
+        return f"{row.status}: {row.message}" if row.message else row.status
+    if line.case is not None:
+        return line.case.message
+    if line.kind == "checkpoint":
+        return f"the checkpoint was {verdict.checkpoint}: this case earned nothing"
+    return f"no exercises.py was handed in: 0 of {line.available / 100:g} points"

@@ -15,6 +15,7 @@ import math
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
@@ -150,33 +151,44 @@ def hundredths(points: float) -> int:
     return round(points * 100)
 
 
-def shares(points: float, weights: Sequence[float]) -> list[int]:
-    """``points`` split by ``weights`` into hundredths that add up to exactly ``points``.
+def apportion(exact: Sequence[Fraction], total: int) -> list[int]:
+    """Whole hundredths, each as near its ``exact`` value as can be, adding up to ``total``.
 
-    Largest remainder: each share is rounded down, and the hundredths left over go to the
-    largest remainders, the earlier row first on a tie, so the split is the same every run.
+    Largest remainder: each is rounded down, and the hundredths left over go to the largest
+    remainders, the earlier line first on a tie, so the split is the same every run.
     """
-    total = hundredths(points)
-    weight = sum(weights)
-    if weight <= 0:  # every weight 0: the part is shared equally, never lost
-        weights, weight = [1.0] * len(weights), float(len(weights))
-    exact = [total * w / weight for w in weights]
-    floors = [math.floor(x + 1e-9) for x in exact]
-    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - floors[i]), i))
+    floors = [math.floor(x) for x in exact]
+    order = sorted(range(len(exact)), key=lambda i: (floors[i] - exact[i], i))
     for index in order[: total - sum(floors)]:
         floors[index] += 1
     return floors
 
 
-def row_earns(row: Row, available: int, part: Part) -> int:
+def shares(points: float, weights: Sequence[float]) -> list[int]:
+    """``points`` split by ``weights`` into hundredths that add up to exactly ``points``."""
+    total = hundredths(points)
+    exact = [Fraction(w) for w in weights]
+    if sum(exact) <= 0:  # every weight 0: the part is shared equally, never lost
+        exact = [Fraction(1)] * len(exact)
+    weight = sum(exact)
+    return apportion([total * w / weight for w in exact], total)
+
+
+def row_earns(row: Row, available: int, part: Part) -> Fraction:
     """Hundredths one row earns of its ``available``: tests passed over tests run if partial."""
     if row.status in EARNS_NOTHING or row.total <= 0:
-        return 0
+        return Fraction(0)
     if row.status == "PASSING" and row.passed == row.total:
-        return available
+        return Fraction(available)
     if not part.partial:
-        return 0
-    return (2 * available * min(row.passed, row.total) + row.total) // (2 * row.total)
+        return Fraction(0)
+    return Fraction(available * min(row.passed, row.total), row.total)
+
+
+def _earned(exact: Sequence[Fraction]) -> list[int]:
+    """The rows' points in hundredths: their total rounded once (half up), then apportioned,
+    so sixteen half-passing rows earn exactly half the part, not a cent more per row."""
+    return apportion(exact, math.floor(sum(exact, Fraction(0)) + Fraction(1, 2)))
 
 
 def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
@@ -187,9 +199,10 @@ def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
     for kind, part in (("function", rubric.functions), ("exercise", rubric.exercises)):
         rows = [r for r in verdict.rows if r.kind == kind]
         split = shares(part.points, [part.weight(r.label) for r in rows])
+        earned = _earned([row_earns(r, each, part) for r, each in zip(rows, split, strict=True)])
         found += [
-            Line(kind, row.label, row_earns(row, each, part), each, row=row)
-            for row, each in zip(rows, split, strict=True)
+            Line(kind, row.label, got, each, row=row)
+            for row, got, each in zip(rows, earned, split, strict=True)
         ]
     cases: list[Case | None] = sorted(verdict.cases, key=lambda c: c.case)
     count = max(len(cases), CHECKPOINT_CASES)

@@ -15,8 +15,11 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from lucyshop.lab.loader import IMPLEMENTATIONS
+
 CHAPTER = "ch13_leases.py"
 EXERCISES = "exercises.py"
+STARTER_EXERCISES = IMPLEMENTATIONS["learner"].with_name(EXERCISES)
 
 
 @dataclass(frozen=True)
@@ -68,14 +71,18 @@ def _from_directory(entry: Path) -> Submission:
 
 
 def stage(submission: Submission, directory: Path) -> Path:
-    """Copy the hand-in into ``directory`` as ``ch13_leases.py`` (+ ``exercises.py``).
+    """Copy the hand-in into ``directory`` as ``ch13_leases.py`` and ``exercises.py``.
 
     The judge then reads a copy the grader owns, under the name the kit expects, whatever the
-    student called their file; the original is never touched.
+    student called their file; the original is never touched. Without an ``exercises.py`` the
+    starter stubs go beside it: the check runs none of their tests (each row is NOT STARTED at
+    once, instead of every test failing on the missing file), and the grader marks the rows
+    NOT SUBMITTED.
     """
+    if submission.chapter is None:
+        raise ValueError(f"nothing to stage: {submission.problem}")
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / CHAPTER
     shutil.copyfile(submission.chapter, target)
-    if submission.exercises is not None:
-        shutil.copyfile(submission.exercises, directory / EXERCISES)
+    shutil.copyfile(submission.exercises or STARTER_EXERCISES, directory / EXERCISES)
     return target

@@ -45,7 +45,7 @@ class Case:
 class Row:
     label: str
     kind: str  # "function" or "exercise"
-    status: str  # PASSING, FAILING, NOT STARTED, NEEDS MODEL, LEFT OUT
+    status: str  # PASSING, FAILING, NOT STARTED, NEEDS MODEL, LEFT OUT, NOT SUBMITTED
     passed: int
     total: int
     message: str = ""
@@ -62,6 +62,13 @@ class Verdict:
     feedback: str = ""
     error: str = ""
     seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Verdict:
+        """The verdict ``as_dict`` wrote (a kept result of an earlier run)."""
+        rows = [Row(**row) for row in data.get("rows", [])]
+        cases = [Case(**case) for case in data.get("cases", [])]
+        return cls(**(data | {"rows": rows, "cases": cases}))
 
 
 @dataclass
