@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from mutants import BY_NAME
@@ -11,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "ch13_leases.py"
 INDEPENDENT = ROOT / "solutions" / "independent" / "ch13_leases.py"
 STUBS = ROOT / "learner" / "ch13_leases.py"
+SOLVED_EXERCISES = ROOT / "solutions" / "exercises.py"
 
 # Local variables of the reference (never a parameter, field or key), each given another name:
 # a copy a student might disguise.
@@ -43,6 +46,20 @@ def renamed_reference() -> str:
         text = re.sub(rf"(?<![\"'.\w]){old}\b(?![\"'])", new, text)
     assert text != REFERENCE.read_text(encoding="utf-8")
     return text
+
+
+def reformatted(source: str, line_length: int = 60) -> str:
+    """``source`` as ``ruff format --line-length N`` writes it: a copy disguised by a formatter."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", f"--line-length={line_length}", "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout != source
+    return done.stdout
 
 
 def stubs_with(prelude: str) -> str:
@@ -79,12 +96,18 @@ def build(directory: Path) -> list[str]:
         ),
         "hangs": ("hangs.py", stubs_with(HANGS)),
         "syntax error": ("syntax error.py", "def claim(db, owner:\n    return None\n"),
-        "zoë": ("zoë/ch13_leases.py", renamed_reference()),
+        # The reference renamed and reformatted: a classmate's copy (the reference's) disguised.
+        "zoë": ("zoë/ch13_leases.py", reformatted(renamed_reference())),
         "independent": ("independent.py", INDEPENDENT.read_text(encoding="utf-8")),
         "chatty": ("chatty.py", stubs_with(CHATTY)),  # 4 MB on stdout at every import
-        "empty": ("empty.py", ""),
     }
     for relative, text in hand_ins.values():
         write(directory, relative, text)
     write(directory, "no_file/notes.txt", "I forgot to upload it\n")
-    return [*hand_ins, "no_file"]
+    # Two hand-ins that are never checked (no chapter file; an empty one) still hand in the same
+    # exercises.py, one reformatted: compared all the same, at no check's cost.
+    solved = SOLVED_EXERCISES.read_text(encoding="utf-8")
+    write(directory, "no_file/exercises.py", solved)
+    write(directory, "empty/exercises.py", reformatted(solved))
+    write(directory, "empty/ch13_leases.py", "")
+    return [*hand_ins, "empty", "no_file"]

@@ -1,11 +1,13 @@
 """A whole fixture class graded in one run: the gradebook, Gradescope's files, the order of the
-scores and the similarity flags.
+scores, the labels and the similarity flags across the class.
 
 The class: the reference, the stubs, three mutants, a file that hangs, a syntax error, a
-renamed copy of the reference, an independently written correct file, a file that prints
-megabytes, an empty file and a directory without the chapter file; odd names among them. Two
-are checked at a time. The checkpoint runs for the reference, the stubs and the mutant it must
-catch (``observe_fence``); for the others it would add minutes and no assertion.
+renamed and reformatted copy of the reference, an independently written correct file, a file
+that prints megabytes, an empty file and a directory without the chapter file (those two hand
+in the same exercises.py, one reformatted); odd names among them. No one else hands in an
+exercises.py (each row says NOT SUBMITTED). Two are checked at a time. The checkpoint runs for
+the reference, the stubs and the mutant it must catch (``observe_fence``); for the others it
+would add minutes and no assertion.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import pytest
 from grading_class import build
 
 from lucyshop.lab.grade import gradescope, rubric, submissions
-from lucyshop.lab.grade.classroom import COLUMNS, grade_class
-from lucyshop.lab.report import FUNCTIONS, Limits
+from lucyshop.lab.grade.classroom import grade_class
+from lucyshop.lab.grade.gradebook import COLUMNS, column
+from lucyshop.lab.loader import ROOT
+from lucyshop.lab.report import EXERCISES, FUNCTIONS, Limits
 
 WITH_CHECKPOINT = {"reference", "stubs", "mutant observe_fence"}
 MUTANTS = ("mutant observe_fence", "mutant_expiry", "mutant_percentile")
@@ -50,6 +54,10 @@ def graded_class(tmp_path_factory):
     return names, out, loaded, {row["student"]: row for row in rows}
 
 
+def counts(row: dict[str, str], label: str) -> tuple[int, int]:
+    return int(row[f"{column(label)}_passed"]), int(row[f"{column(label)}_total"])
+
+
 def score(rows, name):
     return float(rows[name]["score"])
 
@@ -59,7 +67,7 @@ def score(rows, name):
 def test_one_row_per_student_with_a_clear_status(graded_class):
     names, out, _rubric, rows = graded_class
     with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
-        assert next(csv.reader(handle)) == COLUMNS
+        assert next(csv.reader(handle)) == list(COLUMNS)
     assert sorted(rows) == sorted(names)
     status = {name: row["status"] for name, row in rows.items()}
     assert status == {
@@ -88,16 +96,36 @@ def test_correct_files_pass_every_function_and_the_reference_every_case(graded_c
     _names, _out, _rubric, rows = graded_class
     for name in ("reference", "zoë", "independent"):
         for function in FUNCTIONS:
-            passed, total = rows[name][function].split("/")
-            assert passed == total != "0", (name, function, rows[name][function])
-    assert (rows["reference"]["checkpoint"], rows["reference"]["checkpoint_cases"]) == (
-        "PASSED",
-        "7/7",
-    )
-    assert rows["zoë"]["checkpoint"] == "SKIPPED"
-    assert rows["mutant observe_fence"]["checkpoint"] == "FAILED"
-    assert rows["mutant observe_fence"]["checkpoint_cases"] != "7/7"
-    assert rows["stubs"]["checkpoint"] == "NOT STARTED"
+            passed, total = counts(rows[name], function)
+            assert passed == total > 0, (name, function, passed, total)
+    reference = rows["reference"]
+    assert (reference["checkpoint"], reference["checkpoint_passed"]) == ("PASSED", "7")
+    assert reference["checkpoint_total"] == "7"
+    assert rows["zoë"]["checkpoint"] == "SKIPPED" and rows["zoë"]["checkpoint_passed"] == ""
+    mutant = rows["mutant observe_fence"]
+    assert int(mutant["checkpoint_passed"]) < int(mutant["checkpoint_total"]) == 7
+    # A checkpoint that earned cases says how many, never NOT STARTED or a bare FAILED.
+    for name in ("mutant observe_fence", "stubs"):
+        passed = int(rows[name]["checkpoint_passed"])
+        if passed:
+            assert rows[name]["checkpoint"] == f"{passed}/7 cases", name
+        else:
+            assert rows[name]["checkpoint"] in ("FAILED", "NOT STARTED"), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_a_missing_exercises_file_is_not_submitted_in_one_line(graded_class):
+    _names, out, _rubric, rows = graded_class
+    for label, _module, _stubs in EXERCISES:
+        assert rows["reference"][label] == "NOT SUBMITTED"
+        assert counts(rows["reference"], label) == (0, 0)
+    text = (out / "feedback" / "reference.txt").read_text(encoding="utf-8")
+    assert not [line for line in text.splitlines() if line.startswith("  exercise ")]
+    assert sum("NOT SUBMITTED" in line for line in text.splitlines()) == 3  # grade, row, summary
+    document = json.loads((out / "gradescope" / "reference" / "results.json").read_text("utf-8"))
+    exercises = [t for t in document["tests"] if "exercise" in t["tags"]]
+    assert [(t["name"], t["score"]) for t in exercises] == [("exercises: NOT SUBMITTED", 0)]
 
 
 @pytest.mark.slow
@@ -130,6 +158,25 @@ def test_who_handed_in_the_reference_is_flagged(graded_class):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+def test_copies_between_students_are_flagged_and_independent_work_is_not(graded_class):
+    _names, out, _rubric, rows = graded_class
+    with (out / "similarity.csv").open(encoding="utf-8", newline="") as handle:
+        found = list(csv.DictReader(handle))
+    flagged = {(p["file"], frozenset((p["a"], p["b"]))) for p in found if p["flagged"] == "yes"}
+    # A student's copy of a classmate's file, reformatted at 60 columns and renamed.
+    assert ("ch13_leases.py", frozenset(("reference", "zoë"))) in flagged
+    # A copied exercises.py, one of the two reformatted, between two students never checked.
+    assert ("exercises.py", frozenset(("empty", "no_file"))) in flagged
+    assert not [pair for pair in flagged if "independent" in pair[1]]
+    assert not [pair for pair in flagged if {"stubs", "chatty", "hangs"} & pair[1]]
+    assert rows["zoë"]["closest"] in ("reference", *MUTANTS)
+    assert float(rows["zoë"]["closest_similarity"]) >= 0.9
+    page = (out / "similarity.html").read_text(encoding="utf-8")
+    assert "zoë" in page and "<table class='side'>" in page
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_every_student_gets_feedback_and_a_valid_results_json(graded_class):
     names, out, _rubric, rows = graded_class
     schema = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
@@ -141,6 +188,11 @@ def test_every_student_gets_feedback_and_a_valid_results_json(graded_class):
         assert feedback.strip()
     reference = (out / "feedback" / "reference.txt").read_text(encoding="utf-8")
     assert "checkpoint" in reference
-    assert "lucyshop-grade-" not in reference  # rerun commands name the hand-in, not a copy
+    mutant = (out / "feedback" / "mutant observe_fence.txt").read_text(encoding="utf-8")
+    assert "rerun: " in mutant and "--impl learner/ch13_leases.py" in mutant
+    for name in names:  # the student's own file names, never the grader's or the kit's paths
+        text = (out / "feedback" / f"{name}.txt").read_text(encoding="utf-8")
+        assert "lucyshop-grade-" not in text and f"{ROOT}/" not in text, name
+        assert str(out.parent) not in text, name
     chatty = out / "feedback" / "chatty.txt"
     assert chatty.stat().st_size < 200_000  # 4 MB printed at every import, bounded here

@@ -12,21 +12,28 @@ import sys
 import threading
 import time
 import zipfile
+from decimal import Decimal
 from pathlib import Path
 
 import jsonschema
 import pytest
-from grading_class import HANGS, INDEPENDENT, STUBS, renamed_reference, stubs_with
+from grading_class import HANGS, INDEPENDENT, REFERENCE, STUBS, renamed_reference, stubs_with
 from mutants import BY_NAME
 
 from lucyshop.lab.grade import autograder, gradescope, rubric, similarity, submissions
 from lucyshop.lab.grade.__main__ import main as grade_main
-from lucyshop.lab.grade.classroom import COLUMNS, grade_class
+from lucyshop.lab.grade.classroom import grade_class
+from lucyshop.lab.grade.gradebook import COLUMNS
 from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
 from lucyshop.lab.processes import processes_mentioning
 from lucyshop.lab.report import EXERCISES, FUNCTIONS, Limits
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
+
+
+def exact_sum(values) -> Decimal:
+    """The sum a person adding the numbers Gradescope shows gets (no binary rounding)."""
+    return sum((Decimal(str(v)) for v in values), Decimal(0))
 
 
 def validate(document: dict) -> None:
@@ -65,14 +72,20 @@ def test_a_mutant_of_the_reference_is_still_the_reference():
     assert similarity.similarity(BY_NAME["observe_fence"].source()) >= 0.9
 
 
-def test_comments_docstrings_and_literals_do_not_count():
+def test_comments_docstrings_literals_and_names_do_not_count():
     source = 'def f(a):\n    """Doc."""\n    # note\n    return a + 1\n'
-    other = "def g(b):\n    return b + 2\n"
-    assert similarity.tokens(source) == similarity.tokens(other)
+    other = "def g(b):\n    return (b\n        + 2)\n"
+    assert similarity.syntax_stream(source).tokens == similarity.syntax_stream(other).tokens
+    assert similarity.syntax_stream("def g(b):\n    return b - 2\n").tokens != (
+        similarity.syntax_stream(other).tokens
+    )
 
 
-def test_a_file_that_does_not_tokenize_has_no_similarity():
-    assert similarity.similarity('x = """never closed\n') is None
+def test_a_file_that_does_not_parse_is_compared_as_normalised_text():
+    broken = REFERENCE.read_text(encoding="utf-8") + '\nx = """never closed\n'
+    assert similarity.syntax_stream(broken) is None
+    assert similarity.similarity(broken) >= 0.9
+    assert similarity.similarity('x = """never closed\n') == 0.0
 
 
 # ---------------------------------------------------------------- rubric
@@ -112,9 +125,16 @@ def test_the_rubrics_limits_become_the_checks_options(tmp_path):
     assert loaded.limits.argv() == ["--test-timeout=5", "--load-timeout=20"]
 
 
-def test_a_measured_row_left_out_earns_nothing():
-    left_out = Row("exercise 5", "exercise", "LEFT OUT", 6, 6)  # whatever its counts say
-    assert rubric.row_points(left_out, rubric.load().exercises, [left_out])[0] == 0
+@pytest.mark.parametrize("status", ["LEFT OUT", "NEEDS MODEL", "NOT STARTED", "NOT SUBMITTED"])
+def test_a_row_that_did_not_run_earns_nothing_whatever_its_counts_say(status):
+    row = Row("exercise 5", "exercise", status, 6, 6)
+    assert rubric.row_earns(row, 500, rubric.load().exercises) == 0
+    assert (
+        rubric.row_earns(
+            Row("exercise 5", "exercise", "PASSING", 6, 6), 500, rubric.load().exercises
+        )
+        == 500
+    )
 
 
 def test_a_submission_that_could_not_be_checked_scores_zero():
@@ -170,14 +190,20 @@ def test_slugs_are_safe_and_distinct_for_names_that_look_alike():
 
 @pytest.mark.parametrize(
     "verdict",
-    [checked(), checked("FAILING", 1, 3), Verdict("CANNOT CHECK", error="line 1: invalid")],
+    [
+        checked(),
+        checked("FAILING", 1, 3),
+        checked("PASSING", cases=0),
+        Verdict("CANNOT CHECK", error="line 1: invalid"),
+    ],
 )
 def test_results_json_follows_gradescopes_specification(verdict):
     loaded = rubric.load()
     document = gradescope.results(verdict, loaded, similarity=0.5)
     validate(document)
-    assert sum(t["max_score"] for t in document["tests"]) == pytest.approx(loaded.total, abs=0.1)
-    assert sum(t["score"] for t in document["tests"]) == pytest.approx(document["score"], abs=0.1)
+    assert exact_sum(t["max_score"] for t in document["tests"]) == Decimal(100)
+    assert exact_sum(t["score"] for t in document["tests"]) == Decimal(str(document["score"]))
+    assert document["score"] == rubric.score(verdict, loaded)
 
 
 def test_the_schema_refuses_what_gradescope_would():
@@ -234,7 +260,7 @@ def test_a_verdict_is_read_from_the_judges_json():
         + loaded.exercises.points * 5 / 6
         + loaded.checkpoint * 6 / 7
     )
-    assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.01)
+    assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.02)
 
 
 def test_a_judge_error_or_an_unknown_schema_is_not_a_grade():
@@ -291,14 +317,16 @@ def test_bad_hand_ins_each_get_a_row_and_do_not_stop_the_run(tmp_path):
     out = tmp_path / "out"
     graded = grade_class(submissions.find(hand_ins), out, rubric.load(), progress=False)
     rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
-    assert list(next(csv.reader((out / "grades.csv").open(encoding="utf-8")))) == COLUMNS
+    assert list(next(csv.reader((out / "grades.csv").open(encoding="utf-8")))) == list(COLUMNS)
     assert {name: row["status"] for name, row in rows.items()} == {
         "empty": "EMPTY",
         "no file": "NO FILE",
         "syntax ✗": "CANNOT CHECK",
     }
     assert "does not compile" in rows["syntax ✗"]["message"]
-    assert "syntax ✗.py" in rows["syntax ✗"]["message"]  # the student's name, not the copy's
+    # The student's own file, as their kit names it: never the grader's staging copy.
+    assert rows["syntax ✗"]["message"].startswith("learner/ch13_leases.py does not compile")
+    assert str(tmp_path) not in (out / "grades.csv").read_text(encoding="utf-8")
     assert all(row["score"] == "0" for row in rows.values())
     for item in graded:
         name = item.submission.student

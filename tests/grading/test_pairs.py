@@ -11,17 +11,21 @@ from __future__ import annotations
 import ast
 import csv
 import io
-import subprocess
-import sys
 
 import pytest
-from grading_class import INDEPENDENT, REFERENCE, STUBS, renamed_reference
+from grading_class import (
+    INDEPENDENT,
+    REFERENCE,
+    SOLVED_EXERCISES,
+    STUBS,
+    reformatted,
+    renamed_reference,
+)
 
 from lucyshop.lab.grade import pairs, pairs_html, similarity
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES
 
 FLAG_AT = 0.8
-SOLVED_EXERCISES = REFERENCE.with_name(EXERCISES)
 STARTER_EXERCISES = STUBS.with_name(EXERCISES)
 PERCENTILE_STUB = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
 PERCENTILE = (
@@ -35,20 +39,6 @@ PERCENTILE = (
 
 def entry(name: str, source: str, kind: str = CHAPTER) -> pairs.Entry:
     return pairs.Entry(name, kind, source)
-
-
-def reformatted(source: str) -> str:
-    """``source`` as ``ruff format --line-length 60`` writes it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--line-length", "60", "--stdin-filename", "x.py"],
-        input=source,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stdout != source
-    return done.stdout
 
 
 def one_function_written() -> str:

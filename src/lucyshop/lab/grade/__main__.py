@@ -1,18 +1,27 @@
-"""``python -m lucyshop.lab.grade SUBMISSIONS``: grade a class (see ``lucyshop.lab.grade``)."""
+"""``python -m lucyshop.lab.grade SUBMISSIONS``: grade a class (see ``lucyshop.lab.grade``).
+
+Ctrl-C (or SIGTERM) ends the running checks, keeps every student that finished and prints
+one line, exit 130; a rerun goes on from there.
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
+from lucyshop.lab.grade import gradebook
 from lucyshop.lab.grade import rubric as rubrics
-from lucyshop.lab.grade.classroom import grade_class
+from lucyshop.lab.grade.classroom import Graded, Interrupted, Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import find
 
+INTERRUPTED = 130
 
-def main(argv: Sequence[str] | None = None) -> int:
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lucyshop.lab.grade",
         description="Grade every hand-in under SUBMISSIONS into a gradebook.",
@@ -24,15 +33,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, help="where the gradebook goes (default: SUBMISSIONS-grades beside it)"
     )
     parser.add_argument(
-        "--jobs", type=int, default=2, help="submissions checked at once (default 2)"
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help=f"submissions checked at once (default: cores + 1, here {default_jobs()})",
     )
     parser.add_argument("--rubric", type=Path, default=rubrics.DEFAULT, help="the weighting (TOML)")
     parser.add_argument("--no-checkpoint", action="store_true", help="learner tables only")
     parser.add_argument(
         "--timeout", type=float, help="seconds per submission (default: the rubric's)"
     )
+    parser.add_argument(
+        "--force", action="store_true", help="regrade hand-ins whose results are already kept"
+    )
+    parser.add_argument(
+        "--archive", type=Path, help="earlier hand-ins (any layout) to compare this class with"
+    )
+    parser.add_argument(
+        "--roster", type=Path, help="CSV: folder,id,email,name,... -> IDs in grades.csv, canvas.csv"
+    )
+    parser.add_argument(
+        "--assignment",
+        default=gradebook.ASSIGNMENT,
+        help="canvas.csv's grade column (Canvas's own export names it 'Name (id)')",
+    )
+    parser.add_argument("--bom", action="store_true", help="CSV files in UTF-8 with a BOM (Excel)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: checks ended, results kept
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         rubric = rubrics.load(args.rubric)
         if args.timeout is not None:
@@ -40,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         submissions = find(args.submissions)
         if args.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
+        if args.roster is not None:
+            gradebook.load_roster(args.roster)  # refused now, not after an hour of grading
+        if args.archive is not None and not args.archive.is_dir():
+            raise ValueError(f"no archive directory at {args.archive}")
     except ValueError as error:
         print(f"make grade: {error}", file=sys.stderr)
         return 2
@@ -48,14 +87,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     hand_ins = args.submissions.resolve()
     out = args.out or hand_ins.with_name(f"{hand_ins.name}-grades")
-    graded = grade_class(
-        submissions,
-        out,
-        rubric,
+    options = Options(
         jobs=args.jobs,
-        checkpoint=not args.no_checkpoint,
+        force=args.force,
+        archive=args.archive,
+        roster=args.roster,
+        bom=args.bom,
+        assignment=args.assignment,
         progress=not args.no_progress,
     )
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        graded = grade_class(
+            submissions, out, rubric, checkpoint=not args.no_checkpoint, options=options
+        )
+    except Interrupted as stopped:
+        print(stopped, file=sys.stderr, flush=True)
+        return INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _print_table(graded, rubric, out)
+    return 0
+
+
+def _print_table(graded: list[Graded], rubric: rubrics.Rubric, out: Path) -> None:
     width = max(len(g.submission.student) for g in graded) + 2
     for item in graded:
         like = "" if item.similarity is None else f"similarity {item.similarity:.2f}"
@@ -64,8 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  {item.submission.student:<{width}}{item.verdict.status:<14}"
             f"{item.score:>6g}/{rubric.total:g}  {like}{flag}"
         )
-    print(f"gradebook: {out / 'grades.csv'}  (feedback/ and gradescope/ beside it)")
-    return 0
+    print(
+        f"gradebook: {out / 'grades.csv'}  (feedback/, gradescope/ and similarity.html beside it)"
+    )
 
 
 if __name__ == "__main__":

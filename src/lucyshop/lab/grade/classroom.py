@@ -1,42 +1,68 @@
-"""Grade a whole class: each hand-in judged alone, a few at a time, into one gradebook.
+"""Grade a whole class: each hand-in judged alone, a few at a time, kept as soon as it is known.
 
 For every submission: a private work directory (its staged copy and its ``TMPDIR``), one
 ``make check`` child under a deadline, a score from the rubric, a similarity to the reference.
-Then ``OUT/grades.csv`` (one row per student), ``OUT/feedback/<student>.txt`` (what ``make
-check`` showed) and ``OUT/gradescope/<student>/results.json``. A hand-in that cannot be
-graded (no file, empty, does not compile, hangs) gets its row with a status saying so; nothing
-a submission does stops the others.
+Its feedback, ``results.json`` and result are written the moment it finishes (``store``), so
+Ctrl-C loses only the checks still running, and a rerun skips every hand-in already graded
+under the same files, rubric and kit. Only when every check of the class is gone are the
+class-wide files written from the kept results (``gradebook``): ``grades.csv``, the
+similarity report across the class and, with a roster, ``canvas.csv``. A hand-in that cannot
+be graded (no file, empty, does not compile, hangs) gets its row with a status saying so;
+nothing a submission does stops the others.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import shlex
+import os
 import shutil
+import signal
 import tempfile
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
-from lucyshop.lab.grade import gradescope, similarity
-from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric, score
+from lucyshop.lab.grade import feedback, gradebook, similarity, store
+from lucyshop.lab.grade.rubric import Rubric, load, score
+from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import Submission, stage
 from lucyshop.lab.grade.verdict import Verdict, judge
-from lucyshop.lab.report import EXERCISES, FUNCTIONS
+
+__all__ = ["Graded", "Interrupted", "Options", "default_jobs", "feedback_text", "grade_class"]
 
 
-@dataclass
-class Graded:
-    submission: Submission
-    verdict: Verdict
-    similarity: float | None
-    score: float
-    flagged: bool
+def default_jobs() -> int:
+    """Cores + 1: about a third of a check is spent waiting on leases, deadlines and processes."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
+@dataclass(frozen=True)
+class Options:
+    """How ``grade_class`` runs, beyond the rubric."""
+
+    jobs: int = field(default_factory=default_jobs)
+    force: bool = False  # regrade hand-ins whose results are kept
+    archive: Path | None = None  # earlier hand-ins, compared with this class
+    roster: Path | None = None  # folder -> ID and e-mail (gradebook.load_roster)
+    bom: bool = False  # CSV files start with a UTF-8 byte-order mark (Excel)
+    assignment: str = gradebook.ASSIGNMENT  # canvas.csv's grade column
+    progress: bool = True
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) while grading: how many of the class have kept results."""
+
+    def __init__(self, kept: int, total: int) -> None:
+        super().__init__(f"interrupted: {kept} of {total} graded, kept; rerun to go on")
+        self.kept, self.total = kept, total
 
 
 def grade_one(
@@ -48,15 +74,14 @@ def grade_one(
     stop: threading.Event | None = None,
 ) -> Graded:
     """Judge one hand-in in ``work`` (created, then removed) and score it."""
-    if submission.problem:
+    if submission.problem or submission.chapter is None:
         verdict = Verdict("NO FILE", error=submission.problem)
         return Graded(submission, verdict, None, 0.0, False)
-    source = submission.chapter.read_bytes()
-    text = source.decode("utf-8", "replace")
+    text = submission.chapter.read_bytes().decode("utf-8", "replace")
     like = similarity.similarity(text)
-    flagged = like is not None and like >= rubric.flag_at
+    flagged = like >= rubric.flag_at
     if not text.strip():
-        verdict = Verdict("EMPTY", error=f"{submission.chapter.name} is empty")
+        verdict = Verdict("EMPTY", error="learner/ch13_leases.py is empty")
         return Graded(submission, verdict, like, 0.0, flagged)
     try:
         staged = stage(submission, work / "submission")
@@ -68,13 +93,17 @@ def grade_one(
             stop=stop,
             limits=rubric.limits,
         )
-        # Show the student's own path, not the staging copy that is about to go.
-        original = shlex.quote(str(submission.chapter))
-        verdict.feedback = verdict.feedback.replace(str(staged), original)
-        verdict.error = verdict.error.replace(str(staged), original)
+        feedback.scrubbed(verdict, staged.parent, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if submission.exercises is None:
+        feedback.not_submitted(verdict, rubric.exercises.points)
     return Graded(submission, verdict, like, score(verdict, rubric), flagged)
+
+
+def feedback_text(item: Graded, rubric: Rubric | None = None) -> str:
+    """What the student reads (the autograder prints it)."""
+    return feedback.text(item.verdict, rubric or load())
 
 
 def grade_class(
@@ -82,100 +111,100 @@ def grade_class(
     out: Path,
     rubric: Rubric,
     *,
-    jobs: int = 2,
+    jobs: int | None = None,
     checkpoint: bool | Callable[[Submission], bool] = True,
     progress: bool = True,
+    options: Options | None = None,
+    say: Callable[[str], None] = print,
 ) -> list[Graded]:
-    """Grade every submission, ``jobs`` at a time, and write the gradebook under ``out``."""
+    """Grade every submission not already graded, then write the class's files under ``out``.
+
+    Raises ``Interrupted`` on Ctrl-C, after every running check has ended and what finished
+    is kept.
+    """
+    options = options or Options(progress=progress)
+    jobs = options.jobs if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs}")
     wants = checkpoint if callable(checkpoint) else (lambda _s: checkpoint)
     out.mkdir(parents=True, exist_ok=True)
-    graded: list[Graded] = []
-    stop = threading.Event()  # set on Ctrl-C or an error: running checks end within a poll
-    with (
-        tempfile.TemporaryDirectory(prefix="lucyshop-grade-") as scratch,
-        ThreadPoolExecutor(max_workers=jobs) as pool,
-    ):
-        futures = [
-            pool.submit(
-                grade_one, sub, Path(scratch) / sub.slug, rubric, checkpoint=wants(sub), stop=stop
+    keys: dict[str, dict[str, str]] = {}
+    try:
+        keys |= {s.student: store.key(s, rubric, wants(s)) for s in submissions}
+        todo = [s for s in submissions if options.force or not store.kept(out, s, keys[s.student])]
+        if len(todo) < len(submissions):
+            say(
+                f"skipped {len(submissions) - len(todo)} of {len(submissions)} hand-ins already"
+                " graded with the same files, rubric and kit (--force regrades them)"
             )
-            for sub in submissions
+        if _run(todo, out, rubric, jobs, wants, keys, options.progress):
+            raise KeyboardInterrupt
+        results = [store.kept(out, s, None) for s in submissions]
+        missing = [s.student for s, r in zip(submissions, results, strict=True) if r is None]
+        if missing:  # only a write that failed under the grader could do this
+            raise RuntimeError(f"no result was kept for {', '.join(missing)}")
+        gradebook.write_class(results, out, rubric, options, say)
+    except KeyboardInterrupt:
+        done = sum(
+            s.student in keys and store.kept(out, s, keys[s.student]) is not None
+            for s in submissions
+        )
+        raise Interrupted(done, len(submissions)) from None
+    return results
+
+
+def _run(
+    todo: list[Submission],
+    out: Path,
+    rubric: Rubric,
+    jobs: int,
+    wants: Callable[[Submission], bool],
+    keys: dict[str, dict[str, str]],
+    progress: bool,
+) -> bool:
+    """Grade ``todo`` ``jobs`` at a time, keeping each result; True when interrupted."""
+    stop = threading.Event()  # set on Ctrl-C: running checks end within a poll
+    interrupted = False
+
+    def one(sub: Submission, work: Path) -> bool:
+        if stop.is_set():
+            return False
+        graded = grade_one(sub, work, rubric, checkpoint=wants(sub), stop=stop)
+        return store.keep(out, graded, rubric, keys[sub.student])
+
+    with tempfile.TemporaryDirectory(prefix="lucyshop-grade-") as scratch:
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        futures: list[Future[bool]] = [
+            pool.submit(one, sub, Path(scratch) / sub.slug) for sub in todo
         ]
         bar = tqdm(total=len(futures), desc="grading", unit="student", disable=not progress)
         try:
             for future in as_completed(futures):
-                graded.append(future.result())
+                future.result()
                 bar.update()
-        except BaseException:
+        except KeyboardInterrupt:
             stop.set()
-            for future in futures:
-                future.cancel()
-            raise
+            interrupted = True
+            with _signals_ignored():
+                pool.shutdown(wait=True, cancel_futures=True)
         finally:
+            stop.set()
             bar.close()
-    graded.sort(key=lambda g: g.submission.student)
-    write(graded, out, rubric)
-    return graded
+            pool.shutdown(wait=True, cancel_futures=True)
+    return interrupted
 
 
-def write(graded: list[Graded], out: Path, rubric: Rubric) -> None:
-    write_csv(graded, out / "grades.csv", rubric)
-    for item in graded:
-        name = item.submission.student
-        feedback = out / "feedback" / f"{name}.txt"
-        feedback.parent.mkdir(parents=True, exist_ok=True)
-        feedback.write_text(feedback_text(item), encoding="utf-8")
-        result = out / "gradescope" / name / "results.json"
-        result.parent.mkdir(parents=True, exist_ok=True)
-        document = gradescope.results(item.verdict, rubric, similarity=item.similarity)
-        result.write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
-
-
-def feedback_text(item: Graded) -> str:
-    verdict = item.verdict
-    if verdict.status == "CHECKED":
-        return verdict.feedback
-    return f"{verdict.status}: {verdict.error}\n\n{verdict.feedback}".rstrip() + "\n"
-
-
-COLUMNS = (
-    ["student", "status", "score", "max_score", "similarity", "flagged"]
-    + list(FUNCTIONS)
-    + [label for label, _module, _stubs in EXERCISES]
-    + ["checkpoint", "checkpoint_cases", "seconds", "message"]
-)
-
-
-def write_csv(graded: list[Graded], path: Path, rubric: Rubric) -> None:
-    """One row per student; a function or exercise cell is ``passed/total``, or its status."""
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        for item in graded:
-            writer.writerow(csv_row(item, rubric))
-
-
-def csv_row(item: Graded, rubric: Rubric) -> dict[str, str]:
-    verdict = item.verdict
-    row = {
-        "student": item.submission.student,
-        "status": verdict.status,
-        "score": f"{item.score:g}",
-        "max_score": f"{rubric.total:g}",
-        "similarity": "" if item.similarity is None else f"{item.similarity:.3f}",
-        "flagged": "yes" if item.flagged else "",
-        "checkpoint": verdict.checkpoint if verdict.status == "CHECKED" else "",
-        "checkpoint_cases": (
-            f"{sum(c.passed for c in verdict.cases)}/{max(len(verdict.cases), CHECKPOINT_CASES)}"
-            if verdict.status == "CHECKED" and verdict.checkpoint != "SKIPPED"
-            else ""
-        ),
-        "seconds": f"{verdict.seconds:.0f}",
-        "message": verdict.error,
-    }
-    for found in verdict.rows:
-        cell = f"{found.passed}/{found.total}"
-        row[found.label] = cell if found.status in ("PASSING", "FAILING") else found.status
-    return {column: row.get(column, "") for column in COLUMNS}
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """A second Ctrl-C (or a SIGTERM) while the running checks are ended must not cut that
+    short: it would leave their process groups running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = [signal.signal(number, signal.SIG_IGN) for number in held]
+    try:
+        yield
+    finally:
+        for number, handler in zip(held, previous, strict=True):
+            signal.signal(number, handler)

@@ -158,11 +158,14 @@ def listed(pairs: Iterable[Pair], flag_at: float) -> list[Pair]:
 
 
 def closest(pairs: Iterable[Pair], student: str) -> Pair | None:
-    """The pair of ``student`` with the most similar classmate or earlier hand-in."""
+    """The pair of ``student`` with the most similar classmate or earlier hand-in, if any
+    shares anything."""
     mine = [
         p
         for p in pairs
-        if student in (p.a.name, p.b.name) and REFERENCE not in (p.a.origin, p.b.origin)
+        if p.shared
+        and student in (p.a.name, p.b.name)
+        and REFERENCE not in (p.a.origin, p.b.origin)
     ]
     return mine[0] if mine else None  # ``pairs`` are ranked
 
