@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,9 +15,12 @@ from schedule import TESTS, rank
 
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.processes import descendants
+from lucyshop.lab.receipts import shown
+from lucyshop.lab.sandbox import Sandbox
 from lucyshop.lab.sandbox.remote import sandbox_pids
 
-SUITES = ("runtime", "learner", "exercises")  # a directory each; the modules beside them: kit
+SUITES = ("runtime", "learner", "exercises")
+# a directory each; the modules beside them: kit
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +71,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(suite if suite in SUITES else "kit")
 
     items.sort(key=lambda item: rank(item.path))  # stable: each file's own order is kept
+
+
+@pytest.fixture(scope="session")
+def sandbox(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory):
+    """The sandboxed worker that runs the file under test (and the ``exercises.py`` beside
+    it), one for the session: no test process imports a student's file. The session's
+    temporary directory is the only place both sides share."""
+    impl_file = pytestconfig.stash[IMPL_PATH]
+    workdir = Path(tempfile.mkdtemp(prefix="ch13-sandbox-"))
+    try:
+        scratch = [tmp_path_factory.getbasetemp()]
+        with Sandbox(impl_file, scratch=scratch, workdir=workdir, shown=shown(impl_file)) as box:
+            yield box
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

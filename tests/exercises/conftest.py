@@ -7,7 +7,7 @@
 
 ``--impl`` (default ``$LEASES_IMPL``, else ``learner``) chooses *both* files: the chapter
 file ``ch13_leases.py`` and the ``exercises.py`` beside it. PATH may be either file or their
-directory. ``--block-reference`` makes the rest of ``solutions/`` unreadable in this process.
+directory. Both run in the sandboxed worker (``lucyshop.lab.sandbox``), never in this process.
 
 One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is how the
 ``make check`` table groups the results. Each test calls the answer (the module's
@@ -20,26 +20,25 @@ their runs left behind.
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import inspect
 import json
 import os
 import sqlite3
-import sys
-import textwrap
 from contextlib import closing
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from impls import EXERCISES, IMPL_PATH
 from model_lock import one_model_at_a_time
+from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
-from lucyshop.lab.loader import ENV, ROOT, load_impl
-from lucyshop.lab.stubs import is_stub_node
+from lucyshop.lab.collect import deadline_of
+from lucyshop.lab.loader import ROOT
+from lucyshop.lab.sandbox import Remote
+from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.stubs import placeholders, stub_nodes
 
-MODULE = "ch13_exercises"
+START_SECONDS = 60.0  # loading the answers to let a stub raise its own NotStarted
 EVIDENCE = ROOT / "evidence"
 
 
@@ -61,56 +60,37 @@ def exercises_file(chapter_file: Path) -> Path:
     return chapter_file.parent / EXERCISES
 
 
-def load_exercises(exercises_file: Path, chapter_file: Path) -> ModuleType:
-    """The exercises file as a fresh module; ``$LEASES_IMPL`` must already name ``chapter_file``."""
-    if not exercises_file.is_file():  # a chapter file graded on its own: every exercise row says so
+def load_exercises(request: pytest.FixtureRequest, seconds: float) -> Remote:
+    """The exercises file freshly loaded in the sandbox (its chapter file beside it)."""
+    chapter_file = request.config.stash[IMPL_PATH]
+    if not (chapter_file.parent / EXERCISES).is_file():  # a chapter file graded on its own
         pytest.fail(
             f"no {EXERCISES} beside {chapter_file}: the exercises live next to the chapter file"
         )
-    spec = importlib.util.spec_from_file_location(MODULE, exercises_file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE] = module
-    spec.loader.exec_module(module)
-    return module
+    return sandbox_for(request).load(EXERCISES, seconds=seconds)
 
 
 @pytest.fixture
-def exercises(
-    exercises_file: Path, chapter_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> ModuleType:
-    """The answers, loaded fresh for this test, using the chapter file chosen with ``--impl``."""
-    monkeypatch.setenv(ENV, str(chapter_file))
-    return load_exercises(exercises_file, chapter_file)
+def exercises(request: pytest.FixtureRequest) -> Remote:
+    """The answers, loaded fresh in the sandbox for this test; ``exercises.chapter()`` is the
+    chapter file chosen with ``--impl``, there too."""
+    return load_exercises(request, budget(request))
 
 
 @pytest.fixture
-def leases(chapter_file: Path) -> ModuleType:
+def leases(request: pytest.FixtureRequest) -> Remote:
     """The chapter functions of the same implementation (what a receipt is recomputed with)."""
-    return load_impl(chapter_file)
+    return sandbox_for(request).load("ch13_leases.py", seconds=budget(request))
 
 
-def is_stub(function) -> bool:
-    """True while the function's body is only its docstring and ``raise NotStarted(...)``."""
-    try:
-        node = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
-    except (OSError, TypeError, SyntaxError):
-        return False
-    return is_stub_node(node)
-
-
-def stop_if_stub(module: ModuleType, name: str) -> None:
-    """Raise the exercise's own ``NotStarted`` while it is still a stub (before anything costly)."""
-    function = getattr(module, name, None)
-    if function is None:
-        pytest.fail(f"{module.__file__} has no {name}()", pytrace=False)
-    if is_stub(function):
-        required = [
-            p for p in inspect.signature(function).parameters.values() if p.default is p.empty
-        ]
-        function(
-            *[None] * sum(p.kind is not p.KEYWORD_ONLY for p in required),
-            **{p.name: None for p in required if p.kind is p.KEYWORD_ONLY},
-        )
+def stop_if_stub(request: pytest.FixtureRequest, exercises_file: Path, name: str) -> None:
+    """Raise the exercise's own ``NotStarted`` while it is still a stub (before anything costly),
+    read from the file's syntax tree and raised by the stub itself, in the sandbox."""
+    node = stub_nodes(exercises_file).get(name)
+    if node is None:
+        return
+    args, kwargs = placeholders(node)
+    getattr(load_exercises(request, START_SECONDS), name)(*args, **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -118,51 +98,44 @@ def _stub_first(request: pytest.FixtureRequest) -> None:
     """A test of an exercise that is still a stub fails with that exercise's ``NotStarted``."""
     name = getattr(request.module, "EXERCISE", None)
     if name is not None:
-        exercises_file, chapter_file = (
-            request.getfixturevalue(f) for f in ("exercises_file", "chapter_file")
-        )
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv(ENV, str(chapter_file))
-            stop_if_stub(load_exercises(exercises_file, chapter_file), name)
+        stop_if_stub(request, request.getfixturevalue("exercises_file"), name)
 
 
 @pytest.fixture(scope="module")
-def ran(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    pytestconfig: pytest.Config,
-) -> dict:
-    """One run of the module's exercise (``EXERCISE``), shared by the module's tests.
+def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One run of the module's exercise (``EXERCISE``), shared by the module's tests, in the
+    sandbox; what it returns comes back by value.
 
     Exercises 1-4 get a fresh directory. The measured ones (5, 6) run quick, with a receipt
     path and a work directory they keep, so that the tests can read back the shops they used.
     """
-    chapter_file = pytestconfig.stash[IMPL_PATH]
+    chapter_file = request.config.stash[IMPL_PATH]
     name = request.module.EXERCISE
+    stop_if_stub(request, chapter_file.parent / EXERCISES, name)
     directory = tmp_path_factory.mktemp(name)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(ENV, str(chapter_file))
-        module = load_exercises(chapter_file.parent / EXERCISES, chapter_file)
-        stop_if_stub(module, name)
-        answer = getattr(module, name)
-        if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
-            with one_model_at_a_time(request):
-                return answer(directory / "receipt.json", quick=True, workdir=directory / "work")
-        return answer(directory / "answer")
+    default = request.config.getoption("--deadline", default=None)  # make check's
+    default = float(default or request.config.getini("timeout") or DEFAULT_BUDGET)
+    answer = getattr(load_exercises(request, deadline_of(request.node.nodeid, default)), name)
+    if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
+        with one_model_at_a_time(request):
+            return answer(directory / "receipt.json", quick=True, workdir=directory / "work")
+    return answer(directory / "answer")
 
 
 # ---------------------------------------------------------------- reading back
 
 
 @pytest.fixture
-def read():
-    """``read(path)``: a connection to a database file an answer named, closed after the test."""
+def read(tmp_path_factory: pytest.TempPathFactory):
+    """``read(path)``: our own connection to a database file an answer named (only inside the
+    session's directory, never through a link), closed after the test."""
+    scratch = tmp_path_factory.getbasetemp()
     opened: list[sqlite3.Connection] = []
 
     def open_(path: str | os.PathLike) -> sqlite3.Connection:
         path = Path(path)
         assert path.is_file(), f"the answer named {path}, and there is no such file"
-        db = sqlite3.connect(path)
+        db = sqlite3.connect(checked_file(path, [scratch]))
         db.row_factory = sqlite3.Row
         opened.append(db)
         return db
@@ -172,8 +145,18 @@ def read():
         db.close()
 
 
-def table(db: sqlite3.Connection, sql: str, *args) -> list[dict]:
-    return [dict(row) for row in db.execute(sql, args)]
+def table(db: sqlite3.Connection | Remote, sql: str, *args) -> list[dict]:
+    """Rows read on our own connection; a connection of the worker's is first paired with one
+    of ours to the file it has open (``mirrored``)."""
+    return [dict(row) for row in mirrored(db).execute(sql, args)]
+
+
+def mirrored(db: sqlite3.Connection | Remote) -> sqlite3.Connection:
+    if not isinstance(db, Remote):
+        return db
+    box = db._sandbox
+    path = box.kit("lucyshop.lab.sandbox.probes").database_file(db)
+    return box.mirror(db, Path(path))
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 
 from lucyshop.lab.exercise_receipts import check_receipt
 from lucyshop.lab.loader import ROOT
-from lucyshop.store import connect
 
 EXERCISE = "exercise_5_renewal"
 COMMITTED = ROOT / "evidence" / "ch13-exercise5-renewal-receipt.json"
@@ -98,7 +97,7 @@ def run_renewer(exercises, held, *, bound, progress, stop_after):
     stopped = threading.Event()
 
     def body():
-        db = connect(shop)
+        db = exercises._sandbox.kit("lucyshop.lab.sandbox.probes").connect(str(shop))
         try:
             found["returned"] = exercises.keep_renewing(
                 db,

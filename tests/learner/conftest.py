@@ -17,21 +17,18 @@ Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop f
 from __future__ import annotations
 
 import itertools
-import shutil
 import socket
 import sqlite3
 import sys
-import tempfile
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from impls import IMPL_PATH
+from sandboxes import budget, sandbox_for
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.receipts import shown
 from lucyshop.lab.sandbox import Mirror, Sandbox
 from lucyshop.lab.stubs import placeholders, stub_nodes
 
@@ -43,7 +40,6 @@ sys.modules["learner_support"] = sys.modules[__name__]
 OPERATOR = "lucy"
 VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 VANILLA_CENTS = 2700
-DEFAULT_BUDGET = 120.0  # seconds of sandbox calls for a test without a deadline of its own
 
 
 # The function each test module is about, where the module name alone does not say it.
@@ -64,35 +60,11 @@ def impl_file(pytestconfig: pytest.Config) -> Path:
     return pytestconfig.stash[IMPL_PATH]
 
 
-@pytest.fixture(scope="session")
-def sandbox(impl_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """The sandboxed worker that runs the file under test, one for the session: this process
-    never imports it. The session's temporary directory is the only place both sides share."""
-    workdir = Path(tempfile.mkdtemp(prefix="ch13-sandbox-"))
-    try:
-        scratch = [tmp_path_factory.getbasetemp()]
-        with Sandbox(impl_file, scratch=scratch, workdir=workdir, shown=shown(impl_file)) as box:
-            yield box
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def budget(request: pytest.FixtureRequest) -> float:
-    """The seconds this test's calls into the sandbox may take in all: its deadline."""
-    marker = request.node.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        return float(marker.args[0])
-    return float(request.config.getini("timeout") or DEFAULT_BUDGET)
-
-
 @pytest.fixture
-def impl(sandbox: Sandbox, request: pytest.FixtureRequest):
+def impl(request: pytest.FixtureRequest):
     """The implementation, loaded fresh in the sandbox for this test (module ``ch13_leases``):
     calling its functions runs them there, with this test's deadline."""
-    outcomes = request.config.pluginmanager.get_plugin("lucyshop-outcomes")
-    if outcomes is not None:  # make check: a function that hung fails at once from now on
-        sandbox.hung = outcomes.hung
-    return sandbox.load(seconds=budget(request))
+    return sandbox_for(request).load(seconds=budget(request))
 
 
 @pytest.fixture

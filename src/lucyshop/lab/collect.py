@@ -14,6 +14,10 @@ hang or a process that died in a test of it), every freshly loaded implementatio
 function replaced by one that fails at once (``blocked_by``), so one hung function costs one
 deadline, not one per test that needs it.
 ``KeyboardInterrupt`` from the code under test fails that test instead of ending the run.
+A skipped, xfailed or xpassed test is not a pass: it is recorded failed, "did not run".
+
+This plugin runs in the trusted pytest process; the student's code runs in the sandboxed
+worker (``lucyshop.lab.sandbox``), so nothing the student writes can reach these records.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from typing import Any
 import pytest
 
 from lucyshop.lab.loader import ENV, ImplementationError, after_load, impl_path
+from lucyshop.lab.sandbox.remote import CallTimedOut, WorkerDied
+from lucyshop.lab.sandbox.remote import TimedOutBefore as SandboxTimedOutBefore
 from lucyshop.lab.stubs import NotStarted
 
 MESSAGE_CHARS = 200
 LEARNER_TIMEOUT = 30.0  # seconds for one learner test
+BACKSTOP = 5.0  # pytest-timeout's margin past a test's deadline (the sandbox's fires first)
 # The measured exercises run real model turns: their tests get longer.
 LONG_TESTS = {"test_exercise_5": 300.0, "test_exercise_6": 300.0}
 _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
@@ -78,6 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "deadline(seconds): what the test's sandbox calls may take")
     target = config.getoption("--outcomes")
     if target:
         outcomes = Outcomes(Path(target), _impl_file(config), config.getoption("--hung"))
@@ -85,10 +93,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's deadline (pytest-timeout reads the marker when it is installed)."""
+    """Each test's deadline: its calls into the sandbox share it (``deadline``), and
+    pytest-timeout, when installed, stops the test a little later, as a backstop for the
+    trusted side itself."""
     default = config.getoption("--deadline")
     for item in items:
-        item.add_marker(pytest.mark.timeout(deadline_of(item.nodeid, default)))
+        seconds = deadline_of(item.nodeid, default)
+        item.add_marker(pytest.mark.deadline(seconds))
+        item.add_marker(pytest.mark.timeout(seconds + BACKSTOP))
 
 
 def _impl_file(config: pytest.Config) -> Path | None:
@@ -136,12 +148,18 @@ def describe(
         where = f" in {name}()" if name else ""
         found = {"message": f"timed out after {seconds:g} s{where}", "timed_out": seconds}
         return found | {"hung": name, "not_started": None}
-    if isinstance(error, TimedOutBefore):
+    if isinstance(error, (CallTimedOut, WorkerDied)):  # in the sandbox: the worker was ended
+        found = {"message": one_line(str(error)), "hung": error.function, "not_started": None}
+        return found | ({"timed_out": error.seconds} if isinstance(error, CallTimedOut) else {})
+    if isinstance(error, (TimedOutBefore, SandboxTimedOutBefore)):
         return {"message": str(error), "blocked_by": error.function, "not_started": None}
     if isinstance(error, (AssertionError, pytest.fail.Exception)):
         return {"message": one_line(str(error)) or "an expectation failed", "not_started": None}
     message = f"{type(error).__name__}: {one_line(str(error))}".rstrip(": ")
-    if own:
+    where = getattr(error, "sandbox_where", None)  # the student's innermost line, in the worker
+    if where is not None:
+        message += f" (line {where[2]} of {where[0]})"
+    elif own:
         message += f" (line {own[-1].lineno + 1} of {impl_file.name})"
     return {"message": message, "not_started": None}
 
@@ -174,7 +192,6 @@ class Outcomes:
         self.hung = set(hung)
         after_load(lambda module: fail_fast(module, self.hung))
         self.failed: dict[str, dict[str, Any]] = {}
-        self.skipped: set[str] = set()
         self.path.write_text("")
 
     @pytest.hookimpl(wrapper=True)
@@ -208,13 +225,19 @@ class Outcomes:
             self.failed[item.nodeid] = {"when": report.when, "not_started": None} | found
             if found.get("hung"):
                 self.hung.add(found["hung"])
-        elif report.skipped:
-            self.skipped.add(item.nodeid)
+        elif report.skipped and item.nodeid not in self.failed:
+            # A skip, an xfail or an xpass is not a pass: the test did not run to its end.
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            self.failed[item.nodeid] = {
+                "when": report.when,
+                "not_started": None,
+                "message": one_line(f"did not run ({reason})" if reason else "did not run"),
+            }
         return report
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         failure = self.failed.get(nodeid)
-        outcome = "failed" if failure else "skipped" if nodeid in self.skipped else "passed"
+        outcome = "failed" if failure else "passed"
         record = {
             "event": "result",
             "nodeid": nodeid,

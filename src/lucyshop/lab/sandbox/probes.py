@@ -37,3 +37,15 @@ def unwatch(connection: sqlite3.Connection) -> None:
 def kinds(value: Any) -> list[str]:
     """Every class ``value`` is an instance of, as ``module.Qualname`` (its MRO)."""
     return [f"{cls.__module__}.{cls.__qualname__}" for cls in type(value).__mro__]
+
+
+def database_file(connection: sqlite3.Connection) -> str:
+    """The file a connection has open (the trusted side checks it lies in its scratch)."""
+    return connection.execute("PRAGMA database_list").fetchone()[2]
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """The runtime's own connection to a shop file, made in here (a test's second writer)."""
+    from lucyshop.store import connect as runtime_connect
+
+    return runtime_connect(path)

@@ -137,6 +137,7 @@ def _known() -> dict[tuple[str, str], type[BaseException]]:
 
 
 _STUDENT_TYPES: dict[str, type[StudentError]] = {}
+CALLBACKS = ("__call__", "__iter__")  # the dunders a worker may use on what it was handed
 PARAMETER_KINDS = {
     kind.name: kind
     for kind in (
@@ -187,12 +188,13 @@ class Sandbox:
         self.log = workdir / "run" / "worker.log"
         self.proc = None
         self.channel: socket.socket | None = None
-        self.until = time.monotonic() + FOREVER
+        self.until, self.budget = time.monotonic() + FOREVER, FOREVER
         self.hung: set[str] = set()
         self.trusted: dict[int, Any] = {}
         self._known = _known()
         self._mirrors: dict[tuple, type] = {}
         self.codec = wire.Codec(self._handle_of, self._object_of, self._data_of)
+        self.values_only = wire.Codec(_no_handle, self._object_of, self._data_of)
 
     # ------------------------------------------------------------ the process
 
@@ -250,7 +252,7 @@ class Sandbox:
             self.stop()
             self.start()
         if seconds is not None:
-            self.until = time.monotonic() + seconds
+            self.until, self.budget = time.monotonic() + seconds, seconds
         self.trusted.clear()
         path = self.jail.inside(self.jail.staged / name)
         limit = max(self._left(), START_TIMEOUT)
@@ -269,6 +271,7 @@ class Sandbox:
 
     def request(self, message: dict[str, Any], what: str, limit: float | None = None) -> Any:
         """Send one request and wait for its answer, serving the worker's callbacks."""
+        told = self.budget if limit is None else limit  # what a timeout says it had
         limit = self._left() if limit is None else limit
         if self.channel is None:
             raise WorkerDied(what, None)
@@ -283,7 +286,7 @@ class Sandbox:
                 self._callback(reply)
         except TimeoutError:
             self.stop()
-            raise CallTimedOut(what.split(" ")[-1], round(limit, 1)) from None
+            raise CallTimedOut(what.split(" ")[-1], told) from None
         except (wire.ChannelClosed, OSError, wire.BadFrame):
             status = self._ended()
             raise WorkerDied(what.split(" ")[-1], status) from None
@@ -306,28 +309,28 @@ class Sandbox:
         return status
 
     def _callback(self, message: dict[str, Any]) -> None:
+        """Run what the worker asks of an object we handed it: read a value, call a method,
+        call it, iterate it. Only public names; the answer goes back by value only (a result
+        that would need a handle is refused), so the worker reaches nothing but the objects a
+        test handed in."""
         try:
             target = self.codec.decode(message["target"])
+            if not any(target is value for value in self.trusted.values()):
+                raise PermissionError("the sandbox may call back only what it was handed")
             name = message.get("name")
-            name = "iter" if name == "__iter__" else name
-            if not isinstance(name, str) or name.startswith("_"):
-                raise PermissionError(f"the sandbox may not call {name!r}")
-            if (
-                isinstance(target, (type, type(sys)))
-                or callable(target)
-                and not hasattr(target, "__dict__")
-            ):
-                raise PermissionError("the sandbox may call methods of objects only")
+            if not isinstance(name, str) or (name.startswith("_") and name not in CALLBACKS):
+                raise PermissionError(f"the sandbox may not use {name!r}")
             if "args" not in message:  # a question: is ``name`` a method, or a value to send?
                 found = getattr(target, name)
                 value = ("method", None) if callable(found) else ("value", found)
-            elif name == "iter":
+            elif name == "__iter__":
                 value = list(target)
             else:
                 args = self.codec.decode(message["args"])
                 kwargs = self.codec.decode(message["kwargs"])
-                value = getattr(target, name)(*args, **kwargs)
-            answer = {"op": "value", "value": self.codec.encode(value)}
+                function = target if name == "__call__" else getattr(target, name)
+                value = function(*args, **kwargs)
+            answer = {"op": "value", "value": self.values_only.encode(value)}
         except Exception as error:  # noqa: BLE001 (it goes back to the worker as its error)
             answer = {"op": "error", "error": describe(error)}
         wire.send(self.channel, answer)
@@ -405,6 +408,10 @@ class Sandbox:
         db.row_factory = sqlite3.Row
         db.remote = remote
         return db
+
+
+def _no_handle(value: Any) -> dict:
+    raise PermissionError(f"a {type(value).__name__} cannot be handed back into the sandbox")
 
 
 def checked_file(path: Path, roots: Iterable[Path]) -> Path:
