@@ -16,7 +16,9 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 ONCE := --ignore=tests/exercises/test_exercise_5.py --ignore=tests/exercises/test_exercise_6.py
 SEED    ?= 13
 SOAK_SECONDS ?= 120
-JOBS    ?= 2
+# make grade: students checked at once, cores + 1 (about a third of a check waits on leases,
+# deadlines and processes, so one more than the cores keeps them busy).
+JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 UV      := $(shell command -v uv 2>/dev/null)
 
 # Set-up: a virtual environment in .venv, re-installed when pyproject.toml changes.
@@ -70,9 +72,20 @@ demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference
 check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file, ARGS=--no-measured)
 	@$(PY) -m lucyshop.lab.report --impl $(IMPL) $(ARGS) || [ $$? -eq 3 ]
 
-grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=2] -> grades.csv, feedback, Gradescope files
+# make grade's options, each passed through when named on make's command line (a variable of
+# the same name in the environment is not taken for one): NO_CHECKPOINT=1 TIMEOUT=s RUBRIC=file
+# OUT=dir FORCE=1 ARCHIVE=dir ROSTER=file BOM=1; GRADE_ARGS='...' passes anything else.
+GRADE_ARGS ?=
+given = $(if $(filter command line override file,$(origin $(1))),$($(1)))
+GRADE_OPTIONS = $(if $(call given,NO_CHECKPOINT),--no-checkpoint) \
+  $(if $(call given,TIMEOUT),--timeout "$(TIMEOUT)") $(if $(call given,RUBRIC),--rubric "$(RUBRIC)") \
+  $(if $(call given,OUT),--out "$(OUT)") $(if $(call given,FORCE),--force) \
+  $(if $(call given,ARCHIVE),--archive "$(ARCHIVE)") $(if $(call given,ROSTER),--roster "$(ROSTER)") \
+  $(if $(call given,BOM),--bom) $(GRADE_ARGS)
+
+grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi
-	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS)
+	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS) $(strip $(GRADE_OPTIONS))
 
 # AUTOGRADER_TIMEOUT: the autograder timeout you set on Gradescope (its default, 600 s); the
 # check stops a minute before it.

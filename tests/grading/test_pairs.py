@@ -105,11 +105,10 @@ def test_a_file_that_does_not_parse_is_compared_as_text(original):
 
 
 def test_the_flag_needs_enough_shared_code_as_well_as_the_share():
-    shared = pairs.Pair(entry("a", ""), entry("b", ""), "ast", pairs.MIN_SHARED - 1, 1, 1, ())
-    assert not shared.flagged(FLAG_AT)
-    assert pairs.Pair(
-        entry("a", ""), entry("b", ""), "ast", pairs.MIN_SHARED, 0.8, 0.1, ()
-    ).flagged(FLAG_AT)
+    a, b = entry("a", ""), entry("b", "")
+    assert not pairs.Pair(a, b, "ast", pairs.MIN_SHARED - 1, 1, 1).flagged(FLAG_AT)
+    assert pairs.Pair(a, b, "ast", pairs.MIN_SHARED, 0.8, 0.1).flagged(FLAG_AT)
+    assert not pairs.Pair(a, b, "ast", pairs.MIN_SHARED, 0.79, 0.1).flagged(FLAG_AT)
 
 
 def test_the_class_is_compared_pairwise_with_the_archive_and_the_reference(tmp_path, original):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from lucyshop.lab.grade import similarity
@@ -44,7 +45,6 @@ class Pair:
     shared: int
     share_a: float  # of a's own fingerprints, found in b
     share_b: float
-    blocks: tuple[Block, ...]
 
     @property
     def similarity(self) -> float:
@@ -52,6 +52,18 @@ class Pair:
 
     def flagged(self, flag_at: float) -> bool:
         return self.similarity >= flag_at and self.shared >= MIN_SHARED
+
+    @cached_property
+    def blocks(self) -> tuple[Block, ...]:
+        """Where the shared code is, on each side: worked out only for the pairs shown."""
+        mine = similarity.own(self.a.source, self.mode)
+        theirs = similarity.own(self.b.source, self.mode)
+        spans = [(*mine[h], *theirs[h]) for h in mine.keys() & theirs.keys()]
+        if self.mode == similarity.TEXT:
+            return merge(spans)
+        return by_region(
+            spans, similarity.regions(self.a.source), similarity.regions(self.b.source)
+        )
 
 
 def class_entries(submissions: Iterable[Submission]) -> list[Entry]:
@@ -96,12 +108,7 @@ def compare(a: Entry, b: Entry) -> Pair:
     )
     mine, theirs = similarity.own(a.source, mode), similarity.own(b.source, mode)
     shared = mine.keys() & theirs.keys()
-    spans = [(*mine[h], *theirs[h]) for h in shared]
-    if mode == similarity.AST:
-        blocks = by_region(spans, similarity.regions(a.source), similarity.regions(b.source))
-    else:
-        blocks = merge(spans)
-    return Pair(a, b, mode, len(shared), _share(shared, mine), _share(shared, theirs), blocks)
+    return Pair(a, b, mode, len(shared), _share(shared, mine), _share(shared, theirs))
 
 
 def _share(shared: set[int], prints: similarity.Prints) -> float:

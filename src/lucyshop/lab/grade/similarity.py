@@ -199,6 +199,7 @@ LEARNER = IMPLEMENTATIONS["learner"].parent
 STARTER = (LEARNER / "ch13_leases.py", LEARNER / "exercises.py")
 
 
+@cache
 def own(source: str, mode: str, starting: tuple[Path, ...] = STARTER) -> Prints:
     """The fingerprints of ``source`` in ``mode`` that the starter files do not have."""
     base = starter(starting).form(mode)
