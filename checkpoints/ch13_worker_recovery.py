@@ -38,39 +38,29 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
 from lucyshop import approval
 from lucyshop.lab import receipts
-from lucyshop.lab.loader import ENV, ReferenceBlocked, block_for, impl_path, load_impl
-from lucyshop.lab.processes import (
-    Children,
-    python_argv,
-    wait_exit,
-    wait_for_file,
-    wait_until,
-    write_ready,
-)
+from lucyshop.lab.checkpoint_holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
+from lucyshop.lab.guard import MARKER
+from lucyshop.lab.loader import ENV, ReferenceBlocked, impl_path
+from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
+from lucyshop.lab.sandbox import Remote, Sandbox, describe, sandboxed_shop
+from lucyshop.lab.sandbox.jail import inside_pids, signal_inside
+from lucyshop.lab.sandbox.relay import Relay
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.lab.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
 
 HERE = Path(__file__).resolve()
-OWNER = "lucy-worker"  # the replacement runs under the same service name: only generations differ
-OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(
-    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
-)
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
-CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
+CASE_SECONDS = 120.0  # what one case's calls into the sandbox may take in all
 ASSIGNMENT = "Order six tubs of vanilla for the weekend"
-DEADLINE = 20.0  # seconds any single wait may take before the case fails
 
 
 class CheckFailed(AssertionError):
@@ -143,7 +133,7 @@ def case_arithmetic(run: Run, leases: Any) -> dict[str, Any]:
 
 def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """One process, time injected with ``now=`` so the expiry is exact (and said so)."""
-    db, queue = leases.open_worker_shop(directory / "shop.db")
+    db, queue = sandboxed_shop(leases, directory / "shop.db")
     first = leases.enqueue(queue, "fence-1", "session-a", "turn one")
     second = leases.enqueue(queue, "fence-2", "session-a", "turn two")
     t0, ttl = 1_000_000.0, 30.0
@@ -166,7 +156,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         ),
         ("completion", lambda: leases.finish(db, old, "DONE", {"by": "stale"}, now=t0 + ttl + 1)),
     ):
-        refused[boundary] = _refusal(write)
+        refused[boundary] = refusal(write)
     expect("generation-1 writes refused", refused_at(refused), ["completion", "transcript"])
     expect(
         "second turn of the session waits",
@@ -249,10 +239,10 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """
     with Shop(run, leases, directory, "paused") as shop, Children() as children:
         child, ready = shop.start_holder(children, "paused")
-        child.send_signal(signal.SIGSTOP)
+        signal_inside(child, signal.SIGSTOP)
         expect(
             "holder is stopped",
-            wait_until(lambda: _stopped(child.pid), timeout=DEADLINE, what="the holder to stop"),
+            wait_until(lambda: _stopped(child), timeout=DEADLINE, what="the holder to stop"),
             True,
         )
         run.event("paused", "holder stopped", pid=child.pid)
@@ -261,7 +251,7 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         takeover = leases.claim(shop.db, OWNER, ttl=30)
         expect("replacement takes over", (takeover.work_id, takeover.generation), (shop.work_id, 2))
         run.event("paused", "replacement holds the work", generation=takeover.generation)
-        child.send_signal(signal.SIGCONT)
+        signal_inside(child, signal.SIGCONT)
         run.event("paused", "holder continued", pid=child.pid)
         stale = shop.release(child, ready)
         expect(
@@ -393,43 +383,39 @@ class Shop:
 
     def __init__(self, run: Run, leases: Any, directory: Path, case: str) -> None:
         self.run, self.leases, self.directory, self.case = run, leases, directory, case
+        self.relay: Relay | None = None
 
     def __enter__(self) -> Shop:
         self._supplier = supplier_process(self.directory / "supplier")
         self.supplier = self._supplier.__enter__()
         self.client = self.supplier.client(timeout=self.run.client_timeout)
-        self.db, queue = self.leases.open_worker_shop(self.directory / "shop.db")
+        self.db, queue = sandboxed_shop(self.leases, self.directory / "shop.db")
         self.work_id = self.leases.enqueue(queue, f"{self.case}-1", "session-a", ASSIGNMENT)
         self.run.event(self.case, "enqueued", work_id=self.work_id, supplier_pid=self.supplier.pid)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.db.close()
+        if self.relay is not None:
+            self.relay.close()
         self._supplier.__exit__(*exc)
 
     def start_holder(self, children: Children, mode: str) -> tuple[Any, dict[str, Any]]:
         """Start a worker child; return it once its ready record says it holds approved work."""
         ready_file = self.directory / "ready.json"
-        argv = python_argv(
-            str(HERE),
-            "--child",
-            mode,
-            "--shop",
-            str(self.directory / "shop.db"),
-            "--endpoint",
-            self.supplier.endpoint,
-            "--identity",
-            self.supplier.identity,
-            "--lease",
-            str(self.run.lease),
-            "--timeout",
-            str(self.run.client_timeout),
-            "--dir",
-            str(self.directory),
-        )
-        env = os.environ | {ENV: str(self.run.impl)}
+        box = self.leases._sandbox
+        argv = [sys.executable, "-m", "lucyshop.lab.checkpoint_holder", mode]
+        argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
+        argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
+        argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
+        if box.jail.mode == "bwrap":  # no network in there: the supplier through a relay
+            port = urlsplit(self.supplier.endpoint).port
+            self.relay = Relay(self.directory / "supplier.sock", port)
+            argv += ["--relay", str(self.relay.path)]
+        inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
+        env = box.jail.env({ENV: str(inside), MARKER: os.environ.get(MARKER, "")})
         with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
-            child = children.spawn(argv, env=env, stderr=stderr)
+            child = children.spawn(box.jail.argv(argv), env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.directory / "child.err")
         self.run.event(
             self.case,
@@ -465,7 +451,7 @@ class Shop:
         with sqlite3.connect(self.directory / "shop-before-recovery.db") as copy:
             self.db.backup(copy)  # the records as the replacement found them, for the status report
         copy.close()
-        with refused_models() as guard:
+        with refused_models(self.leases) as guard:
             recovery = self.leases.recover_once(
                 self.db, owner=OWNER, supplier=self.client, policy=POLICY
             )
@@ -542,96 +528,6 @@ class Shop:
 # ------------------------------------------------------------------ the worker child
 
 
-def child_main(args: argparse.Namespace) -> int:
-    """A worker: claim, propose six tubs, record the operator's approval, say so, then wait.
-
-    ``killed`` waits to be killed; ``live`` and ``paused`` wait for the parent's release and
-    then try the transcript, the completion and the supplier send with their old claim;
-    ``sending`` goes straight on to send and is killed while the supplier holds the reply;
-    ``cancel`` sends the first order (its reply is lost), gets a second one approved, and
-    then waits for the release like ``live``.
-    """
-    directory = Path(args.dir)
-    try:
-        leases = load_impl()
-        db, _ = leases.open_worker_shop(args.shop)
-        held = leases.claim(db, OWNER, ttl=args.lease)
-        client = supplier_client(args)
-        order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
-        approval.approve(
-            db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
-        )
-        pending = order
-        if args.child == "cancel":
-            approval.execute(db, held, order["order_id"], client, policy=POLICY)
-            pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
-            approval.approve(
-                db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY
-            )
-        write_ready(
-            directory / "ready.json",
-            {
-                "pid": os.getpid(),
-                "work_id": held.work_id,
-                "generation": held.generation,
-                "worker_id": held.worker_id,
-                "expires": held.expires,
-                "order_id": order["order_id"],
-                "operation": order["operation"],
-                "second_order_id": pending["order_id"],
-            },
-        )
-        if args.child == "sending":
-            approval.execute(db, held, order["order_id"], client, policy=POLICY)
-        if args.child in ("killed", "sending"):
-            time.sleep(DEADLINE)  # the parent kills us long before this
-            return 1
-        wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
-        report = {
-            "transcript": _refusal(
-                lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})
-            ),
-            "completion": _refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
-            "supplier": _refusal(
-                lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)
-            ),
-        }
-        write_ready(
-            directory / "stale.json",
-            {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
-        )
-        return 0
-    except NotStarted as stub:
-        write_ready(
-            directory / "ready.json",
-            {"not_started": stub.function, "section": stub.section, "where": stub.where},
-        )
-        return 3
-    except ReferenceBlocked as blocked:
-        write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
-        return 4
-
-
-def supplier_client(args: argparse.Namespace) -> Any:
-    from lucyshop.supplier import SupplierClient
-
-    return SupplierClient(args.endpoint, identity=args.identity, timeout=args.timeout)
-
-
-def _refusal(write: Any) -> str:
-    """'PermissionError: why' when the write was refused, '' when it went through.
-
-    Any other exception is reported by name: it is not a refusal, and the check says so.
-    """
-    try:
-        write()
-    except NotStarted:
-        raise
-    except Exception as error:  # noqa: BLE001 - reported, then judged by the parent
-        return f"{type(error).__name__}: {error}"
-    return ""
-
-
 def refused_at(report: dict[str, str]) -> list[str]:
     """The boundaries at which a write was refused with PermissionError, sorted."""
     return sorted(k for k, v in report.items() if v.startswith("PermissionError"))
@@ -647,33 +543,35 @@ def _child_record(child: Any, path: Path, stderr: Path) -> dict[str, Any]:
     return record
 
 
-def _stopped(pid: int) -> bool:
-    """True once ``pid`` is stopped by a signal (psutil: Linux and macOS alike)."""
+def _stopped(child: Any) -> bool:
+    """True once every process of the holder's sandbox is stopped by a signal."""
+    pids = inside_pids(child)
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        return bool(pids) and all(
+            psutil.Process(pid).status() == psutil.STATUS_STOPPED for pid in pids
+        )
     except psutil.NoSuchProcess:
         return False
 
 
 class refused_models:
-    """Any model call during recovery is counted and refused: recovery reads records, not models."""
+    """Any model call during recovery is counted and refused, in the worker that recovers:
+    recovery reads records, not models."""
+
+    def __init__(self, leases: Remote) -> None:
+        self.probes = leases._sandbox.kit("lucyshop.lab.sandbox.probes")
 
     def __enter__(self) -> refused_models:
-        from lucyshop import models
-
-        self.model = models.RefusingModel()
-        self.saved = {cls: cls.chat for cls in (models.EmbeddedModel, models.OllamaModel)}
-        for cls in self.saved:
-            cls.chat = lambda _self, *a, **k: self.model.chat(*a, **k)
+        self.probes.refuse_models()
         return self
 
     @property
     def calls(self) -> int:
-        return self.model.calls
+        return self.probes.model_calls()
 
     def __exit__(self, *exc: object) -> None:
-        for cls, chat in self.saved.items():
-            cls.chat = chat
+        if exc[0] is None:
+            self.probes.allow_models()
 
 
 # ------------------------------------------------------------------ the parent
@@ -783,38 +681,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", type=Path, help="keep each case's shop and ledger under this directory"
     )
-    for name in ("--child", "--shop", "--endpoint", "--identity", "--dir"):
-        parser.add_argument(name, help=argparse.SUPPRESS)
-    parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return child_main(args)
     if not math.isfinite(args.lease) or not 0.5 <= args.lease <= 60:
         parser.error("--lease must be between 0.5 and 60 seconds")
     impl = impl_path(args.impl)
     signal.signal(signal.SIGINT, _interrupted)
-    block_for(impl)
-    os.environ[ENV] = str(impl)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
     command = sys.argv if argv is None else [str(HERE), *argv]
     run.provenance = receipts.provenance(command=command, code=[impl])
+    root = args.keep or Path(tempfile.mkdtemp(prefix="ch13-checkpoint-"))
+    root.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="ch13-checkpoint-sandbox-"))
     try:
-        leases = load_impl(impl)
-    except ReferenceBlocked as blocked:
-        print(f"FAIL  reference blocked: {blocked}")
-        return 1
+        with Sandbox(impl, scratch=[root], workdir=workdir, shown=str(args.impl)) as box:
+            return run_cases(run, args, box, root)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_cases(run: Run, args: argparse.Namespace, box: Sandbox, root: Path) -> int:
+    """Every case chosen, each on the file freshly loaded in the sandbox; the exit status."""
+    print(
+        f"checkpoint 13 on {run.impl} (lease {run.lease:g}s,"
+        f" supplier timeout {run.client_timeout:g}s; {describe(box.jail.mode)})"
+    )
     rerun = f"python checkpoints/ch13_worker_recovery.py --impl {shlex.quote(str(args.impl))}"
     results: dict[str, str] = {}
-    print(
-        f"checkpoint 13 on {impl} (lease {run.lease:g}s, supplier timeout {run.client_timeout:g}s)"
-    )
     for number in sorted(set(args.case or CASES)):
         name, _case = CASES[number]
         run.cases[name] = {"case": number, "result": "started"}
         if args.evidence:  # a case that ends the process is named by this record
             write_evidence(args.evidence, run, None)
-        with case_directory(args.keep, number) as tmp:
-            record, line = run_case(run, leases, number, Path(tmp), rerun)
+        try:
+            leases = box.load(seconds=CASE_SECONDS)
+        except ReferenceBlocked as blocked:
+            print(f"FAIL  reference blocked: {blocked}")
+            return 1
+        directory = root / f"case{number}"
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        record, line = run_case(run, leases, number, directory, rerun)
         results[name] = record["result"]
         run.cases[name] = {"case": number} | record
         print(line)
@@ -830,20 +738,6 @@ def main(argv: list[str] | None = None) -> int:
         write_evidence(args.evidence, run, outcome)
         print(f"evidence: {args.evidence}")
     return outcome
-
-
-@contextmanager
-def case_directory(keep: Path | None, number: int) -> Iterator[str]:
-    """A fresh directory per case: temporary, or ``KEEP/caseN``
-    (emptied first) to read afterwards."""
-    if keep is None:
-        with tempfile.TemporaryDirectory(prefix=f"ch13-case{number}-") as tmp:
-            yield tmp
-        return
-    directory = keep / f"case{number}"
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    yield str(directory)
 
 
 def write_evidence(path: Path, run: Run, outcome: int | None) -> None:

@@ -29,7 +29,7 @@ from sandboxes import budget, sandbox_for
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.sandbox import Mirror, Sandbox
+from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 from lucyshop.lab.stubs import placeholders, stub_nodes
 
 # The test modules import the helpers below as ``from learner_support import ...``. The name
@@ -110,17 +110,10 @@ def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
 # ---------------------------------------------------------------- a shop and its work
 
 
-def open_shop(impl, path: Path) -> tuple[Mirror, object]:
-    """``impl.open_worker_shop(path)`` in the sandbox; the connection comes back as our own
-    connection to ``path`` paired with the worker's, the queue as a handle to the worker's."""
-    connection, queue = impl.open_worker_shop(path)
-    return impl._sandbox.mirror(connection, path), queue
-
-
 @pytest.fixture
 def shop(impl, tmp_path: Path):
     """A real shop file at the chapter-13 schema, from the implementation's ``open_worker_shop``."""
-    db, queue = open_shop(impl, tmp_path / "shop.db")
+    db, queue = sandboxed_shop(impl, tmp_path / "shop.db")
     yield db, queue
     db.close()
 

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from learner_support import finish_by_sql, lease, open_shop, refuses, rows, snapshot, work
+from learner_support import finish_by_sql, lease, refuses, rows, sandboxed_shop, snapshot, work
 
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file
 from lucyshop.store import immediate
@@ -343,7 +343,7 @@ def test_a_claim_near_capacity_costs_about_what_it_costs_on_a_small_shop(impl, d
     """A claim must not sort the eligible set: with 9,900 items queued (and as many finished) it
     takes at most 3x a claim with 200. A ratio measured here, both shops interleaved, never a
     wall-clock limit."""
-    small, _queue = open_shop(impl, tmp_path / "small.db")
+    small, _queue = sandboxed_shop(impl, tmp_path / "small.db")
     try:
         fill(small, SMALL_SHOP)
         fill(db, NEAR_CAPACITY, finished=NEAR_CAPACITY)

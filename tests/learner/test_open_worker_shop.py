@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from learner_support import open_shop, refuses
+from learner_support import refuses, sandboxed_shop
 
 from lucyshop.store import schema_version
 
@@ -19,7 +19,7 @@ def columns(db: sqlite3.Connection, table: str) -> dict[str, dict]:
 def opened(impl, tmp_path):
     """The shop as ``open_worker_shop`` returned it, the connection as our own connection to
     the same file (``db.remote`` is the student's, in the sandbox)."""
-    db, queue = open_shop(impl, tmp_path / "shop.db")
+    db, queue = sandboxed_shop(impl, tmp_path / "shop.db")
     yield db, queue
     db.close()
 
@@ -102,7 +102,7 @@ def test_lease_migrations_are_recorded_on_line_leases(impl, opened):
 
 def test_opening_again_is_idempotent_and_keeps_the_data(impl, tmp_path):
     path = tmp_path / "shop.db"
-    db, queue = open_shop(impl, path)
+    db, queue = sandboxed_shop(impl, path)
     work_id = queue.admit("a-1", "s1", "hello").work_id
     db.execute(
         "INSERT INTO transcript(work_id, generation, message) VALUES (?, 1, '\"hi\"')", (work_id,)
@@ -111,7 +111,7 @@ def test_opening_again_is_idempotent_and_keeps_the_data(impl, tmp_path):
     db.remote.close()
     db.close()
 
-    again, queue = open_shop(impl, path)
+    again, queue = sandboxed_shop(impl, path)
     try:
         after = {t: columns(again, t) for t in ("assignment_leases", "transcript", "outcomes")}
         assert after == before, "reopening changes no table"

@@ -15,6 +15,7 @@ from lucyshop.lab.sandbox.remote import (
     StudentError,
     TimedOutBefore,
     WorkerDied,
+    sandboxed_shop,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "WorkerDied",
     "describe",
     "isolation",
+    "sandboxed_shop",
 ]

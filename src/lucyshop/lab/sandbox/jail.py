@@ -23,6 +23,7 @@ without the sandbox).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -31,6 +32,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from lucyshop.lab.loader import ROOT
 
@@ -45,7 +48,15 @@ TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 LIMITS = {"as": 4 * 1024**3, "fsize": 128 * 1024**2, "cpu": 900, "nofile": 256, "core": 0}
 # What a sandboxed process may inherit from the environment; everything else (tokens, keys,
 # the instructor's paths) stays outside.
-ALLOWED_ENV = ("LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED")
+ALLOWED_ENV = (
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "PYTHONHASHSEED",
+    "LUCYSHOP_CHECK",  # the check's marker, so that its sweep finds every sandboxed process
+)
 # The parts of the kit a sandboxed process may never read.
 PROTECTED = ("solutions", "tests", ".git", "checkpoints", "evidence", "grading")
 
@@ -197,3 +208,27 @@ def protected_paths_closed() -> bool:
         if path.exists() and path.stat().st_mode & 0o007:
             return False
     return True
+
+
+def inside_pids(proc: subprocess.Popen) -> set[int]:
+    """The host's pids of what runs in the sandbox ``proc`` started (bubblewrap's own two
+    processes left out: a signal to them would not reach the code)."""
+    found = set()
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return found
+    for member in family:
+        try:
+            if member.name() != "bwrap" and member.status() != psutil.STATUS_ZOMBIE:
+                found.add(member.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def signal_inside(proc: subprocess.Popen, sig: int) -> None:
+    """Send ``sig`` to every process of the sandbox (SIGSTOP pauses the code itself)."""
+    for pid in inside_pids(proc):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)

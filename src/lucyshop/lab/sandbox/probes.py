@@ -13,7 +13,7 @@ green.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, ClassVar
 
 
 def watch(connection: sqlite3.Connection, rival: Any) -> None:
@@ -49,3 +49,36 @@ def connect(path: str) -> sqlite3.Connection:
     from lucyshop.store import connect as runtime_connect
 
     return runtime_connect(path)
+
+
+class _Refusals:
+    """Model calls refused while a recovery runs, counted (``refuse_models``)."""
+
+    saved: ClassVar[dict] = {}
+    calls = 0
+
+
+def refuse_models() -> None:
+    """From now on every model turn in this worker is refused and counted."""
+    from lucyshop import models
+
+    refusing = models.RefusingModel()
+
+    def chat(_self: Any, *args: Any, **kwargs: Any) -> Any:
+        _Refusals.calls += 1
+        return refusing.chat(*args, **kwargs)
+
+    _Refusals.calls = 0
+    for cls in (models.EmbeddedModel, models.OllamaModel):
+        _Refusals.saved.setdefault(cls, cls.chat)
+        cls.chat = chat
+
+
+def model_calls() -> int:
+    return _Refusals.calls
+
+
+def allow_models() -> None:
+    for cls, chat in _Refusals.saved.items():
+        cls.chat = chat
+    _Refusals.saved.clear()

@@ -499,6 +499,13 @@ class Remote:
         return inspect.Signature(parameters)
 
 
+def sandboxed_shop(impl: Remote, path: Path) -> tuple[Mirror, Remote]:
+    """``impl.open_worker_shop(path)`` in the sandbox: the student's connection comes back
+    paired with our own connection to ``path``, the queue as a handle to the worker's."""
+    connection, queue = impl.open_worker_shop(path)
+    return impl._sandbox.mirror(connection, path), queue
+
+
 def kind_of(value: Any) -> str:
     """What a handle stands for (``object sqlite3.Connection``), or the local type's name."""
     if isinstance(value, Remote):
