@@ -37,8 +37,9 @@ def test_a_file_that_edits_the_tests_fails_and_leaves_the_tree_unchanged(tmp_pat
     assert tree("tests", "checkpoints") == before
 
 
-def test_changed_kit_files_are_put_back_and_named(tmp_path):
-    """On a kit of its own: the kit's real files stay untouched for checks running alongside."""
+def test_changed_kit_files_are_named_and_left_as_they_are(tmp_path):
+    """On a kit of its own: a change made while a check runs is someone's edit, named, and
+    never written over (the sandboxed code cannot make one)."""
     target = tmp_path / "checkpoints" / "ch13_worker_recovery.py"
     target.parent.mkdir()
     original = (ROOT / "checkpoints" / "ch13_worker_recovery.py").read_bytes()
@@ -49,12 +50,13 @@ def test_changed_kit_files_are_put_back_and_named(tmp_path):
     (tmp_path / "Makefile").unlink()
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_new.py").write_text("def test_nothing():\n    pass\n")
-    assert kit.restore() == [
+    assert kit.changed() == [
         "Makefile",
         "checkpoints/ch13_worker_recovery.py",
         "tests/test_new.py (added)",
     ]
-    assert target.read_bytes() == original and (tmp_path / "Makefile").read_text() == "test:\n"
+    assert target.read_bytes() == original + b"\n# tampered\n"
+    assert not (tmp_path / "Makefile").exists()
 
 
 def test_evidence_that_says_pass_without_the_files_is_a_failure(tmp_path):

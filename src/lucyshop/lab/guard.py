@@ -6,9 +6,9 @@
 - ``sweep``: end every process that carries the marker, however it detached (``setsid``,
   double fork), so nothing a student's file starts outlives the check.
 - ``KitFiles``: the kit's own files (tests, checkpoints, src, solutions, Makefile,
-  pyproject.toml) read before the student's code runs; afterwards anything changed or deleted
-  is put back, and anything added is named (never deleted: it may be someone's new work). Do
-  not edit the kit while a check runs: a file changed under it is put back too.
+  pyproject.toml) read before the check; afterwards anything changed, deleted or added is
+  named. The student's code runs in a sandbox that cannot write them
+  (``lucyshop.lab.sandbox``), so nothing is put back: a change is someone's edit.
 """
 
 from __future__ import annotations
@@ -113,9 +113,10 @@ class KitFiles:
     def _read(self) -> dict[Path, bytes]:
         return {path: path.read_bytes() for path in self._paths()}
 
-    def restore(self) -> list[str]:
-        """Put back whatever changed or went; return those and any added files, by their paths
-        relative to the kit's root ("(added)" after a file that was not there before)."""
+    def changed(self) -> list[str]:
+        """What changed or went, and any added files, by their paths relative to the kit's
+        root ("(added)" after a file that was not there before). Nothing is written back: a
+        file changed under a running check is someone's edit, never the sandboxed code's."""
         changed = []
         for path, data in self.files.items():
             try:

