@@ -272,9 +272,11 @@ class Quota:
         if self.mechanism == "cgroup v2":
             group = self.groups["unified"]
             cpu = _keyed(group / "cpu.stat")
+            events = _keyed(group / "memory.events")
             return {
                 "peak_bytes": _number(group / "memory.peak"),
-                "oom_kills": _keyed(group / "memory.events").get("oom_kill"),
+                "limit_hits": events.get("max"),
+                "oom_kills": events.get("oom_kill"),
                 "cpu_seconds": cpu.get("usage_usec", 0) / 1e6,
                 "throttled_periods": cpu.get("nr_throttled"),
             }
@@ -283,11 +285,12 @@ class Quota:
             usage = self.groups.get("cpuacct")
             return {
                 "peak_bytes": _number(memory / "memory.max_usage_in_bytes"),
+                "limit_hits": _number(memory / "memory.failcnt"),
                 "oom_kills": _keyed(memory / "memory.oom_control").get("oom_kill"),
                 "cpu_seconds": _number(usage / "cpuacct.usage") / 1e9 if usage else None,
                 "throttled_periods": _keyed(cpu / "cpu.stat").get("nr_throttled"),
             }
-        return {"peak_bytes": None, "oom_kills": None, "cpu_seconds": None}
+        return {"peak_bytes": None, "limit_hits": None, "oom_kills": None, "cpu_seconds": None}
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -568,8 +571,8 @@ def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> 
         "finished_in_time": run is not None
         and run.exit_status == 0
         and run.seconds <= found.timeout,
-        "memory_within_limit": peak is not None
-        and peak <= args.memory
+        "memory_within_limit": peak is not None  # a cgroup's peak stops at its limit: below it
+        and peak < args.memory
         and not kernel.get("oom_kills"),
         "quota_applied": found.quota.mechanism != "none",
         "results_valid": found.results["valid"],
@@ -605,6 +608,7 @@ def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> 
             "peak_processes": run.peak_processes,
             "cpu_seconds": _rounded(kernel.get("cpu_seconds")),
             "throttled_periods": kernel.get("throttled_periods"),
+            "limit_hits": kernel.get("limit_hits"),
             "oom_kills": kernel.get("oom_kills"),
             "quota": found.quota.describe(),
         },
