@@ -35,7 +35,9 @@ from pathlib import Path
 
 import psutil
 
+import lucyshop
 from lucyshop.lab.loader import ROOT
+
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
@@ -164,6 +166,7 @@ class Jail:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(package_root()),
         }
         return base | extra
 
@@ -193,12 +196,22 @@ def _system_paths() -> list[Path]:
     """What Python needs to run: the system libraries, the interpreter's prefix, the virtual
     environment and the kit's ``src/`` (the runtime the student's file imports)."""
     paths = [Path(p) for p in ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache")]
-    paths += [Path(sys.base_prefix).resolve(), Path(sys.prefix), ROOT / "src"]
+    paths += [Path(sys.base_prefix).resolve(), Path(sys.prefix), package_root()]
     found: list[Path] = []
     for path in paths:
         if path.exists() and path not in found:
             found.append(path)
     return found
+
+
+def package_root() -> Path:
+    """The directory ``lucyshop`` is imported from (``src/`` of an editable install, or
+    wherever an autograder put it): bound read-only and put on the sandbox's ``PYTHONPATH``.
+    Never a directory that also holds the reference."""
+    root = Path(lucyshop.__file__).resolve().parents[1]
+    if (root / "solutions").exists():
+        raise CannotIsolate(f"lucyshop is imported from {root}, which also holds solutions/")
+    return root
 
 
 def protected_paths_closed() -> bool:
