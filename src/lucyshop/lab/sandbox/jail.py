@@ -38,7 +38,6 @@ import psutil
 import lucyshop
 from lucyshop.lab.loader import ROOT
 
-
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox

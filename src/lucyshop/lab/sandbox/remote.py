@@ -36,7 +36,6 @@ from typing import Any
 
 from lucyshop.lab.processes import descendants
 from lucyshop.lab.sandbox import jail, wire
-from lucyshop.lab.sandbox.worker import describe
 from lucyshop.lab.stubs import NotStarted
 
 STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
@@ -332,7 +331,7 @@ class Sandbox:
                 value = function(*args, **kwargs)
             answer = {"op": "value", "value": self.values_only.encode(value)}
         except Exception as error:  # noqa: BLE001 (it goes back to the worker as its error)
-            answer = {"op": "error", "error": describe(error)}
+            answer = {"op": "error", "error": wire.describe(error)}
         wire.send(self.channel, answer)
 
     # ------------------------------------------------------------ values

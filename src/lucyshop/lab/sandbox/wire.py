@@ -20,6 +20,9 @@ import json
 import socket
 import sqlite3
 import struct
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
@@ -188,3 +191,28 @@ def _is_handle(body: Any) -> bool:
 
 def handle(side: str, number: int, type_name: str) -> dict[str, Any]:
     return {"$handle": [side, number, type_name[:100]]}
+
+
+def describe(error: BaseException, student_dirs: Iterable[str] = ()) -> dict[str, Any]:
+    """An exception as data: its type, message, facts the kit's exceptions carry, and the
+    innermost line of the student's files it passed through."""
+    cls = type(error)
+    found = {"module": cls.__module__, "type": cls.__qualname__, "message": _text(error)}
+    attrs = {}
+    for name in ("function", "section", "status", "error"):
+        value = getattr(error, name, None)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            attrs[name] = value
+    found["attrs"] = attrs
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        file = Path(frame.f_code.co_filename)
+        if str(file.parent) in student_dirs:
+            found["where"] = [file.name, frame.f_code.co_name, line]
+    return found
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error)[:2000]
+    except BaseException:  # noqa: BLE001 (a __str__ that raises still gets a line)
+        return f"<{type(error).__name__} whose message cannot be read>"

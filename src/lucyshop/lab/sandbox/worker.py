@@ -20,7 +20,6 @@ import os
 import socket
 import sqlite3
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -121,7 +120,7 @@ class Worker:
             value = self.run(message)
             reply = {"op": "value", "value": self.codec.encode(value)}
         except BaseException as error:  # noqa: BLE001 (every failure is the caller's to judge)
-            reply = {"op": "error", "error": describe(error)}
+            reply = {"op": "error", "error": wire.describe(error, STUDENT_DIRS)}
         wire.send(self.channel, reply)
 
     def run(self, message: dict[str, Any]) -> Any:
@@ -192,31 +191,6 @@ def _type_name(value: Any) -> str:
     cls = value if isinstance(value, type) else type(value)
     kind = "class" if isinstance(value, type) else "function" if callable(value) else "object"
     return f"{kind} {cls.__module__}.{cls.__qualname__}"
-
-
-def describe(error: BaseException) -> dict[str, Any]:
-    """An exception as data: its type, message, facts the kit's exceptions carry, and the
-    innermost line of the student's files it passed through."""
-    cls = type(error)
-    found = {"module": cls.__module__, "type": cls.__qualname__, "message": _text(error)}
-    attrs = {}
-    for name in ("function", "section", "status", "error"):
-        value = getattr(error, name, None)
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            attrs[name] = value
-    found["attrs"] = attrs
-    for frame, line in traceback.walk_tb(error.__traceback__):
-        file = Path(frame.f_code.co_filename)
-        if str(file.parent) in STUDENT_DIRS:
-            found["where"] = [file.name, frame.f_code.co_name, line]
-    return found
-
-
-def _text(error: BaseException) -> str:
-    try:
-        return str(error)[:2000]
-    except BaseException:  # noqa: BLE001 (a __str__ that raises still gets a line)
-        return f"<{type(error).__name__} whose message cannot be read>"
 
 
 class Refused(RuntimeError):
