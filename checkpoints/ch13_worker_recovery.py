@@ -48,7 +48,7 @@ import psutil
 from lucyshop import approval
 from lucyshop.lab import receipts
 from lucyshop.lab.checkpoint_holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
-from lucyshop.lab.guard import MARKER
+from lucyshop.lab.judge import supplier_directory
 from lucyshop.lab.loader import ENV, ReferenceBlocked, impl_path
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.sandbox import Remote, Sandbox, describe, sandboxed_shop
@@ -386,7 +386,7 @@ class Shop:
         self.relay: Relay | None = None
 
     def __enter__(self) -> Shop:
-        self._supplier = supplier_process(self.directory / "supplier")
+        self._supplier = supplier_process(supplier_directory(self.directory))
         self.supplier = self._supplier.__enter__()
         self.client = self.supplier.client(timeout=self.run.client_timeout)
         self.db, queue = sandboxed_shop(self.leases, self.directory / "shop.db")
@@ -413,7 +413,7 @@ class Shop:
             self.relay = Relay(self.directory / "supplier.sock", port)
             argv += ["--relay", str(self.relay.path)]
         inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
-        env = box.jail.env({ENV: str(inside), MARKER: os.environ.get(MARKER, "")})
+        env = box.jail.env({ENV: str(inside)})
         with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
             child = children.spawn(box.jail.argv(argv), env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.directory / "child.err")
@@ -693,19 +693,19 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="ch13-checkpoint-sandbox-"))
     try:
-        with Sandbox(impl, scratch=[root], workdir=workdir, shown=str(args.impl)) as box:
-            return run_cases(run, args, box, root)
+        return run_cases(run, args, root, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run_cases(run: Run, args: argparse.Namespace, box: Sandbox, root: Path) -> int:
-    """Every case chosen, each on the file freshly loaded in the sandbox; the exit status."""
+def run_cases(run: Run, args: argparse.Namespace, root: Path, workdir: Path) -> int:
+    """Every case chosen, each with a sandbox of its own whose only writable place is the
+    case's directory; the exit status."""
     print(
         f"checkpoint 13 on {run.impl} (lease {run.lease:g}s,"
-        f" supplier timeout {run.client_timeout:g}s; {describe(box.jail.mode)})"
+        f" supplier timeout {run.client_timeout:g}s; {describe()})"
     )
     rerun = f"python checkpoints/ch13_worker_recovery.py --impl {shlex.quote(str(args.impl))}"
     results: dict[str, str] = {}
@@ -714,15 +714,20 @@ def run_cases(run: Run, args: argparse.Namespace, box: Sandbox, root: Path) -> i
         run.cases[name] = {"case": number, "result": "started"}
         if args.evidence:  # a case that ends the process is named by this record
             write_evidence(args.evidence, run, None)
-        try:
-            leases = box.load(seconds=CASE_SECONDS)
-        except ReferenceBlocked as blocked:
-            print(f"FAIL  reference blocked: {blocked}")
-            return 1
         directory = root / f"case{number}"
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
-        record, line = run_case(run, leases, number, directory, rerun)
+        for fresh in (directory, supplier_directory(directory)):
+            shutil.rmtree(fresh, ignore_errors=True)
+            fresh.mkdir(parents=True)
+        box = Sandbox(
+            run.impl, scratch=[directory], workdir=workdir / f"case{number}", shown=str(args.impl)
+        )
+        with box:
+            try:
+                leases = box.load(seconds=CASE_SECONDS)
+            except ReferenceBlocked as blocked:
+                print(f"FAIL  reference blocked: {blocked}")
+                return 1
+            record, line = run_case(run, leases, number, directory, rerun)
         results[name] = record["result"]
         run.cases[name] = {"case": number} | record
         print(line)

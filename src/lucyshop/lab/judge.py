@@ -2,11 +2,12 @@
 
     python -m lucyshop.lab.judge --evidence FILE --keep DIR
 
-The checkpoint (``checkpoints/ch13_worker_recovery.py``) runs the student's code: whatever it
-says about itself could have been written by that code. So its exit status and its own
-"pass" are never enough. A case passes here only when the evidence file records it as passed
-*and* the shop and supplier-ledger files it kept under ``DIR/caseN`` hold what a correct run
-leaves behind, read here with plain SQL. A case with no record, or one that started and never
+The checkpoint (``checkpoints/ch13_worker_recovery.py``) runs the student's code in sandboxes
+and never imports it; still, its exit status and its own "pass" are never enough. A case
+passes here only when the evidence file records it as passed *and* the shop file it kept
+under ``DIR/caseN`` and the supplier's ledger under ``DIR/caseN-supplier`` (outside the
+sandbox's reach) hold what a correct run leaves behind, read here with plain SQL, as regular
+files only. A case with no record, or one that started and never
 finished (``os._exit``, a crash, the deadline), fails and says so.
 
 Exit status: 0 PASSED, 1 FAILED, 3 NOT STARTED.
@@ -17,13 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.supplier import ledger_orders
 
 CASES = (
@@ -36,6 +40,7 @@ CASES = (
     (6, "cancel"),
 )
 EXIT = {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}
+MAX_EVIDENCE = 16 * 1024 * 1024
 
 
 class Wrong(Exception):
@@ -55,20 +60,49 @@ def expect(what: str, seen: Any, expected: Any) -> None:
         raise Wrong(f"{what}: expected {expected!r}, the kept files hold {seen!r}")
 
 
+def supplier_directory(case: Path) -> Path:
+    """Where a case's supplier keeps its ledger: beside the case's directory, never in it,
+    because the case's directory is the sandbox's scratch and the ledger must stay out of its
+    reach."""
+    return case.parent / f"{case.name}-supplier"
+
+
+def kept_file(path: Path, within: Path) -> Path:
+    """``path`` if it is a regular file (not a link, not a FIFO) inside ``within``."""
+    try:
+        return checked_file(path, [within.resolve()])
+    except ValueError as error:
+        raise Wrong(str(error)) from None
+
+
 def shop(directory: Path) -> sqlite3.Connection:
     path = directory / "shop.db"
     if not path.is_file():
         raise Wrong(f"no shop file was kept at {path}")
-    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    db = sqlite3.connect(kept_file(path, directory).as_uri() + "?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     return db
 
 
 def ledger(directory: Path) -> list[str]:
-    files = sorted((directory / "supplier").glob("*-ledger.sqlite"))
+    where = supplier_directory(directory)
+    files = sorted(where.glob("*-ledger.sqlite"))
     if len(files) != 1:
-        raise Wrong(f"expected one supplier ledger under {directory / 'supplier'}, found {files}")
-    return [row["operation"] for row in ledger_orders(files[0])]
+        raise Wrong(f"expected one supplier ledger under {where}, found {files}")
+    return [row["operation"] for row in ledger_orders(kept_file(files[0], where))]
+
+
+def read_evidence(path: Path, limit: int = MAX_EVIDENCE) -> Any:
+    """The evidence, read only as a regular file of at most ``limit`` bytes (never through a
+    link, never blocking on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return json.loads(data.decode("utf-8"))
 
 
 def rows(db: sqlite3.Connection, sql: str, *args: Any) -> list[tuple]:
@@ -189,7 +223,7 @@ def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
 def judge(evidence: Path, keep: Path) -> tuple[str, list[Case]]:
     """(PASSED | FAILED | NOT STARTED, one Case per checkpoint case)."""
     try:
-        recorded = json.loads(evidence.read_text(encoding="utf-8")).get("cases", {})
+        recorded = read_evidence(evidence).get("cases", {})
     except (OSError, ValueError, AttributeError) as error:
         failed = f"no readable evidence at {evidence}: {error}"
         return "FAILED", [Case(n, name, False, failed) for n, name in CASES]

@@ -589,7 +589,7 @@ class Checkpoint:
         self, path: Path, env: dict[str, str], tmp: Path, marker: str, limits: Limits
     ) -> None:
         self.keep = tmp / "checkpoint"
-        self.evidence = self.keep / "evidence.json"
+        self.evidence = tmp / "evidence.json"  # outside every sandbox's scratch
         argv = [sys.executable, str(CHECKPOINT), "--impl", str(path)]
         argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
         self.keep.mkdir()
