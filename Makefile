@@ -74,14 +74,14 @@ check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers 
 
 # make grade's options, each passed through when named on make's command line (a variable of
 # the same name in the environment is not taken for one): NO_CHECKPOINT=1 TIMEOUT=s RUBRIC=file
-# OUT=dir FORCE=1 ARCHIVE=dir ROSTER=file BOM=1; GRADE_ARGS='...' passes anything else.
+# OUT=dir FORCE=1 ARCHIVE=dir ROSTER=file BOM=1 UNISOLATED=1; GRADE_ARGS='...' passes anything else.
 GRADE_ARGS ?=
 given = $(if $(filter command line override file,$(origin $(1))),$($(1)))
 GRADE_OPTIONS = $(if $(call given,NO_CHECKPOINT),--no-checkpoint) \
   $(if $(call given,TIMEOUT),--timeout "$(TIMEOUT)") $(if $(call given,RUBRIC),--rubric "$(RUBRIC)") \
   $(if $(call given,OUT),--out "$(OUT)") $(if $(call given,FORCE),--force) \
   $(if $(call given,ARCHIVE),--archive "$(ARCHIVE)") $(if $(call given,ROSTER),--roster "$(ROSTER)") \
-  $(if $(call given,BOM),--bom) $(GRADE_ARGS)
+  $(if $(call given,BOM),--bom) $(if $(call given,UNISOLATED),--unisolated) $(GRADE_ARGS)
 
 grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi

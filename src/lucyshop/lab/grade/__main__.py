@@ -17,6 +17,7 @@ from lucyshop.lab.grade import gradebook
 from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import Graded, Interrupted, Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import find
+from lucyshop.lab.sandbox import describe, isolation
 
 INTERRUPTED = 130
 
@@ -59,6 +60,11 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--bom", action="store_true", help="CSV files in UTF-8 with a BOM (Excel)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--unisolated",
+        action="store_true",
+        help="grade even where nothing isolates the students' code from each other (unsafe)",
+    )
     return parser
 
 
@@ -84,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not submissions:
         print(f"make grade: no submissions under {args.submissions}", file=sys.stderr)
+        return 2
+    if isolation() == "none" and not args.unisolated:
+        print(
+            f"make grade: refused: {describe('none')}. Each hand-in could read, change or stop"
+            " the others: install bubblewrap, or grade as root, or pass --unisolated",
+            file=sys.stderr,
+        )
         return 2
     hand_ins = args.submissions.resolve()
     out = args.out or hand_ins.with_name(f"{hand_ins.name}-grades")
