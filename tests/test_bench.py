@@ -75,13 +75,20 @@ def test_a_target_names_each_cell_that_misses_it():
 
 
 def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them():
-    """The issue's limits: a warm check 25 s, one rerun 2.5 s, eight hand-ins 360 s."""
+    """The issues' limits: a warm check 25 s, one rerun 2.5 s, the sandbox at most 10% of a
+    check, eight hand-ins 360 s."""
 
-    def timed(check: float, rerun: float) -> dict:
+    def timed(check: float, rerun: float, ratio: float) -> dict:
         spread = {"median": check}
-        return {"make_check_s": spread, "rerun_s": {"median": rerun}, "model_built": True}
+        return {
+            "make_check_s": spread,
+            "rerun_s": {"median": rerun},
+            "model_built": True,
+            "sandbox_ratio": ratio,
+            "isolation": "bwrap",
+        }
 
-    assert [t.held for t in feedback.targets(timed(25.0, 2.5))] == [True, True]
-    assert [t.held for t in feedback.targets(timed(25.1, 2.6))] == [False, False]
+    assert [t.held for t in feedback.targets(timed(25.0, 2.5, 1.10))] == [True, True, True]
+    assert [t.held for t in feedback.targets(timed(25.1, 2.6, 1.11))] == [False, False, False]
     assert [t.held for t in grading.targets({"seconds": 360.0})] == [True]
     assert [t.held for t in grading.targets({"seconds": 361.0})] == [False]
