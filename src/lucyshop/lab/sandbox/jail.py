@@ -150,7 +150,8 @@ class Jail:
         binds += ["--ro-bind", str(self.staged), str(IMPL_DIR)]
         for path in self.scratch:
             binds += ["--bind", str(path), str(path)]
-        binds += ["--chdir", "/tmp", "--cap-drop", "ALL", "--uid", str(NOBODY)]
+        binds += ["--remount-ro", "/", "--chdir", "/tmp", "--cap-drop", "ALL"]
+        binds += ["--uid", str(NOBODY)]
         binds += ["--gid", str(NOBODY), "--hostname", "sandbox"]
         return ["bwrap", *_namespaces(), *binds, "--", *command]
 

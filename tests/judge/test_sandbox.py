@@ -1,0 +1,250 @@
+"""The sandbox itself: what crosses the wire, what the jail lets a student's file see and do,
+and how the trusted side survives a worker that hangs, dies or lies."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+from judge_files import ROOT
+
+from lucyshop.lab.sandbox import (
+    CallTimedOut,
+    CannotIsolate,
+    Sandbox,
+    StudentError,
+    WorkerDied,
+    jail,
+    wire,
+)
+from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.stubs import NotStarted
+
+needs_bwrap = pytest.mark.skipif(
+    jail.isolation() != "bwrap", reason="bubblewrap is not usable here (.ci/run installs it)"
+)
+
+STUDENT = """
+import dataclasses, os, socket, sys, time, unittest
+from pathlib import Path
+from lucyshop.lab import NotStarted
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
+
+    @property
+    def total(self):
+        return self.x + self.y
+
+def echo(value):
+    return value
+
+def point(x, y):
+    return Point(x, y)
+
+def raises(kind):
+    if kind == "value":
+        raise ValueError("bad input")
+    if kind == "skip":
+        raise unittest.SkipTest("counted as a pass?")
+    if kind == "exit":
+        sys.exit(0)
+    if kind == "stub":
+        raise NotStarted("raises", "13b § Somewhere")
+    raise KeyError(kind)
+
+def hang():
+    while True:
+        time.sleep(0.01)
+
+def die():
+    os._exit(7)
+
+def read(path):
+    return Path(path).read_text()
+
+def write(path, text):
+    Path(path).write_text(text)
+    return len(text)
+
+def listing(path):
+    return sorted(os.listdir(path))
+
+def environment():
+    return dict(os.environ)
+
+def connect(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        return "connected"
+
+def call_back(thing, *names):
+    return [getattr(thing, name)() for name in names]
+"""
+
+
+@pytest.fixture
+def box(tmp_path: Path):
+    source = tmp_path / "hand-in" / "ch13_leases.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(STUDENT))
+    (tmp_path / "scratch").mkdir()
+    with Sandbox(source, scratch=[tmp_path / "scratch"], workdir=tmp_path / "work") as sandbox:
+        yield sandbox
+
+
+def test_values_cross_by_value(box):
+    impl = box.load(seconds=30)
+    value = {"a": (1, 2.5, None), "b": [True, b"\x00\xff", frozenset({"x"})], 3: {"k": Path("/p")}}
+    assert impl.echo(value) == value
+    assert type(impl.echo((1, 2))) is tuple
+
+
+def test_a_returned_dataclass_is_ours_and_its_properties_are_asked(box):
+    impl = box.load(seconds=30)
+    got = impl.point(2, 3)
+    assert dataclasses.is_dataclass(got) and (got.x, got.y) == (2, 3)
+    assert got.total == 5, "a property runs the student's code, in the worker"
+    moved = dataclasses.replace(got, x=10)
+    assert moved.total == 13, "a changed copy travels back by value"
+    assert impl.echo(got) == got
+
+
+def test_exceptions_are_rebuilt_by_type_and_a_skip_is_not_a_skip(box):
+    impl = box.load(seconds=30)
+    with pytest.raises(ValueError, match="bad input"):
+        impl.raises("value")
+    with pytest.raises(StudentError) as skipped:
+        impl.raises("skip")
+    assert type(skipped.value).__name__ == "SkipTest"
+    assert not isinstance(skipped.value, pytest.skip.Exception)
+    with pytest.raises(StudentError) as exited:
+        impl.raises("exit")
+    assert type(exited.value).__name__ == "SystemExit"
+    with pytest.raises(NotStarted) as stub:
+        impl.raises("stub")
+    assert (stub.value.function, stub.value.section) == ("raises", "13b § Somewhere")
+
+
+def test_a_hang_costs_its_deadline_and_the_next_load_starts_afresh(box):
+    impl = box.load(seconds=1.5)
+    with pytest.raises(CallTimedOut, match=r"timed out after 1\.5 s in hang\(\)"):
+        impl.hang()
+    assert not box.alive(), "the hung worker was killed"
+    assert box.load(seconds=30).echo(1) == 1
+
+
+def test_a_worker_that_exits_is_named_and_replaced(box):
+    impl = box.load(seconds=30)
+    with pytest.raises(WorkerDied, match=r"die\(\)"):
+        impl.die()
+    assert box.load(seconds=30).echo("again") == "again"
+
+
+@needs_bwrap
+def test_the_jail_hides_the_reference_the_tests_and_git(box):
+    impl = box.load(seconds=30)
+    for hidden in (ROOT / "solutions" / "ch13_leases.py", ROOT / "tests" / "conftest.py"):
+        with pytest.raises(FileNotFoundError):
+            impl.read(str(hidden))
+    with pytest.raises(FileNotFoundError):
+        impl.listing(str(ROOT / ".git"))
+    assert set(impl.listing(str(ROOT))) <= {"src", ".venv"}, "only the runtime and the venv"
+
+
+@needs_bwrap
+def test_only_the_scratch_is_writable(box, tmp_path):
+    impl = box.load(seconds=30)
+    assert impl.write(str(tmp_path / "scratch" / "note.txt"), "ok") == 2
+    assert (tmp_path / "scratch" / "note.txt").read_text() == "ok"
+    for target in (ROOT / "src" / "planted.py", ROOT / "conftest.py", ROOT / ".venv" / "x.pth"):
+        with pytest.raises(OSError):
+            impl.write(str(target), "planted")
+        assert not target.exists()
+    impl.write(str(tmp_path / "outside.txt"), "private")  # the sandbox's own /tmp, not ours
+    assert not (tmp_path / "outside.txt").exists()
+
+
+@needs_bwrap
+def test_no_network_and_no_secrets(box, monkeypatch):
+    monkeypatch.setenv("LUCYSHOP_TEST_SECRET", "hunter2")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        box.stop()  # the next load starts a worker with today's environment
+        impl = box.load(seconds=30)
+        with pytest.raises(ConnectionError):
+            impl.connect(port)
+    assert "LUCYSHOP_TEST_SECRET" not in impl.environment()
+    assert "hunter2" not in repr(impl.environment())
+
+
+def test_call_backs_reach_public_methods_only_and_answer_by_value(box):
+    impl = box.load(seconds=30)
+
+    class Handed:
+        def public(self) -> int:
+            return 42
+
+        def _private(self) -> int:
+            return 0
+
+        def connection(self) -> sqlite3.Connection:
+            return sqlite3.connect(":memory:")
+
+    assert impl.call_back(Handed(), "public") == [42]
+    with pytest.raises(Exception, match="may not use '_private'"):
+        impl.call_back(Handed(), "_private")
+    with pytest.raises(Exception, match="cannot be handed back"):
+        impl.call_back(Handed(), "connection")
+
+
+def test_a_bad_frame_is_refused_not_built():
+    codec = wire.Codec(lambda v: wire.handle("worker", 1, "x"), lambda b: b, lambda *a: a)
+    for bad in ({"$pickle": "gASV"}, {"$tuple": 1}, {"$dict": [[[1], 2]]}, {"a": 1, "b": 2}):
+        with pytest.raises(wire.BadFrame):
+            codec.decode(bad)
+    deep: object = 1
+    for _ in range(wire.MAX_DEPTH + 2):
+        deep = [deep]
+    with pytest.raises(wire.BadFrame):
+        codec.decode(deep)
+
+
+def test_the_trusted_side_never_follows_a_planted_link(tmp_path):
+    (tmp_path / "scratch").mkdir()
+    secret = tmp_path / "secret.db"
+    secret.write_text("not yours")
+    link = tmp_path / "scratch" / "shop.db"
+    link.symlink_to(secret)
+    with pytest.raises(ValueError, match="not a file of this check"):
+        checked_file(link, [tmp_path / "scratch"])
+    os.mkfifo(tmp_path / "scratch" / "fifo.db")
+    with pytest.raises(ValueError, match="not a regular file"):
+        checked_file(tmp_path / "scratch" / "fifo.db", [tmp_path / "scratch"])
+
+
+def test_user_mode_refuses_while_the_protected_parts_are_open(tmp_path, monkeypatch):
+    """As root without user namespaces, an unprivileged user is the boundary: it holds only
+    when the reference and the tests are closed to other users."""
+    if all(not (ROOT / name).stat().st_mode & 0o007 for name in ("solutions", "tests")):
+        pytest.skip("this checkout already closes its protected parts to other users")
+    source = tmp_path / "ch13_leases.py"
+    source.write_text("x = 1\n")
+    (tmp_path / "scratch").mkdir()
+    box = Sandbox(source, scratch=[tmp_path / "scratch"], workdir=tmp_path / "work", mode="user")
+    with pytest.raises(CannotIsolate, match="readable by others"):
+        box.load(seconds=30)
+    assert box.jail.argv(["python"])[:4] == [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ]
