@@ -38,6 +38,7 @@ from lucyshop.lab.processes import descendants
 from lucyshop.lab.sandbox import jail, wire
 from lucyshop.lab.stubs import NotStarted
 
+MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
 STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
 START_TIMEOUT = 120.0  # the worker's first answer (a loaded machine starts Python slowly)
 FOREVER = 3600.0
@@ -366,8 +367,10 @@ class Sandbox:
 
     def _data_of(self, module: str, name: str, fields: dict[str, Any]) -> Any:
         """A dataclass from the sandbox, as a frozen dataclass of ours with the same fields."""
-        if not all(f.isidentifier() and not keyword.iskeyword(f) for f in fields):
-            raise wire.BadFrame(f"a dataclass {name} with a field that is not a name")
+        if len(fields) > MAX_FIELDS or not all(
+            f.isidentifier() and not keyword.iskeyword(f) and not f.startswith("_") for f in fields
+        ):
+            raise wire.BadFrame(f"a dataclass {name[:60]} whose fields are not plain names")
         key = (module, name, tuple(fields))
         if key not in self._mirrors:
             short = name.rpartition(".")[2]

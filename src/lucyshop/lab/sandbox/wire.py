@@ -51,8 +51,8 @@ def receive(sock: socket.socket) -> dict[str, Any]:
         raise BadFrame(f"a frame of {size} bytes is over the {MAX_FRAME}-byte limit")
     try:
         message = json.loads(_read(sock, size).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise BadFrame(f"a frame that is not JSON: {error}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise BadFrame(f"a frame that is not JSON: {str(error)[:100]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise BadFrame("a frame without an op")
     return message
