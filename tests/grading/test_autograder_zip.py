@@ -197,6 +197,7 @@ def test_on_ubuntu_22_04_python_3_11_comes_from_the_distribution(tmp_path):
     venv = [line for line in ran if " -m venv " in line]
     assert venv and venv[0].startswith("python3.11 ")
     assert any(line.endswith("kit[grade]") for line in ran if "pip install" in line)
+    assert any("import PROTECTED" in line for line in ran)  # closed to the unprivileged user
 
 
 def test_where_python3_is_new_enough_only_its_venv_module_is_added(tmp_path):
@@ -274,7 +275,7 @@ def test_the_bare_image_has_no_python_for_setup_to_lean_on():
 
 
 @pytest.mark.skipif(not TARBALL.is_file(), reason=NO_IMAGE)
-@pytest.mark.skipif(os.geteuid() != 0, reason="a chroot needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="entering the image needs root")
 @pytest.mark.timeout(120)
 def test_nothing_started_in_the_image_outlives_its_run_or_its_deadline(tmp_path):
     """A daemon left behind and a command past its deadline: both end with the run, and no

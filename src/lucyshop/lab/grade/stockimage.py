@@ -10,11 +10,13 @@ Gradescope builds its image by running the zip's ``setup.sh`` on Ubuntu 22.04, t
 1. a minimal Debian root filesystem (``debootstrap --variant=minbase``, from the mirror the
    machine's apt already uses), kept as a tarball under ``build/stockimage/`` so reruns skip
    the download; it has no Python, so ``setup.sh`` must install everything itself;
-2. the zip unpacked as ``/autograder/source`` and ``setup.sh`` run in it as root (a chroot in
-   a PID and mount namespace of its own: nothing mounted or running outlives it);
+2. the zip unpacked as ``/autograder/source`` and ``setup.sh`` run in it as root, with the
+   image as the whole filesystem (``pivot_root``, as a container has it) of a PID and mount
+   namespace of its own: nothing mounted or running outlives it;
 3. the reference solutions handed in as ``/autograder/submission``, and ``run_autograder`` run
    under half a core and 768 MiB (a cgroup), timed, its peak memory taken from the cgroup and
-   from the process tree's resident sizes;
+   from the process tree's resident sizes (``--isolation user`` forces the sandbox's mode for
+   a container without user namespaces);
 4. ``results.json`` validated against ``grading/results.schema.json`` and its score checked to
    be the rubric's total; the figures written to ``evidence/gradescope-run.json``.
 
@@ -52,7 +54,7 @@ from lucyshop.lab.loader import ROOT
 SUITE = "bookworm"  # Debian 12: the suite whose mirror the kit's machines are set up with
 BUILD = ROOT / "build" / "stockimage"
 EVIDENCE = ROOT / "evidence" / "gradescope-run.json"
-ENTER = autograder.TEMPLATES / "chroot-enter.sh"
+ENTER = autograder.TEMPLATES / "enter-image.sh"
 TEMPLATES = (autograder.TEMPLATES / "setup.sh", autograder.TEMPLATES / "run_autograder")
 RESULTS_SCHEMA = ROOT / "grading" / "results.schema.json"
 SUBMISSION = (ROOT / "solutions" / "ch13_leases.py", ROOT / "solutions" / "exercises.py")
@@ -69,6 +71,7 @@ SETUP_SECONDS = 2400.0  # apt, pip and, with the model, a C++ build of llama-cpp
 SAMPLE_SECONDS = 0.2  # between looks at the process tree's resident size
 KILL_WAIT = 10.0
 SCHEMA = "gradescope-run/1"
+MODE_ENV = "LUCYSHOP_ISOLATION"  # lucyshop.lab.sandbox.jail's override of its own choice
 
 
 class ProofError(RuntimeError):
@@ -357,8 +360,9 @@ def in_image(
     binds: Sequence[tuple[Path, str]] = (),
     quota: Quota | None = None,
 ) -> Ran:
-    """Run ``command`` chrooted in ``root``, in a PID and mount namespace of its own, for at
-    most ``timeout`` seconds; its output goes to ``log`` and, line by line, to stdout."""
+    """Run ``command`` in the image ``root`` (its whole filesystem, in a PID and mount namespace
+    of its own: ``enter-image.sh``) for at most ``timeout`` seconds; its output goes to ``log``
+    and, line by line, to stdout."""
     argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"]
     argv += ["--", "bash", str(ENTER), str(root), *(f"{host}:{inside}" for host, inside in binds)]
     argv += ["--", *command]
@@ -465,10 +469,16 @@ def kit_commit() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD") or None, "changed_files": changed}
 
 
-def bwrap_works(root: Path, log: Path) -> bool:
-    """Whether bubblewrap, which setup.sh installs, can start a sandbox in the image."""
-    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "true"]
-    return in_image(root, command, timeout=60, log=log).exit_status == 0
+def isolation(root: Path, log: Path, forced: str | None = None) -> str:
+    """How the kit set up in the image isolates student code there (the sandbox's own choice,
+    or ``forced``: bubblewrap, an unprivileged user, or none), or why that could not be asked."""
+    python = "/autograder/source/kit/.venv/bin/python"
+    ask = "from lucyshop.lab.sandbox.jail import describe; print(describe())"
+    env = [f"{MODE_ENV}={forced}"] if forced else []
+    ran = in_image(root, [*env, python, "-c", ask], timeout=60, log=log)
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    answer = lines[-1] if lines else "no answer"
+    return answer if ran.exit_status == 0 else f"cannot tell ({ran.exit_status}): {answer}"
 
 
 @dataclass
@@ -483,7 +493,7 @@ class Found:
     timeout: float  # the zip's, Gradescope's autograder timeout: the run's wall limit
     setup: Ran
     pythons_after: list[str]
-    sandbox_starts: bool
+    isolation: str
     quota: Quota
     run: Ran | None  # None: setup.sh failed, so nothing was graded
     kernel: dict[str, Any]
@@ -493,8 +503,8 @@ class Found:
 def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
     """Everything the module docstring lists: (provenance, what was found)."""
     if os.geteuid() != 0:
-        raise ProofError("run as root: debootstrap, chroot and the cgroup need it")
-    for tool in ("debootstrap", "unshare", "chroot", "tar"):
+        raise ProofError("run as root: debootstrap, the namespaces and the cgroup need it")
+    for tool in ("debootstrap", "unshare", "pivot_root", "tar"):
         if shutil.which(tool) is None:
             raise ProofError(f"{tool} is not installed (apt-get install debootstrap util-linux)")
     if not args.zip.is_file():
@@ -524,15 +534,18 @@ def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
         binds=binds,
     )
     after = sorted(p.name for p in (root / "usr" / "bin").glob("python3*"))
-    sandbox = setup.exit_status == 0 and bwrap_works(root, args.build / "bwrap.log")
+    sandbox = ""
+    if setup.exit_status == 0:
+        sandbox = isolation(root, args.build / "isolation.log", args.isolation)
     quota = Quota.make(args.cpu, args.memory, f"lucyshop-autograder-{os.getpid()}")
     run, kernel = None, {}
     try:
         if setup.exit_status == 0:
             print(f"stockimage: run_autograder, confined by {quota.mechanism}", flush=True)
+            forced = [f"{MODE_ENV}={args.isolation}"] if args.isolation else []
             run = in_image(
                 root,
-                ["PYTHONUNBUFFERED=1", "/autograder/run_autograder"],
+                ["PYTHONUNBUFFERED=1", *forced, "/autograder/run_autograder"],
                 timeout=timeout,
                 log=args.build / "run.log",
                 quota=quota,
@@ -588,7 +601,7 @@ def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> 
             "mirror": found.mirror,
             "pythons_before_setup": found.pythons_before,
             "pythons_after_setup": found.pythons_after,
-            "bubblewrap_sandbox_starts": found.sandbox_starts,
+            "isolation": found.isolation,
             "caches_reused": found.caches_reused,
             "local_cas_copied_in": found.local_cas,
         },
@@ -638,6 +651,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="no tarball or caches kept")
     parser.add_argument("--keep", action="store_true", help="keep the root filesystem after")
     parser.add_argument("--setup-timeout", type=float, default=SETUP_SECONDS)
+    parser.add_argument(
+        "--isolation",
+        choices=("bwrap", "user", "none"),
+        help="force the sandbox's mode in run_autograder (default: the kit chooses, as on"
+        " Gradescope; user is what a container without user namespaces gets)",
+    )
     parser.add_argument("--cpu", type=float, default=0.5, help="cores (a CPU quota)")
     parser.add_argument("--memory", type=int, default=GRADESCOPE_MEMORY, help="bytes")
     args = parser.parse_args(argv)
