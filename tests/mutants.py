@@ -165,6 +165,35 @@ MUTANTS.append(
     )
 )
 
+# The holder check written inline, checking state, owner label and expiry but not the
+# generation: only the same owner label reclaiming at generation 2 can tell (issue 30).
+INLINE_CHECK_WITHOUT_GENERATION = (
+    "        row = db.execute(\n"
+    '            "SELECT w.state, w.worker_id, l.expires FROM work w"\n'
+    '            " JOIN assignment_leases l ON l.work_id = w.work_id WHERE w.work_id = ?",\n'
+    "            (held.work_id,),\n"
+    "        ).fetchone()\n"
+    '        if row is None or row["state"] != "running"'
+    ' or row["worker_id"].split("#")[0] != held.owner'
+    ' or row["expires"] <= _clock(now):\n'
+    '            raise PermissionError("not the holder")\n'
+)
+MUTANTS.append(
+    Mutant(
+        "observe_inline_check_without_generation",
+        "        assert_current(db, held, now)\n        cursor = db.execute(",
+        INLINE_CHECK_WITHOUT_GENERATION + "        cursor = db.execute(",
+    )
+)
+MUTANTS.append(
+    Mutant(
+        "finish_inline_check_without_generation",
+        "        assert_current(db, held, now)\n"
+        '        db.execute(\n            "INSERT INTO outcomes',
+        INLINE_CHECK_WITHOUT_GENERATION + '        db.execute(\n            "INSERT INTO outcomes',
+    )
+)
+
 # The claim before issue 16: it sorts every eligible item to take the oldest, so a claim slows
 # down as work piles up (the scaling test in tests/learner/test_claim.py must notice).
 MUTANTS.append(

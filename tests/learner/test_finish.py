@@ -57,6 +57,17 @@ def test_a_stale_generation_after_takeover_cannot_finish(impl, db, held):
     )
 
 
+def test_the_same_owner_reclaiming_does_not_revive_its_old_claim(impl, db, held):
+    """Only the generation tells till#1 from till#2: same label, same running work, a live
+    lease (till#2's). finish() must refuse till#1's completion."""
+    again = impl.claim(db, "till", ttl=30, now=T + 31)
+    assert (again.owner, again.generation) == ("till", 2), again
+    with refuses(PermissionError, "finish with till#1's claim after till#2 took the work"):
+        impl.finish(db, held, "DONE", {"stale": True}, now=T + 32)
+    assert outcomes(db) == [], "finish() accepted generation 1's completion after generation 2"
+    assert work(db, held.work_id)["state"] == "running", "the work stays with till#2"
+
+
 def test_an_expired_holder_cannot_finish(impl, db, held):
     before = snapshot(db)
     with refuses(PermissionError, "finish after the lease expired"):
