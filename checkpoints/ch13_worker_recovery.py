@@ -157,7 +157,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         ("completion", lambda: leases.finish(db, old, "DONE", {"by": "stale"}, now=t0 + ttl + 1)),
     ):
         refused[boundary] = refusal(write)
-    expect("generation-1 writes refused", refused_at(refused), ["completion", "transcript"])
+    expect_refused(refused, ("completion", "transcript"), "generation 2 took the work")
     expect(
         "second turn of the session waits",
         leases.claim(db, "rival", ttl=ttl, now=t0 + ttl + 2),
@@ -220,7 +220,7 @@ def case_live_stale(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
         stale = shop.release(child, ready)
-        expect("stale writes refused", refused_at(stale), ["completion", "supplier", "transcript"])
+        expect_refused(stale, WRITES, "the replacement took the work")
         facts |= shop.unchanged_after_stale(ready)
         return facts | {
             "child_pid": ready["pid"],
@@ -254,11 +254,7 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         signal_inside(child, signal.SIGCONT)
         run.event("paused", "holder continued", pid=child.pid)
         stale = shop.release(child, ready)
-        expect(
-            "stale writes refused while the replacement holds the work",
-            refused_at(stale),
-            ["completion", "supplier", "transcript"],
-        )
+        expect_refused(stale, WRITES, "the replacement took the work")
         expect(
             "supplier ledger after the stale send", len(ledger_orders(shop.supplier.database)), 0
         )
@@ -344,11 +340,7 @@ def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
             sent["amount_cents"],
         )
         stale = shop.release(child, ready)
-        expect(
-            "holder's writes refused after the cancel",
-            refused_at(stale),
-            ["completion", "supplier", "transcript"],
-        )
+        expect_refused(stale, WRITES, "the operator cancelled the work")
         settled = leases.reconcile(shop.db, shop.client)
         run.event("cancel", "reconciled", orders=[(r["operation"], r["after"]) for r in settled])
         expect(
@@ -526,6 +518,28 @@ class Shop:
 
 
 # ------------------------------------------------------------------ the worker child
+
+
+# Which chapter function fences each write a stale holder tries, and what that write is.
+WRITES = ("completion", "supplier", "transcript")
+FENCED_BY = {
+    "completion": ("finish()", "completion"),
+    "transcript": ("observe()", "transcript row"),
+    "supplier": ("Claim.worker_id (the supplier send's holder check)", "supplier send"),
+}
+
+
+def expect_refused(report: dict[str, str], writes: tuple[str, ...], after: str) -> None:
+    """Every stale write in ``writes`` was refused; else name the function that let one in,
+    and the rule it broke (what the function tests may have missed)."""
+    accepted = [w for w in writes if w not in refused_at(report)]
+    if accepted:
+        function, what = FENCED_BY[accepted[0]]
+        raise CheckFailed(
+            f"{function} accepted generation 1's {what} after {after}",
+            "PermissionError",
+            report[accepted[0]],
+        )
 
 
 def refused_at(report: dict[str, str]) -> list[str]:
