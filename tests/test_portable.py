@@ -13,6 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KIT_DIRS = ("src", "checkpoints", "tests", "learner", "solutions")
 PROC = re.compile(r"""/proc\b|["']proc["']""")
+# The one exception: bubblewrap's argument that mounts a sandbox's own /proc (Linux only, where
+# bubblewrap is; it reads nothing), named once, in lucyshop/lab/sandbox/jail.py.
+MOUNT = re.compile(r"""^PROC_MOUNT = \("--proc", "/proc"\)  # """)
 
 # Run in a child, since an audit hook cannot be removed. Any open, listdir or scandir of a path
 # under /proc raises PermissionError when the nearest caller outside the standard library is the
@@ -117,12 +120,17 @@ def test_the_process_checks_pass_with_proc_unreadable_to_the_kit(tmp_path):
     assert "::test_scan - PermissionError: the kit itself read /proc" in out, out[-2000:]
 
 
+HOSTILE = ROOT / "tests" / "judge" / "hostile"
+
+
 def kit_files() -> list[Path]:
     return [
         path
         for directory in KIT_DIRS
         for path in sorted((ROOT / directory).rglob("*.py"))
-        if ".venv" not in path.parts and path != Path(__file__).resolve()
+        if ".venv" not in path.parts
+        and path != Path(__file__).resolve()
+        and not path.is_relative_to(HOSTILE)  # a hostile student's files, not the kit's
     ]
 
 
@@ -130,7 +138,9 @@ def readers_of_proc() -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for path in kit_files():
         lines = path.read_text(encoding="utf-8").splitlines()
-        hits = [n for n, line in enumerate(lines, 1) if PROC.search(line)]
+        hits = [
+            n for n, line in enumerate(lines, 1) if PROC.search(line) and not MOUNT.match(line)
+        ]
         if hits:
             found[path.relative_to(ROOT).as_posix()] = hits
     return found

@@ -43,6 +43,7 @@ MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox
 STUDENT_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 NOBODY = 65534
+PROC_MOUNT = ("--proc", "/proc")  # bubblewrap mounts the sandbox's own, Linux only; read by none
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
 # open descriptors, core dumps.
@@ -85,7 +86,7 @@ def _bwrap_works() -> bool:
     binary = shutil.which("bwrap")
     if binary is None:
         return False
-    probe = [binary, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "true"]
+    probe = [binary, *_namespaces(), "--ro-bind", "/", "/", *PROC_MOUNT, "true"]
     try:
         return subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -143,7 +144,7 @@ class Jail:
             return ["setpriv", *ids, "--no-new-privs", "--", *command]
         if self.mode != "bwrap":
             return command
-        binds = ["--tmpfs", "/", "--proc", "/proc", "--dev", "/dev"]
+        binds = ["--tmpfs", "/", *PROC_MOUNT, "--dev", "/dev"]
         binds += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         for path in _system_paths():
             binds += ["--ro-bind", str(path), str(path)]
