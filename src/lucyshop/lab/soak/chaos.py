@@ -7,6 +7,7 @@ the workers where they stand and lets ``recover_once`` and ``reconcile`` finish 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -208,6 +209,8 @@ class Soak:
         if not eligible:
             self.counts.skipped += 1
             return
+        if action == "pause":  # a worker in mid-turn first: its resumed writes are stale ones
+            eligible = sorted(eligible, key=lambda s: not self.holding(s))
         slot = eligible[0]
         if action == "kill":
             slot.killed = True
@@ -217,6 +220,29 @@ class Soak:
             slot.proc.send_signal(signal.SIGSTOP)
             slot.paused_until = now + self.config.lease + extra
             self.counts.pauses += 1
+
+    def holding(self, slot: Slot) -> bool:
+        """Whether the slot's worker has claimed work it has not yet tried to finish (read from
+        its own log), so that pausing it past its lease makes a stale writer for sure."""
+        claimed = None
+        try:
+            lines = (self.logs / f"w{slot.index}.{slot.starts - 1}.jsonl").read_text().splitlines()
+        except OSError:
+            return False
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if event.get("e") == "claim":
+                claimed = event.get("work_id")
+            elif (
+                event.get("e") == "write"
+                and event.get("b") == "completion"
+                and (event.get("work_id") == claimed)
+            ):
+                claimed = None
+        return claimed is not None
 
     # -- the queue
 
