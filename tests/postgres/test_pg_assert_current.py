@@ -72,16 +72,19 @@ def test_a_worker_clock_behind_does_not_keep_an_expired_lease(pg_file, dsn, conn
     assert seen.get("error", "").startswith("PermissionError"), seen
 
 
+TTL = 2.0
+
+
 def test_no_takeover_between_the_check_and_the_write(pg, dsn, conn, add_work):
     """The lease runs out while the guarded transaction is open: a claim must not take the
     work until that transaction ends, or the write would land after a takeover."""
     work_id = add_work()
-    short = pg.claim(conn, "till", ttl=0.5)
+    short = pg.claim(conn, "till", ttl=TTL)  # long enough to be checked on a loaded machine
     with pg_shop.connect(dsn) as rival:
         rival.execute("SET lock_timeout = '3s'")  # a claim that waits for the lock fails here
         with conn.transaction():
             pg.assert_current(conn, short)
-            time.sleep(0.8)  # the lease expires by the server's clock inside the transaction
+            time.sleep(TTL + 0.3)  # the lease expires by the server's clock inside it
             during = pg.claim(rival, "rival", ttl=30)
         after = pg.claim(rival, "rival", ttl=30)
     assert during is None, f"a claim took work {work_id} while its holder's check was open"

@@ -164,16 +164,18 @@ def test_another_process_is_blocked_while_immediate_is_held_and_writes_after(db,
     assert notes(db) == ["parent", "child"]
 
 
-def hold_lock(path, seconds: float, held: threading.Event) -> threading.Thread:
+def hold_lock(
+    path, seconds: float, held: threading.Event, release: threading.Event | None = None
+) -> threading.Thread:
     """Another connection takes the write lock, signals ``held``, and releases it after
-    ``seconds``."""
+    ``seconds``, or as soon as ``release`` is set."""
 
     def run() -> None:
         other = connect(path)
         try:
             other.execute("BEGIN IMMEDIATE")
             held.set()
-            threading.Event().wait(seconds)  # not time.sleep, which a test below records
+            (release or threading.Event()).wait(seconds)  # not time.sleep: a test records it
             other.execute("ROLLBACK")
         finally:
             other.close()
@@ -218,6 +220,9 @@ def test_the_wait_ends_at_the_busy_timeout_with_a_clear_error_and_writes_nothing
     patient.close()
 
 
+TRIES = 20
+
+
 def test_a_waiting_writer_retries_at_the_same_short_pace_however_long_it_has_waited(
     db, tmp_path, monkeypatch
 ):
@@ -225,18 +230,21 @@ def test_a_waiting_writer_retries_at_the_same_short_pace_however_long_it_has_wai
     to newcomers. Here no sleep grows with the wait."""
     sleeps: list[float] = []
     real_sleep = time.sleep
+    enough = threading.Event()  # the lock is held until the waiter has tried TRIES times
 
     def recorded(seconds: float) -> None:
         sleeps.append(seconds)
+        if len(sleeps) >= TRIES:
+            enough.set()
         real_sleep(seconds)
 
     monkeypatch.setattr(store.time, "sleep", recorded)
     held = threading.Event()
-    holder = hold_lock(tmp_path / "store.db", 0.4, held)
+    holder = hold_lock(tmp_path / "store.db", 4.0, held, release=enough)
     with immediate(db):
         pass
     holder.join(10)
-    assert len(sleeps) >= 20, f"a 0.4 s wait should take many short tries, took {len(sleeps)}"
+    assert enough.is_set(), f"the lock was released before {TRIES} tries: {len(sleeps)}"
     assert max(sleeps) <= 1.5 * RETRY_S, f"a retry slept {max(sleeps) * 1000:.1f} ms"
     late = sleeps[len(sleeps) // 2 :]
     assert sum(late) / len(late) <= RETRY_S * 1.5, "later tries wait no longer than early ones"
