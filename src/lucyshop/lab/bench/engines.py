@@ -13,20 +13,12 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
-from typing import Protocol
 
 from lucyshop.lab.loader import load_impl
 from lucyshop.store import BUSY_TIMEOUT_MS, immediate
 
 SYNCS = ("FULL", "NORMAL")
 BUSY_S = BUSY_TIMEOUT_MS / 1000  # every engine waits as long for a lock
-
-
-class Cycler(Protocol):
-    def cycle(self) -> tuple[int, float] | None:
-        """Take one item and complete it: (the item's number, seconds the take took), or None."""
-
-    def close(self) -> None: ...
 
 
 class Kit:
@@ -109,8 +101,6 @@ class LiteQueuePeer:
 
 class PersistQueuePeer:
     """persist-queue's ``SQLiteAckQueue``: ``get`` then ``ack``, one connection per process."""
-
-    DB_FILE = "data.db"
 
     def __init__(self) -> None:
         import persistqueue  # the bench extra
