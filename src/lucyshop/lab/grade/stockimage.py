@@ -457,16 +457,18 @@ def check_results(path: Path, total: float) -> dict[str, Any]:
 
 
 def kit_commit() -> dict[str, Any]:
-    """The commit the zip was built from, and whether the tree had changes beyond it."""
+    """The kit's commit (``make autograder-proof`` builds the zip from the same tree) and the
+    files changed beyond it."""
 
     def git(*args: str) -> str:
         done = subprocess.run(
             ["git", "-C", str(ROOT), *args], check=False, capture_output=True, text=True, timeout=30
         )
-        return done.stdout.strip() if done.returncode == 0 else ""
+        return done.stdout if done.returncode == 0 else ""
 
-    changed = [line[3:] for line in git("status", "--porcelain").splitlines()]
-    return {"commit": git("rev-parse", "HEAD") or None, "changed_files": changed}
+    # Porcelain lines are "XY path": the status's first column may be a space, kept.
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line]
+    return {"commit": git("rev-parse", "HEAD").strip() or None, "changed_files": changed}
 
 
 def isolation(root: Path, log: Path, forced: str | None = None) -> str:
@@ -624,6 +626,7 @@ def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> 
             "limit_hits": kernel.get("limit_hits"),
             "oom_kills": kernel.get("oom_kills"),
             "quota": found.quota.describe(),
+            "isolation_forced": args.isolation,
         },
         "limits": {
             "wall_seconds": found.timeout,
