@@ -138,9 +138,7 @@ def readers_of_proc() -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for path in kit_files():
         lines = path.read_text(encoding="utf-8").splitlines()
-        hits = [
-            n for n, line in enumerate(lines, 1) if PROC.search(line) and not MOUNT.match(line)
-        ]
+        hits = [n for n, line in enumerate(lines, 1) if PROC.search(line) and not MOUNT.match(line)]
         if hits:
             found[path.relative_to(ROOT).as_posix()] = hits
     return found
