@@ -68,15 +68,20 @@ def _settings(tmp: Path) -> Path:
 
 
 @contextmanager
-def jupyterlab(root: Path, tmp: Path) -> Iterator[str]:
-    """A JupyterLab server on ``root``; yields its URL."""
+def jupyterlab(root: Path, tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A JupyterLab server on ``root`` (its kernels get ``env`` too); yields its URL. The app
+    is exposed to the page as ``window.jupyterapp``, so a test can run its commands."""
     port = _free_port()
-    env = os.environ | {
-        "JUPYTERLAB_SETTINGS_DIR": str(_settings(tmp)),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
-        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
-    }
+    env = (
+        os.environ
+        | (env or {})
+        | {
+            "JUPYTERLAB_SETTINGS_DIR": str(_settings(tmp)),
+            "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+            "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+        }
+    )
     argv = [
         sys.executable,
         "-m",
@@ -88,6 +93,7 @@ def jupyterlab(root: Path, tmp: Path) -> Iterator[str]:
         f"--IdentityProvider.token={TOKEN}",
         f"--ServerApp.root_dir={root}",
         "--LabApp.news_url=",
+        "--LabApp.expose_app_in_browser=True",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     log_path = tmp / "jupyterlab.log"
@@ -183,3 +189,66 @@ def seen(driver: object, url: str, notebook: str, want: dict, timeout: float) ->
         if (done and counts["images"] >= want["images"]) or time.monotonic() > deadline:
             return counts
         time.sleep(POLL)
+
+
+# JupyterLab's own Run All on the notebook in view, from cleared outputs: the kernel is
+# waited for, then every output and execution count is cleared, then the cells are run.
+RUN_ALL = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+const panel = app && app.shell.currentWidget;
+if (!panel || !panel.sessionContext) { done('no notebook in view'); return; }
+panel.sessionContext.ready
+  .then(() => app.commands.execute('notebook:clear-all-cell-outputs'))
+  .then(() => { app.commands.execute('notebook:run-all-cells'); done('started'); })
+  .catch(error => done('error: ' + error));
+"""
+
+# What the run left: code cells not executed, error outputs (name: value), the kernel's status.
+RAN = """
+const panel = window.jupyterapp.shell.currentWidget;
+const cells = panel.content.model.cells;
+let unexecuted = 0; const errors = [];
+for (let i = 0; i < cells.length; i++) {
+  const cell = cells.get(i);
+  if (cell.type !== 'code') { continue; }
+  if (cell.executionCount === null) { unexecuted += 1; }
+  for (let j = 0; j < cell.outputs.length; j++) {
+    const output = cell.outputs.get(j).toJSON();
+    if (output.output_type === 'error') { errors.push(output.ename + ': ' + output.evalue); }
+  }
+}
+const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+return {unexecuted: unexecuted, errors: errors, status: kernel ? kernel.status : 'none'};
+"""
+
+SAVE = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.commands.execute('docmanager:save').then(() => done('saved'), e => done('' + e));
+"""
+
+
+def run_all(driver: object, timeout: float, settle: float = 15.0) -> dict:
+    """Run All on the notebook in view; wait until every code cell has run, or the kernel has
+    sat idle for ``settle`` seconds with cells left (Run All stopped), or the deadline. What
+    the run left (``RAN``), and then the page's counts (``SEEN``); the copy is saved, so that
+    leaving the page asks nothing."""
+    driver.set_script_timeout(60)
+    started = driver.execute_async_script(RUN_ALL)
+    if started != "started":
+        raise RuntimeError(f"Run All did not start: {started}")
+    deadline = time.monotonic() + timeout
+    idle_since = None
+    while True:
+        time.sleep(POLL * 5)
+        ran = driver.execute_script(RAN)
+        if ran["unexecuted"] == 0 and ran["status"] == "idle":
+            break
+        idle = ran["status"] == "idle"
+        idle_since = (idle_since or time.monotonic()) if idle else None
+        if (idle_since and time.monotonic() - idle_since > settle) or time.monotonic() > deadline:
+            break
+    time.sleep(POLL * 10)  # the last outputs render
+    counts = driver.execute_script(SEEN)
+    driver.execute_async_script(SAVE)
+    return {**ran, **{k: counts[k] for k in ("cells", "diagrams", "svg", "images")}}

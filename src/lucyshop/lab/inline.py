@@ -5,15 +5,19 @@ runs that function's learner tests on the loaded file, with the reference blocke
 answers PASSING, FAILING (every failing test, one line each) or NOT STARTED, with the command
 that reruns it. It builds on ``lucyshop.lab.report.verdict``, the row ``make check`` prints.
 
-``guard()`` keeps a notebook readable under partial work: a stub's ``NotStarted``, and any
-``NameError`` or missing step that follows it, is shown as one line saying what to finish
-first, instead of a traceback cascade.
+``guard()`` keeps a notebook running under partial work: a stub's ``NotStarted``, and any
+``NameError`` or missing step that follows it, prints one line saying what to finish first
+and the cell ends without an error, so JupyterLab's Run All goes on to the end. It also loads
+a learner file again, before a cell, when the file changed on disk since it was loaded.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -71,57 +75,179 @@ def checker(leases: ModuleType) -> Checker:
 
 
 # ---------------------------------------------------------------- partial work
+#
+# JupyterLab's Run All stops at the first cell whose reply is an error, and a custom exception
+# handler still makes the reply an error. So ``guard()`` wraps every later cell in a ``try``
+# (an AST transformer): a stub's ``NotStarted``, a ``StepMissing``, and a ``NameError`` that
+# follows an earlier stop are printed as one line and the cell ends normally; anything else
+# is raised as usual. And before each cell, a learner file that changed on disk is loaded
+# again, so a demo never runs the version of a function from before the last edit.
 
-_first_stub: list[NotStarted] = []
+_first_stub: list[BaseException] = []
+_SHOWN = "_lucyshop_shown_"  # the value of the cell's last expression, displayed after the try
+_STOPPED = "_lucyshop_stopped_"  # prints the one line; False: not a stop, raise it
 
 
 def _one_line(error: BaseException) -> str:
+    if isinstance(error, NotStarted | StepMissing) and not _first_stub:
+        _first_stub.append(error)
     if isinstance(error, NotStarted):
-        if not _first_stub:
-            _first_stub.append(error)
-        return f"NotStarted: {error}"
+        return _without_root(str(error))
     if isinstance(error, NameError) and _first_stub:
-        stub = _first_stub[0]
-        return (
-            f"{type(error).__name__}: {error}: an earlier cell stopped at {stub.function}();"
-            f" finish it first (notebook {stub.section}), then rerun from the top"
+        first = _first_stub[0]
+        if isinstance(first, NotStarted):
+            where = f"{first.function}() (notebook {first.section})"
+        else:
+            where = str(first)
+        return _without_root(
+            f"skipped ({error}): an earlier cell stopped at {where}; finish it first,"
+            " then rerun from that cell"
         )
-    return f"{type(error).__name__}: {error}"
+    return _without_root(f"{type(error).__name__}: {error}")
 
 
-def _handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None):
-    if isinstance(value, NameError) and not _first_stub:
-        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    else:
-        stb = [_one_line(value)]
-    if _SHOWS_ITSELF:
-        shell._showtraceback(etype, value, stb)
-        return []
-    return stb
+def _without_root(text: str) -> str:
+    from lucyshop.lab.loader import ROOT
+
+    return text.replace(str(ROOT) + "/", "")
 
 
-def _handler_shows_itself() -> bool:
-    """IPython 9 leaves showing a custom handler's traceback to the handler; 8 shows it."""
-    try:
-        import IPython
-    except ImportError:
+def stopped(error: BaseException) -> bool:
+    """Print one line for a stop (a stub, a missing step, what cascades from them) and say
+    True; False for any other error, which the cell then raises as usual."""
+    cascade = isinstance(error, NameError) and _first_stub
+    if not (isinstance(error, NotStarted | StepMissing) or cascade):
         return False
-    return IPython.version_info[0] >= 9
+    print(_one_line(error))
+    return True
 
 
-_SHOWS_ITSELF = _handler_shows_itself()
+class _Guarded(ast.NodeTransformer):
+    """``try: <cell> except BaseException as e: if not stopped(e): raise``, the cell's last
+    expression kept as the cell's displayed value."""
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        body = list(node.body)
+        if not body or _is_guarded(body):
+            return node
+        if isinstance(body[-1], ast.Expr):
+            last = body.pop()
+            keep = ast.Assign(targets=[ast.Name(_SHOWN, ast.Store())], value=last.value)
+            body.append(ast.copy_location(keep, last))
+        else:
+            body.append(_parse(f"{_SHOWN} = None"))
+        wrapper = _parse(
+            f"try:\n    pass\nexcept BaseException as _lucyshop_error_:\n"
+            f"    if not {_STOPPED}(_lucyshop_error_):\n        raise\n    {_SHOWN} = None"
+        )
+        wrapper.body = body
+        shown = ast.Expr(ast.Name(_SHOWN, ast.Load()))
+        node.body = [wrapper, shown]
+        return ast.fix_missing_locations(node)
 
 
-def guard() -> None:
-    """Show a stub, and what cascades from it, as one line (inside IPython; else nothing)."""
+def _parse(source: str) -> ast.stmt:
+    return ast.parse(source).body[0]
+
+
+def _is_guarded(body: list[ast.stmt]) -> bool:
+    return isinstance(body[0], ast.Try) and any(
+        isinstance(h.name, str) and h.name == "_lucyshop_error_" for h in body[0].handlers
+    )
+
+
+# The learner files a notebook runs, by the name it holds them under, each with the function
+# that loads it from a path; and the digest of the file each module was loaded from.
+_watched: dict[str, Callable[[Path], ModuleType]] = {}
+_loaded: dict[int, tuple[Path, str]] = {}
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _remember(module: ModuleType) -> None:
+    path = Path(module.__file__).resolve()
+    _loaded.setdefault(id(module), (path, _digest(path)))
+
+
+def reload_changed(namespace: dict[str, Any]) -> None:
+    """Load again each watched learner file that changed on disk since its module was loaded,
+    saying so in one line; a file that no longer loads keeps the module loaded before."""
+    for name, load in _watched.items():
+        module = namespace.get(name)
+        if not isinstance(module, ModuleType) or not getattr(module, "__file__", None):
+            continue
+        _remember(module)
+        path, digest = _loaded[id(module)]
+        now = _digest(path)
+        if now is None or now == digest:
+            continue
+        shown = _without_root(str(path))
+        try:
+            fresh = load(path)
+        except Exception as error:  # noqa: BLE001 a syntax error, an import that fails: say so, go on
+            _loaded[id(module)] = (path, now)
+            print(
+                f"{shown} changed but does not load ({type(error).__name__}: {error});"
+                " the cells go on with the version loaded before"
+            )
+            continue
+        _loaded[id(fresh)] = (path, now)
+        namespace[name] = fresh
+        print(f"reloaded {shown}: it changed on disk")
+
+
+def _before_cell(info: Any = None) -> None:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        reload_changed(shell.user_ns)
+
+
+def _after_cell(result: Any = None) -> None:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    for name in _watched:  # a module loaded in this cell: its file as it was loaded
+        module = shell.user_ns.get(name)
+        if isinstance(module, ModuleType) and getattr(module, "__file__", None):
+            _remember(module)
+
+
+def guard(**files: Callable[[Path], ModuleType]) -> None:
+    """Keep Run All going under partial work, and run the learner files as they are on disk.
+
+    Every later cell is wrapped so that a stub, and what cascades from it, prints one line
+    and the run goes on. ``files`` names the variables that hold learner modules, each with the
+    function that loads it from a path (default: ``leases``, loaded by ``load_impl``); before
+    each cell, one whose file changed on disk is loaded again. Outside IPython: nothing.
+    """
     try:
         from IPython import get_ipython
     except ImportError:
         return
     shell = get_ipython()
-    if shell is not None:
-        _first_stub.clear()
-        shell.set_custom_exc((NotStarted, NameError), _handler)
+    if shell is None:
+        return
+    from lucyshop.lab.loader import load_impl
+
+    _first_stub.clear()
+    _watched.clear()
+    _watched.update(files or {"leases": load_impl})
+    _after_cell()
+    shell.user_ns[_STOPPED] = stopped
+    if not any(isinstance(t, _Guarded) for t in shell.ast_transformers):
+        shell.ast_transformers.append(_Guarded())
+    for event, callback in (("pre_run_cell", _before_cell), ("post_run_cell", _after_cell)):
+        if callback not in shell.events.callbacks[event]:
+            shell.events.register(event, callback)
 
 
 def needs(value: Any, what: str, finish: str) -> Any:

@@ -208,7 +208,8 @@ def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
     if found.get("result") != "pass":
         why = found.get("error") or found.get("check") or found.get("result")
         raise StepMissing(
-            f"the checkpoint's {name!r} case failed ({why}): make check shows what to fix"
+            f"the checkpoint's {name!r} case failed ({why}): finish it first"
+            " (make check shows what fails), then rerun the checkpoint cell"
         )
     return found
 
@@ -239,7 +240,10 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
     if not path.is_file():
         from lucyshop.lab.inline import StepMissing
 
-        raise StepMissing(f"no shop at {path.name}: the checkpoint case that keeps it did not pass")
+        raise StepMissing(
+            f"no shop at {path.name}: the checkpoint case that keeps it did not pass;"
+            " finish it first (make check shows what fails), then rerun the checkpoint cell"
+        )
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status.main([str(path), "--impl", impl])
@@ -259,3 +263,85 @@ def receipt_check(mine: Path, kit: Path, leases: Any) -> None:
     print(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
     print("the kit's receipt, for comparison only (it is not yours):")
     print("\n".join(headline(json.loads(kit.read_text()))))
+
+
+# ------------------------------------------------ evidence that needs no learner code
+
+# The reference's checkpoint run, recorded by ``python -m lucyshop.lab.notebooks``: the diagrams
+# of 13b show it until the learner's own run passes the case they draw.
+REFERENCE_CHECKPOINT = STORED / "checkpoint_reference.json"
+
+
+def outlive_steps(turns: Sequence[float], grid: Sequence[float]) -> list[tuple[float, float]]:
+    """The kit's count, for the evidence plot: the share of ``turns`` longer than each lease."""
+    return [(lease, sum(turn > lease for turn in turns) / len(turns)) for lease in grid]
+
+
+def compare(yours: Any, receipt: Any) -> str:
+    """ "matches the receipt" when every number agrees to 1e-9, else both, side by side."""
+
+    def flat(value: Any) -> list[float]:
+        if isinstance(value, Mapping):
+            return [x for key in sorted(value) for x in flat(value[key])]
+        if isinstance(value, list | tuple):
+            return [x for item in value for x in flat(item)]
+        return [float(value)]
+
+    try:
+        mine, theirs = flat(yours), flat(receipt)
+    except (TypeError, ValueError):
+        return f"differs from the receipt: yours {yours!r}"
+    same = len(mine) == len(theirs) and all(
+        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(mine, theirs, strict=False)
+    )
+    return "matches the receipt" if same else f"differs from the receipt: yours {yours!r}"
+
+
+def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """Your checkpoint's evidence when its ``name`` case passed; else the reference's recorded
+    run, saying so in one line, so that the diagram is drawn either way."""
+    found = (evidence or {}).get("cases", {}).get(name) or {}
+    if found.get("result") == "pass":
+        print(f"your checkpoint run, case {name!r}")
+        return evidence
+    why = found.get("result") or "no evidence"
+    if why == "not started":
+        why = f"stopped at {found.get('function')}(), not started"
+    print(
+        f"the reference's recorded run, case {name!r} (yours: {why}; it is drawn from your run"
+        " once the case passes)"
+    )
+    return json.loads(REFERENCE_CHECKPOINT.read_text())
+
+
+def record_reference_checkpoint(evidence: Path) -> None:
+    """Keep what the diagrams need of a reference checkpoint run: its timeline and verdicts."""
+    run = json.loads(evidence.read_text())
+    kept = {
+        "impl": "solutions/ch13_leases.py",
+        "cases": {name: {"result": case["result"]} for name, case in run["cases"].items()},
+        "timeline": [
+            {k: v for k, v in event.items() if k not in ("pid", "supplier_pid")}
+            for event in run["timeline"]
+        ],
+    }
+    REFERENCE_CHECKPOINT.parent.mkdir(parents=True, exist_ok=True)
+    REFERENCE_CHECKPOINT.write_text(json.dumps(kept, indent=1) + "\n")
+
+
+def postgres_or_stop(stack: Any) -> Any:
+    """13d's preflight: a PostgreSQL server entered on ``stack``, or one line saying why there
+    is none here and what installs it (the cells after it then print one line each)."""
+    from lucyshop.lab.inline import StepMissing
+    from lucyshop.lab.postgres import missing, postgres_server
+
+    reason = missing()
+    if reason is None:
+        try:
+            return stack.enter_context(postgres_server())
+        except Exception as error:  # noqa: BLE001 any failure to start or reach it: one line
+            reason = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
+    raise StepMissing(
+        f"PostgreSQL is not available here ({reason}); `make lab` installs the pg extra,"
+        " or set $LUCYSHOP_PG_DSN to a server you may use"
+    )
