@@ -110,7 +110,7 @@ test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/
 	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json --bench evidence/bench.json \
 	  --log test-time.log -- $(PARALLEL) $(ONCE)
 
-lab: $(VENV)/.dev ## open JupyterLab on the notebooks
+lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreSQL for 13d)
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json

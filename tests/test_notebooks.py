@@ -431,3 +431,21 @@ def test_a_function_edited_between_two_cells_is_used_as_it_is_on_disk(tmp_path, 
         "your percentile(): matches the receipt",
     ], after
     assert outputs_text(verdict).strip().startswith("percentile: PASSING"), outputs_text(verdict)
+
+
+def test_make_lab_installs_the_pg_extra_13d_needs():
+    """`make lab` on a fresh clone sets up the pg extra before JupyterLab opens (13d runs a real
+    PostgreSQL server); make -n -B prints every recipe it would run, starting nothing."""
+    done = subprocess.run(
+        ["make", "-n", "-B", "lab"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    pg = next(i for i, line in enumerate(lines) if "'.[dev,pg]'" in line)
+    lab = next(i for i, line in enumerate(lines) if "-m jupyterlab" in line)
+    assert pg < lab
