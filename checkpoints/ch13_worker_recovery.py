@@ -736,6 +736,7 @@ def run_cases(run: Run, args: argparse.Namespace, root: Path, workdir: Path) -> 
             run.impl, scratch=[directory], workdir=workdir / f"case{number}", shown=str(args.impl)
         )
         with box:
+            box.share(directory)
             try:
                 leases = box.load(seconds=CASE_SECONDS)
             except ReferenceBlocked as blocked:

@@ -22,6 +22,8 @@ def budget(request: pytest.FixtureRequest) -> float:
 def sandbox_for(request: pytest.FixtureRequest) -> Sandbox:
     """The session's sandbox, told which functions already hung (``make check``'s plugin)."""
     box = request.getfixturevalue("sandbox")
+    if "tmp_path" in request.fixturenames:  # the test's own directory is the sandbox's too
+        box.share(request.getfixturevalue("tmp_path"))
     outcomes = request.config.pluginmanager.get_plugin("lucyshop-outcomes")
     if outcomes is not None:  # a function that hung fails at once from now on
         box.hung = outcomes.hung

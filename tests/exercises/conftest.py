@@ -113,6 +113,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     name = request.module.EXERCISE
     stop_if_stub(request, chapter_file.parent / EXERCISES, name)
     directory = tmp_path_factory.mktemp(name)
+    sandbox_for(request).share(directory)
     default = request.config.getoption("--deadline", default=None)  # make check's
     default = float(default or request.config.getini("timeout") or DEFAULT_BUDGET)
     answer = getattr(load_exercises(request, deadline_of(request.node.nodeid, default)), name)

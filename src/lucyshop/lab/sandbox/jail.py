@@ -27,6 +27,7 @@ import contextlib
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -131,7 +132,7 @@ class Jail:
 
     def inside(self, path: Path) -> Path:
         """Where a staged student file is seen from inside the sandbox."""
-        if self.mode == "none":
+        if self.mode != "bwrap":
             return path
         return IMPL_DIR / path.relative_to(self.staged)
 
@@ -203,6 +204,21 @@ def _system_paths() -> list[Path]:
         if path.exists() and path not in found:
             found.append(path)
     return found
+
+
+def share(path: Path, mode: str, *, writable: bool = True) -> None:
+    """In ``user`` mode, hand ``path`` (a directory) to the unprivileged user (or, not
+    ``writable``, only let it read it) and open the way to it: every directory above gets the
+    others' search bit, never their read bit, so nothing can be listed. Other modes share by
+    binding or not at all."""
+    if mode != "user":
+        return
+    if writable:
+        os.chown(path, NOBODY, NOBODY)
+    for above in path.resolve().parents:
+        mode_bits = above.stat().st_mode
+        if not mode_bits & stat.S_IXOTH:
+            above.chmod(stat.S_IMODE(mode_bits) | stat.S_IXOTH)
 
 
 def package_root() -> Path:

@@ -194,6 +194,9 @@ class Sandbox:
             workdir / "staged", self.scratch + (workdir / "run",), mode or jail.isolation()
         )
         (workdir / "run").mkdir(exist_ok=True)
+        jail.share(workdir / "staged", self.jail.mode, writable=False)
+        for path in (workdir / "run", *self.scratch):
+            self.share(path)
         self.log = workdir / "run" / "worker.log"
         self.proc = None
         self.channel: socket.socket | None = None
@@ -204,6 +207,12 @@ class Sandbox:
         self._mirrors: dict[tuple, type] = {}
         self.codec = wire.Codec(self._handle_of, self._object_of, self._data_of)
         self.values_only = wire.Codec(_no_handle, self._object_of, self._data_of)
+
+    def share(self, path: Path) -> None:
+        """Let the sandbox use ``path``, a directory the trusted side made: in ``user`` mode the
+        unprivileged user must own it and reach it (every directory above gets o+x, never
+        o+r); bubblewrap's mount namespace needs nothing."""
+        jail.share(Path(path), self.jail.mode)
 
     # ------------------------------------------------------------ the process
 
