@@ -7,7 +7,10 @@ server but not one clock: every time here is the server's (``clock_timestamp()``
 
 Check your work (a real PostgreSQL server is started for the tests and stopped after):
 
-    .venv/bin/python -m pytest tests/postgres --impl learner
+    .venv/bin/python -m pytest tests/postgres/test_pg_{claim,assert_current,observe,finish}.py \
+        --impl learner
+
+(the other files under ``tests/postgres`` test the kit itself, not your file).
 
 Given, in ``lucyshop.lab.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
 ``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.

@@ -18,7 +18,9 @@ measuring is given: you write the ideas (``renew`` and ``keep_renewing``, the re
 ``records_message``), and ``lucyshop.lab.exercise_runs`` measures them with the Part A
 experiment's workers and phases, writing a receipt that ``lucyshop.lab.exercise_receipts``
 recomputes. The checks run them in ``quick`` form. Run one answer on its own with
-``python learner/exercises.py N`` (``--quick`` for 5 and 6).
+``.venv/bin/python learner/exercises.py N`` (``--quick`` for 5 and 6): a receipt goes to
+``learner/runs/`` (the run prints where; ``--out FILE`` names another place), never into the
+kit's ``evidence/``, and ``.venv/bin/python learner/exercises.py check FILE`` recomputes it.
 
 Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the file
 ``$LEASES_IMPL`` names), never ``import solutions``: the checks run with the reference

@@ -1,10 +1,14 @@
 """The command line of an exercises file (``learner/exercises.py`` or ``solutions/exercises.py``).
 
-    python learner/exercises.py 1|2|3|4 [--dir DIR]        # one answer, what it returned
-    python learner/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer and its receipt
-    python learner/exercises.py check FILE                  # recompute a receipt's figures
+    .venv/bin/python learner/exercises.py 1|2|3|4 [--dir DIR]        # one answer, what it returned
+    .venv/bin/python learner/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer, a receipt
+    .venv/bin/python learner/exercises.py check FILE                  # recompute a receipt
 
 Both files end with ``sys.exit(main(__file__))``; this module finds their answers by name.
+A measured answer's receipt goes to ``runs/`` beside the exercises file
+(``learner/runs/ch13-exercise5-renewal-receipt.json``), and the run prints where: a learner's
+run never writes the kit's ``evidence/``, which ``make check`` compares against. Only the
+reference (``solutions/exercises.py``) writes the kit's receipts there.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from lucyshop.lab import exercise_receipts
 from lucyshop.lab.experiment.renewer import load_answers
+from lucyshop.lab.loader import ROOT
 from lucyshop.lab.processes import end_children_on_sigterm
 from lucyshop.lab.stubs import NotStarted
 
@@ -37,6 +42,24 @@ RECEIPTS = {
 }
 
 
+def receipt_path(path: str | Path, exercise: str, out: Path | None) -> Path:
+    """Where a measured answer's receipt goes: ``out``, else ``runs/`` beside the exercises
+    file; the kit's ``evidence/`` only for the reference's own file. A learner's ``out`` inside
+    ``evidence/`` is refused (ValueError)."""
+    answers = Path(path).resolve()
+    reference = answers == (ROOT / "solutions" / "exercises.py").resolve()
+    if out is None:
+        name = Path(RECEIPTS[exercise]).name
+        return ROOT / RECEIPTS[exercise] if reference else answers.parent / "runs" / name
+    evidence = (ROOT / "evidence").resolve()
+    if not reference and out.resolve().is_relative_to(evidence):
+        raise ValueError(
+            f"--out {out}: evidence/ holds the kit's receipts, which make check compares"
+            " against; write yours elsewhere (the default is runs/ beside your exercises.py)"
+        )
+    return out
+
+
 def what_it_shows(function: Callable[..., Any]) -> str:
     """The answer's docstring from "What it shows:" on, on one line."""
     text = (function.__doc__ or "").split("What it shows:", 1)[-1]
@@ -50,6 +73,11 @@ def _directory(directory: Path | None, exercise: str) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix=f"ch13-exercise{exercise}-") as tmp:
         yield Path(tmp)
+
+
+def _shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(path: str, argv: Sequence[str] | None = None) -> int:
@@ -75,9 +103,14 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
     end_children_on_sigterm()  # a kill of this process still ends the workers it started
     try:
         if args.exercise in RECEIPTS:
-            out = args.out or Path(RECEIPTS[args.exercise])
+            try:
+                out = receipt_path(path, args.exercise, args.out)
+            except ValueError as refused:
+                parser.error(str(refused))
+            out.parent.mkdir(parents=True, exist_ok=True)
             function(out, quick=args.quick, seed=args.seed, progress=True)
             print("\n".join(exercise_receipts.headline(json.loads(out.read_text()))))
+            print(f"receipt written to {_shown(out)}")
         else:
             with _directory(args.dir, args.exercise) as directory:
                 print(json.dumps(function(directory), indent=1, default=str))
