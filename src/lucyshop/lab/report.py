@@ -232,10 +232,11 @@ def check_loadable(path: Path, tmp: Path, timeout: float = LOAD_TIMEOUT) -> None
             raise CannotCheck(
                 f"{shown(path)} did not finish importing within {timeout:g}s"
             ) from None
-        except WorkerDied:
+        except WorkerDied as died:
+            why = f"; the sandbox said: {died.said}" if died.said else ""
             raise CannotCheck(
                 f"{shown(path)} ended its process while being imported"
-                " (os._exit, or a signal, at import?)"
+                f" (os._exit, or a signal, at import?){why}"
             ) from None
         except (Exception, SystemExit) as error:  # noqa: BLE001 (rebuilt from the sandbox)
             name = getattr(error, "remote_type", type(error).__name__)

@@ -68,10 +68,13 @@ class CallTimedOut(TimeoutError):
 class WorkerDied(RuntimeError):
     """The worker ended (os._exit, a signal, a crash) while running a call."""
 
-    def __init__(self, function: str, status: int | None) -> None:
+    def __init__(self, function: str, status: int | None, said: str = "") -> None:
         how = "was killed" if status is None or status < 0 else f"exited with status {status}"
-        super().__init__(f"the process running {function}() {how} (os._exit, a signal or a crash)")
-        self.function = function
+        said = f"; the sandbox said: {said}" if said else ""
+        super().__init__(
+            f"the process running {function}() {how} (os._exit, a signal or a crash){said}"
+        )
+        self.function, self.said = function, said
 
 
 class TimedOutBefore(RuntimeError):
@@ -307,13 +310,23 @@ class Sandbox:
             raise CallTimedOut(what.split(" ")[-1], told) from None
         except (wire.ChannelClosed, OSError, wire.BadFrame):
             status = self._ended()
-            raise WorkerDied(what.split(" ")[-1], status) from None
+            raise WorkerDied(what.split(" ")[-1], status, self._last_word()) from None
         if reply["op"] == "value":
             return self.codec.decode(reply["value"])
         if reply["op"] == "error":
             raise self.rebuilt(reply.get("error"))
         self.stop()
         raise WorkerDied(what.split(" ")[-1], None)
+
+    def _last_word(self) -> str:
+        """The last line the sandbox itself wrote before the worker took over its output (the
+        jail's or Python's own error, if it never started), at most 300 characters."""
+        try:
+            lines = (self.workdir / "run" / "sandbox.log").read_bytes()[-2000:].splitlines()
+        except OSError:
+            return ""
+        text = next((line for line in reversed(lines) if line.strip()), b"")
+        return text.decode("utf-8", "replace").strip()[:300]
 
     def _ended(self) -> int | None:
         """The worker's exit status once it is gone (it is killed if it lingers)."""
