@@ -70,9 +70,9 @@ class WorkerDied(RuntimeError):
 
     def __init__(self, function: str, status: int | None, said: str = "") -> None:
         how = "was killed" if status is None or status < 0 else f"exited with status {status}"
-        said = f"; the sandbox said: {said}" if said else ""
+        told = f"; the sandbox said: {said}" if said else ""
         super().__init__(
-            f"the process running {function}() {how} (os._exit, a signal or a crash){said}"
+            f"the process running {function}() {how} (os._exit, a signal or a crash){told}"
         )
         self.function, self.said = function, said
 
