@@ -1,0 +1,201 @@
+"""Helpers of the hostile suite: a student's file made of stub bodies and a hostile file, one
+real check of it, and what the check left behind.
+
+The hostile files themselves are under ``hostile/``: each is real Python, appended to a
+student's file, told what it needs (``PARAMS``) by the test that uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from judge_files import ROOT, SOLUTIONS
+
+from lucyshop.lab.guard import MARKER
+from lucyshop.lab.report import FUNCTIONS
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+LEARNER = ROOT / "learner"
+STUB = re.compile(r"^( +)raise NotStarted\([^)]*\)$", re.MULTILINE)
+SECRET_NAME = "LUCYSHOP_TEST_SECRET"
+
+
+def hostile(name: str, **params: object) -> str:
+    """The hostile file ``hostile/<name>.py``, told ``params``."""
+    text = (HOSTILE / f"{name}.py").read_text(encoding="utf-8")
+    line = "PARAMS = {}  # the test writes what this file is told here"
+    assert text.count(line) == 1, name
+    return text.replace(line, f"PARAMS = {params!r}")
+
+
+def with_bodies(body: str) -> str:
+    """The learner's stubs with every ``raise NotStarted(...)`` replaced by ``body``: no function
+    is a stub any more by its syntax, so every row's tests run."""
+    text = (LEARNER / "ch13_leases.py").read_text(encoding="utf-8")
+    replaced, count = STUB.subn(lambda stub: stub.group(1) + body, text)
+    assert count == len(FUNCTIONS), count
+    return replaced
+
+
+def hand_in(directory: Path, text: str, exercises: Path = LEARNER / "exercises.py") -> Path:
+    """``text`` as ``directory/ch13_leases.py``, with ``exercises`` beside it (the stubs by
+    default: the exercise rows are NOT STARTED and none of their tests runs)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    chapter = directory / "ch13_leases.py"
+    chapter.write_text(text, encoding="utf-8")
+    shutil.copyfile(exercises, directory / "exercises.py")
+    return chapter
+
+
+def reference() -> str:
+    return (SOLUTIONS / "ch13_leases.py").read_text(encoding="utf-8")
+
+
+@contextmanager
+def short_tmpdir() -> Iterator[Path]:
+    """A short directory for a check's ``TMPDIR`` (a Unix socket's path must stay under 108
+    bytes), removed afterwards with whatever a hostile file left in it."""
+    path = Path(tempfile.mkdtemp(prefix="ch13h-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class Checked:
+    status: int | None  # None: it did not end by its deadline (it was killed)
+    data: dict
+    output: str
+    seconds: float
+    marker: str
+
+    def rows(self) -> dict[str, dict]:
+        return {row["label"]: row for row in self.data.get("rows", [])}
+
+    def functions(self) -> dict[str, str]:
+        return {label: row["status"] for label, row in self.rows().items() if label in FUNCTIONS}
+
+    def everything(self) -> str:
+        """What the check printed and wrote, as one text to search."""
+        return self.output + json.dumps(self.data, ensure_ascii=False)
+
+
+def run_check(
+    path: Path,
+    tmpdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    through_cat: bool = False,
+) -> Checked:
+    """``python -m lucyshop.lab.report --impl PATH --json FILE ARGS`` with ``tmpdir`` as its
+    ``TMPDIR`` and a marker of our own in its environment (every process it starts carries
+    it, so ``leftovers`` can find them); ``through_cat`` pipes its output through ``cat``."""
+    target = tmpdir / "check.json"
+    marker = uuid.uuid4().hex
+    argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(path)]
+    argv += ["--json", str(target), *args]
+    environment = os.environ | {"TMPDIR": str(tmpdir), MARKER: marker} | (env or {})
+    if through_cat:  # the marker on the check alone: its sweep would end the shell and cat
+        script = 'set -o pipefail; env "$0=$1" "${@:2}" 2>&1 | cat'
+        argv = ["bash", "-c", script, MARKER, marker, *argv]
+        environment.pop(MARKER)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        status = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the check, and whatever holds its output
+        output, _ = proc.communicate(timeout=30)
+    seconds = time.monotonic() - started
+    data = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+    return Checked(status, data, output.decode("utf-8", "replace"), seconds, marker)
+
+
+def leftovers(marker: str | None, *needles: str, grace: float = 5.0) -> list[str]:
+    """Processes still alive that carry ``marker`` in their environment or any of ``needles``
+    in their command line (waiting up to ``grace`` seconds for them to go); each found one is
+    killed, and described in the list."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = _alive(marker, needles)
+        if not found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    described = []
+    for proc in found:
+        try:
+            described.append(f"{proc.pid}: {' '.join(proc.cmdline())[:200]}")
+            proc.kill()
+        except psutil.Error:
+            continue
+    return described
+
+
+def _alive(marker: str | None, needles: tuple[str, ...]) -> list[psutil.Process]:
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid in mine:
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(proc.cmdline())
+            marked = marker is not None and proc.environ().get(MARKER) == marker
+            if marked or any(needle in command for needle in needles):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def reference_lines(count: int = 12) -> list[str]:
+    """Lines of the reference that appear nowhere in the stubs or the tests: one of them in a
+    check's output means the reference's source got out."""
+    elsewhere = (LEARNER / "ch13_leases.py").read_text(encoding="utf-8")
+    elsewhere += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
+    lines = []
+    for line in reference().splitlines():
+        text = line.strip()
+        if len(text) >= 30 and text not in elsewhere and not text.startswith(("#", '"')):
+            lines.append(text)
+    return lines[:: max(1, len(lines) // count)][:count]
+
+
+def du(path: Path) -> int:
+    """Bytes in the regular files under ``path``."""
+    total = 0
+    for directory, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:
+                continue
+    return total
