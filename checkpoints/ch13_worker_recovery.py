@@ -48,7 +48,7 @@ import psutil
 from lucyshop import approval
 from lucyshop.lab import receipts
 from lucyshop.lab.checkpoint_holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
-from lucyshop.lab.judge import supplier_directory
+from lucyshop.lab.judge import kept_directory, supplier_directory
 from lucyshop.lab.loader import ENV, ReferenceBlocked, impl_path
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.sandbox import Remote, Sandbox, describe, sandboxed_shop
@@ -376,6 +376,7 @@ class Shop:
     def __init__(self, run: Run, leases: Any, directory: Path, case: str) -> None:
         self.run, self.leases, self.directory, self.case = run, leases, directory, case
         self.relay: Relay | None = None
+        self.err = kept_directory(directory) / "child.err"  # out of the sandbox's reach
 
     def __enter__(self) -> Shop:
         self._supplier = supplier_process(supplier_directory(self.directory))
@@ -406,9 +407,9 @@ class Shop:
             argv += ["--relay", str(self.relay.path)]
         inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
         env = box.jail.env({ENV: str(inside)})
-        with open(self.directory / "child.err", "w") as stderr:  # the child keeps its own copy
+        with open(self.err, "w") as stderr:  # the child writes through the descriptor
             child = children.spawn(box.jail.argv(argv), env=env, stderr=stderr)
-        ready = _child_record(child, ready_file, self.directory / "child.err")
+        ready = _child_record(child, ready_file, self.err)
         self.run.event(
             self.case,
             "holder ready",
@@ -440,9 +441,13 @@ class Shop:
     def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
         """Wait for the real expiry, then run the replacement with every model refused."""
         waited = self.wait_for_expiry(ready)
-        with sqlite3.connect(self.directory / "shop-before-recovery.db") as copy:
+        before = kept_directory(self.directory) / "shop-before-recovery.db"
+        with sqlite3.connect(before) as copy:
             self.db.backup(copy)  # the records as the replacement found them, for the status report
         copy.close()
+        # Shown beside the shop; a rename replaces whatever name the sandbox left there, never
+        # following it (the two directories are siblings, on one file system).
+        os.replace(before, self.directory / "shop-before-recovery.db")
         with refused_models(self.leases) as guard:
             recovery = self.leases.recover_once(
                 self.db, owner=OWNER, supplier=self.client, policy=POLICY
@@ -497,7 +502,7 @@ class Shop:
     def release(self, child: Any, ready: dict[str, Any]) -> dict[str, str]:
         """Let a still-living holder go on; return what it reports of its three writes."""
         write_ready(self.directory / "release.json", {"released_at": time.time()})
-        report = _child_record(child, self.directory / "stale.json", self.directory / "child.err")
+        report = _child_record(child, self.directory / "stale.json", self.err)
         status = wait_exit(child, timeout=DEADLINE)
         self.run.event(self.case, "stale holder reported", exit_status=status, **report)
         return report
@@ -729,7 +734,7 @@ def run_cases(run: Run, args: argparse.Namespace, root: Path, workdir: Path) -> 
         if args.evidence:  # a case that ends the process is named by this record
             write_evidence(args.evidence, run, None)
         directory = root / f"case{number}"
-        for fresh in (directory, supplier_directory(directory)):
+        for fresh in (directory, kept_directory(directory)):
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
         box = Sandbox(

@@ -4,9 +4,12 @@ item."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from learner_support import finish_by_sql, lease, refuses, rows, sandboxed_shop, snapshot, work
@@ -212,7 +215,7 @@ from pathlib import Path
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.processes import write_ready
 
-path, owner, go, ready, out = sys.argv[1:6]
+path, owner, go, ready, out = sys.argv[1:6]  # after -c, sys.argv[0] is "-c"
 impl = load_impl()  # $LEASES_IMPL: the file under test, inside a sandbox of its own
 db, _queue = impl.open_worker_shop(path)
 write_ready(ready, {"owner": owner})
@@ -233,41 +236,46 @@ write_ready(out, {"owner": owner, "claims": claims})
 
 @pytest.mark.slow
 def test_claims_are_atomic_under_contention(impl, db, add_work, sandboxed, tmp_path):
-    """Four sandboxed processes claim from one file: every item exactly once, at generation 1."""
+    """Four sandboxed processes claim from one file: every item exactly once, at generation 1.
+
+    This process writes nothing into ``tmp_path``, which the sandbox can write too (a name
+    planted there could point anywhere): the script goes on the command line, the stderr logs
+    into a directory of its own, and the start signal is created, never opened."""
     ids = [add_work(f"session-{n}") for n in range(40)]
-    script = tmp_path / "claimer.py"
-    script.write_text(CLAIMER)
     go = tmp_path / "go"
     owners = [f"p{n}" for n in range(4)]
-    with Children() as children:
-        procs = {}
-        for owner in owners:
-            log = open(tmp_path / f"{owner}.err", "wb")  # noqa: SIM115 (closed below)
-            argv, env = sandboxed(
-                [
-                    sys.executable,
-                    str(script),
-                    str(tmp_path / "shop.db"),
-                    owner,
-                    str(go),
-                    str(tmp_path / f"{owner}.ready"),
-                    str(tmp_path / f"{owner}.json"),
-                ]
-            )
-            procs[owner] = children.spawn(argv, env=env, stderr=log)
-            log.close()
-        for owner in owners:
-            wait_for_file(tmp_path / f"{owner}.ready", timeout=30, proc=procs[owner])
-        go.touch()
-        results = {
-            owner: wait_for_file(tmp_path / f"{owner}.json", timeout=60, proc=procs[owner])
-            for owner in owners
-        }
-        for owner in owners:
-            status = wait_exit(procs[owner], timeout=10)
-            assert status == 0, (
-                f"{owner} exited {status}: {(tmp_path / f'{owner}.err').read_text()}"
-            )
+    with tempfile.TemporaryDirectory(prefix="ch13-contention-") as out_of_reach:
+        logs = Path(out_of_reach)
+        with Children() as children:
+            procs = {}
+            for owner in owners:
+                log = open(logs / f"{owner}.err", "wb")  # noqa: SIM115 (closed below)
+                argv, env = sandboxed(
+                    [
+                        sys.executable,
+                        "-c",
+                        CLAIMER,
+                        str(tmp_path / "shop.db"),
+                        owner,
+                        str(go),
+                        str(tmp_path / f"{owner}.ready"),
+                        str(tmp_path / f"{owner}.json"),
+                    ]
+                )
+                procs[owner] = children.spawn(argv, env=env, stderr=log)
+                log.close()
+            for owner in owners:
+                wait_for_file(tmp_path / f"{owner}.ready", timeout=30, proc=procs[owner])
+            os.close(os.open(go, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW))
+            results = {
+                owner: wait_for_file(tmp_path / f"{owner}.json", timeout=60, proc=procs[owner])
+                for owner in owners
+            }
+            for owner in owners:
+                status = wait_exit(procs[owner], timeout=10)
+                assert status == 0, (
+                    f"{owner} exited {status}: {(logs / f'{owner}.err').read_text()}"
+                )
 
     claimed = [tuple(c) + (owner,) for owner, r in results.items() for c in r["claims"]]
     work_ids = sorted(c[0] for c in claimed)

@@ -76,6 +76,19 @@ class Child:
         return lines[1:] if len(text) >= limit and len(lines) > 1 else lines
 
 
+def disk_usage(root: Path) -> int:
+    """Bytes the files under ``root`` occupy on disk (links not followed, a vanishing file
+    skipped): what a check's sandboxes have written to their scratch."""
+    total = 0
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
 def sweep(marker: str) -> list[int]:
     """Kill every process whose environment carries ``marker``; return their pids."""
     found = []

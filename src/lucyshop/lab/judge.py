@@ -5,7 +5,7 @@
 The checkpoint (``checkpoints/ch13_worker_recovery.py``) runs the student's code in sandboxes
 and never imports it; still, its exit status and its own "pass" are never enough. A case
 passes here only when the evidence file records it as passed *and* the shop file it kept
-under ``DIR/caseN`` and the supplier's ledger under ``DIR/caseN-supplier`` (outside the
+under ``DIR/caseN`` and the supplier's ledger under ``DIR/caseN-kept/supplier`` (outside the
 sandbox's reach) hold what a correct run leaves behind, read here with plain SQL, as regular
 files only. A case with no record, or one that started and never
 finished (``os._exit``, a crash, the deadline), fails and says so.
@@ -60,11 +60,16 @@ def expect(what: str, seen: Any, expected: Any) -> None:
         raise Wrong(f"{what}: expected {expected!r}, the kept files hold {seen!r}")
 
 
+def kept_directory(case: Path) -> Path:
+    """What the trusted side keeps of a case (the supplier's ledger, the holder's stderr):
+    beside the case's directory, never in it, because the case's directory is the sandbox's
+    scratch and what is judged or written by the trusted side must stay out of its reach."""
+    return case.parent / f"{case.name}-kept"
+
+
 def supplier_directory(case: Path) -> Path:
-    """Where a case's supplier keeps its ledger: beside the case's directory, never in it,
-    because the case's directory is the sandbox's scratch and the ledger must stay out of its
-    reach."""
-    return case.parent / f"{case.name}-supplier"
+    """Where a case's supplier keeps its ledger."""
+    return kept_directory(case) / "supplier"
 
 
 def kept_file(path: Path, within: Path) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,13 +33,27 @@ POLL_SECONDS = 0.02
 TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 STDERR_TAIL_BYTES = 2000
+MAX_READY_BYTES = 4 * 1024 * 1024
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    """The file's JSON object, or None while it is absent or not yet complete."""
+    """The file's JSON object, or None while it is absent or not yet complete.
+
+    Read only as a regular file of at most ``MAX_READY_BYTES``, never through a link and never
+    blocking on a FIFO: a ready file may sit in a directory another process can write."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise TypeError(f"ready file {path} is not a regular file")
+        raw = handle.read(MAX_READY_BYTES + 1)
+    if len(raw) > MAX_READY_BYTES:
+        raise TypeError(f"ready file {path} is over {MAX_READY_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     if not isinstance(data, dict):
         raise TypeError(f"ready file {path} holds JSON that is not an object: {data!r}")

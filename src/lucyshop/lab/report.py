@@ -71,7 +71,7 @@ from typing import Any
 from lucyshop import validate
 from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
-from lucyshop.lab.guard import MARKER, Child, KitFiles, new_marker, sweep
+from lucyshop.lab.guard import MARKER, Child, KitFiles, disk_usage, new_marker, sweep
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
@@ -119,6 +119,8 @@ LOAD_TIMEOUT = 60.0
 MAX_RESTARTS = 8
 CHECKPOINT_LINES = 12
 POLL = 0.1
+DISK_LIMIT = 512 * 1024 * 1024  # what one check's sandboxes may write to their scratch
+WEIGH_EVERY = 1.0  # seconds between two weighings of the scratch
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
 RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
 
@@ -329,9 +331,11 @@ def suite_argv(
 
 
 def watch_suite(
-    child: Child, outcomes: Outcomes, until: float, deadline: float
+    child: Child, outcomes: Outcomes, until: float, deadline: float, scratch: Path
 ) -> tuple[str | None, str] | None:
-    """Wait for the child; None when it ran to its end, else (the test it stopped in, why)."""
+    """Wait for the child; None when it ran to its end, else (the test it stopped in, why).
+    A test whose sandbox fills its scratch past ``DISK_LIMIT`` is stopped like a hang."""
+    weighed = time.monotonic()
     while True:
         status = child.poll()
         outcomes.read()
@@ -349,6 +353,11 @@ def watch_suite(
         if now > until:
             child.kill()
             return outcomes.current, "the whole suite ran out of time"
+        if now - weighed > WEIGH_EVERY:
+            weighed = now
+            if disk_usage(scratch) > DISK_LIMIT:
+                child.kill()
+                return outcomes.current, f"wrote over {DISK_LIMIT >> 20} MiB to its scratch"
         time.sleep(POLL)
 
 
@@ -367,8 +376,10 @@ def run_suites(
     for attempt in range(MAX_RESTARTS + 1):
         outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
         argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
+        scratch = tmp / f"scratch-{attempt}"  # the sandboxes' only writable place; gone after
+        argv.append(f"--basetemp={scratch}")
         child = Child(argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker)
-        stopped = watch_suite(child, outcomes, until, limits.test)
+        stopped = watch_suite(child, outcomes, until, limits.test, scratch)
         run.tail = child.tail()
         before = len(run.results)
         for record in outcomes.records:
@@ -618,6 +629,8 @@ class Checkpoint:
                 self.stopped = (case, f"the checkpoint did not finish within {whole:g} s")
             elif case is not None and now - since > self.limits.case:
                 self.stopped = (case, f"timed out after {self.limits.case:g} s")
+            elif disk_usage(self.keep) > DISK_LIMIT:
+                self.stopped = (case, f"wrote over {DISK_LIMIT >> 20} MiB to its scratch")
             if self.stopped:
                 self.child.kill()
                 return

@@ -229,7 +229,7 @@ class Sandbox:
         here, there = socket.socketpair()
         command = [sys.executable, "-m", "lucyshop.lab.sandbox.worker", str(there.fileno())]
         command.append(str(self.log))
-        with open(self.workdir / "run" / "sandbox.log", "ab") as out:
+        with open(self.workdir / "sandbox.log", "ab") as out:  # out of the sandbox's reach
             self.proc = self.jail.popen(
                 command,
                 env={},
@@ -322,7 +322,7 @@ class Sandbox:
         """The last line the sandbox itself wrote before the worker took over its output (the
         jail's or Python's own error, if it never started), at most 300 characters."""
         try:
-            lines = (self.workdir / "run" / "sandbox.log").read_bytes()[-2000:].splitlines()
+            lines = (self.workdir / "sandbox.log").read_bytes()[-2000:].splitlines()
         except OSError:
             return ""
         text = next((line for line in reversed(lines) if line.strip()), b"")
