@@ -5,6 +5,7 @@ two cells used as it is on disk."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 from lucyshop.lab import notebooks, postgres
+from lucyshop.lab.inline import PG_TESTS
 from lucyshop.lab.report import FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +126,8 @@ def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, ow
     functions are written: no cell errs, every check says PASSING, no cell says not started."""
     nb = run(runnable(notebook), "solutions", allow_errors=False)
     assert notebooks.checks_not_passing(nb) == []
+    checks = [outputs_text(c).strip() for c in nb.cells if is_check(c)]
+    assert checks and all(": PASSING (" in text.splitlines()[0] for text in checks), checks
     shown = [outputs_text(c) for c in nb.cells if c.cell_type == "code"]
     assert not [text for text in shown if "not started" in text or "skipped (" in text]
 
@@ -151,7 +155,7 @@ def test_a_check_follows_every_function_section(notebook):
         "13a": set(FUNCTIONS[:6]),  # Part A: the arithmetic
         "13b": set(FUNCTIONS[6:]),  # Part B: the shop
         "13c": {f"exercise {n}" for n in range(1, 5)},
-        "13d": set(),  # exercise 7 is not a row of make check yet
+        "13d": set(PG_TESTS),  # exercise 7: its tests on the file (not a make check row yet)
     }[notebook.stem[:3]]
     assert checked == expected
 
@@ -449,3 +453,32 @@ def test_make_lab_installs_the_pg_extra_13d_needs():
     pg = next(i for i, line in enumerate(lines) if "'.[dev,pg]'" in line)
     lab = next(i for i, line in enumerate(lines) if "-m jupyterlab" in line)
     assert pg < lab
+
+
+@pytest.mark.timeout(300)
+def test_13d_check_fails_a_file_whose_observe_writes_nothing_naming_each_test(tmp_path):
+    """13d's check("observe") on a copy of the reference whose observe() returns at once:
+    FAILING, each failing test on its own line, and the command that reruns them."""
+    if reason := postgres.missing():
+        pytest.skip(f"exercise 7 needs PostgreSQL: {reason}")
+    from lucyshop.lab.inline import pg_checker
+
+    for name in ("ch13_leases.py", "ch13_postgres.py"):
+        shutil.copy(ROOT / "solutions" / name, tmp_path / name)
+    target = tmp_path / "ch13_postgres.py"
+    source = target.read_text()
+    observe = next(
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name == "observe"
+    )
+    lines = source.splitlines(keepends=True)
+    body = observe.body[1].lineno - 1  # after the docstring
+    target.write_text("".join([*lines[:body], "    return None\n", *lines[observe.end_lineno :]]))
+    shown = str(pg_checker(tmp_path / "ch13_leases.py")("observe")).splitlines()
+    assert shown[0].startswith("exercise 7 observe: FAILING (0/"), shown
+    assert "  test_a_superseded_writer_is_refused_and_writes_nothing" in shown
+    assert shown[-1].startswith("  .venv/bin/python -m pytest tests/postgres/test_pg_observe.py")
+    assert str(pg_checker(ROOT / "learner" / "ch13_leases.py")("observe")).startswith(
+        "exercise 7 observe: NOT STARTED"
+    )

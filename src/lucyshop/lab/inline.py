@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -255,3 +256,74 @@ def needs(value: Any, what: str, finish: str) -> Any:
     if value is None:
         raise StepMissing(f"{what} is missing: {finish}")
     return value
+
+
+# ---------------------------------------------------------------- exercise 7 (13d)
+
+# Each exercise-7 function and the test file of the learner's that checks it; the other files
+# under tests/postgres test the kit itself.
+PG_TESTS = {
+    "claim": "tests/postgres/test_pg_claim.py",
+    "assert_current": "tests/postgres/test_pg_assert_current.py",
+    "observe": "tests/postgres/test_pg_observe.py",
+    "finish": "tests/postgres/test_pg_finish.py",
+}
+_SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors)\b")
+
+
+class PgChecker:
+    """``check("claim")`` in 13d: that function's tests on the ``ch13_postgres.py`` beside the
+    chapter file, on a real PostgreSQL server the tests start. NOT STARTED while it is a stub
+    (read from its syntax, so its tests do not run), else PASSING or FAILING (each failing test,
+    one line) with the command that reruns it. ``make check`` has no exercise 7 row yet."""
+
+    def __init__(self, chapter: Path, timeout: float = 300.0) -> None:
+        from lucyshop.lab.loader import ROOT
+
+        self.chapter, self.root, self.timeout = Path(chapter).resolve(), ROOT, timeout
+        self.file = self.chapter.with_name("ch13_postgres.py")
+        names = {path.resolve(): name for name, path in IMPLEMENTATIONS.items()}
+        self.spec = names.get(self.chapter, str(self.chapter))
+
+    def __call__(self, name: str) -> Verdict:
+        import subprocess
+        import sys
+
+        from lucyshop.lab.stubs import stub_nodes, stub_section
+
+        label, tests = f"exercise 7 {name}", PG_TESTS[name]
+        rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
+        stub = stub_nodes(self.file).get(name)
+        if stub is not None:
+            return Verdict(f"{label}: NOT STARTED\n  read notebook {stub_section(stub)}")
+        argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
+        argv += ["-p", "no:cacheprovider", "-n", "0"]
+        try:
+            done = subprocess.run(
+                argv,
+                check=False,
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return Verdict(f"{label}: FAILING\n  timed out after {self.timeout:g} s\n  {rerun}")
+        counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(done.stdout)}
+        passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
+        if done.returncode == 0 and passed and not failed:
+            return Verdict(f"{label}: PASSING ({passed}/{passed} checks)")
+        lines = [
+            line.split("::", 1)[-1][:160]
+            for line in done.stdout.splitlines()
+            if line.startswith(("FAILED ", "ERROR "))
+        ]
+        if not lines:  # nothing collected, or pytest itself failed: its last line says why
+            lines = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no test ran"]
+        body = "\n".join(f"  {_without_root(line)}" for line in lines)
+        return Verdict(f"{label}: FAILING ({passed}/{passed + failed} checks)\n{body}\n  {rerun}")
+
+
+def pg_checker(chapter: Path) -> PgChecker:
+    """The ``check`` of notebook 13d, for the ``ch13_postgres.py`` beside ``chapter``."""
+    return PgChecker(chapter)
