@@ -482,3 +482,17 @@ def test_13d_check_fails_a_file_whose_observe_writes_nothing_naming_each_test(tm
     assert str(pg_checker(ROOT / "learner" / "ch13_leases.py")("observe")).startswith(
         "exercise 7 observe: NOT STARTED"
     )
+
+
+def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions():
+    """13c printed the kit's exercise 5 and 6 receipts right under the questions: the answers.
+    Now only a cell of its own shows each, labelled as the kit's, with its output folded."""
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13c"))
+    cells = code_cells(notebook)
+    kits = [c for c in cells if "the kit's receipt" in outputs_text(c)]
+    assert len(kits) == 2
+    for cell in kits:
+        assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, cell.source
+        assert "measured on the reference; it is not yours" in outputs_text(cell)
+    mine = [c for c in cells if "receipt_check" in c.source]
+    assert len(mine) == 2 and all("your receipt: NOT STARTED" in outputs_text(c) for c in mine)

@@ -250,8 +250,9 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
     print(without_paths(out.getvalue(), **places), end="")
 
 
-def receipt_check(mine: Path, kit: Path, leases: Any) -> None:
-    """Check the student's own measured receipt; the kit's is shown beside it, never for it."""
+def receipt_check(mine: Path, leases: Any) -> None:
+    """Check the student's own measured receipt. The kit's is never printed here: it answers
+    the exercise's question, so it sits in a folded cell of its own (``kit_receipt``)."""
     from lucyshop.lab.exercise_receipts import check_receipt, headline
 
     if mine.is_file():
@@ -261,7 +262,14 @@ def receipt_check(mine: Path, kit: Path, leases: Any) -> None:
         print("\n".join(headline(json.loads(mine.read_text()))))
         return
     print(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
-    print("the kit's receipt, for comparison only (it is not yours):")
+
+
+def kit_receipt(kit: Path) -> None:
+    """The kit's own receipt of a measured exercise, labelled: for comparison once yours is
+    made (13c keeps this cell's output folded)."""
+    from lucyshop.lab.exercise_receipts import headline
+
+    print(f"the kit's receipt ({kit.name}), measured on the reference; it is not yours:")
     print("\n".join(headline(json.loads(kit.read_text()))))
 
 
