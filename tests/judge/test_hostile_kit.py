@@ -40,7 +40,7 @@ from hostile_checks import (
 )
 from judge_files import ROOT
 
-from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.report import DISK_LIMIT, FUNCTIONS
 from lucyshop.lab.sandbox import isolation
 from lucyshop.lab.sandbox.jail import TMP_BYTES
 
@@ -172,41 +172,16 @@ def written_outside(outside: Path, prefix: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: checkpoints/ch13_worker_recovery.py opens files by name in the case's"
-    " directory, the case sandbox's scratch, and follows a link planted there: Shop.start_holder"
-    " open(directory / 'child.err', 'w') (the holder's stderr, the student's text, lands in the"
-    " link's target) and Shop.recover_after_expiry sqlite3.connect(directory /"
-    " 'shop-before-recovery.db') (a copy of the shop): the trusted parent writes any path the"
-    " grader may write",
-)
 def test_the_checkpoint_follows_no_planted_link(links_and_fifos):
     _checked, outside, _left = links_and_fifos
     assert written_outside(outside, "case2") == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: tests/learner/test_claim.py::test_claims_are_atomic_under_contention, in the"
-    " trusted pytest process, writes tmp_path / 'claimer.py' (write_text) and opens"
-    " tmp_path / 'p<N>.err' with open(..., 'wb'), tmp_path being the sandbox's scratch: a link"
-    " the student's open_worker_shop planted there is followed, and the contenders' stderr (the"
-    " student's text) and the claimer script land in the link's target",
-)
 def test_the_learner_suite_follows_no_planted_link(links_and_fifos):
     _checked, outside, _left = links_and_fifos
     assert written_outside(outside, "learner") == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: src/lucyshop/lab/sandbox/remote.py Sandbox.start opens workdir / 'run' /"
-    " 'sandbox.log' with open(..., 'ab') for each worker it starts, and 'run' is shared with"
-    " the sandbox read-write: the worker before (ended by os._exit) made it a link, and the"
-    " next worker's bwrap init writes its output, and the student's text written through"
-    " /proc/1/fd/1, to the link's target (any path the check may write)",
-)
 def test_the_sandbox_follows_no_planted_log_link(links_and_fifos):
     _checked, outside, _left = links_and_fifos
     assert written_outside(outside, "sandbox") == {}
@@ -302,17 +277,14 @@ def test_escapes_in_an_import_error_are_shown_never_sent(tmp_path):
     assert left == [], left
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: the learner suite's sandbox shares pytest's basetemp"
-    " ($TMPDIR/pytest-of-USER/pytest-N, tests/conftest.py's sandbox fixture) read-write, with"
-    " no size limit (only RLIMIT_FSIZE, 128 MB a file), and the check never removes it: the"
-    " file wrote 300 MB there (its cap), and they are still on disk after the check",
-)
 def test_a_disk_fill_is_bounded_and_gone_after_the_check(noisy):
     checked, _secret, _left, kept, private = noisy
     assert not private, "the sandbox's /tmp was the machine's"
-    message = checked.rows()["detection_delay"]["failures"][0]["message"]
+    row = checked.rows()["detection_delay"]
+    message = row["message"] + " " + " ".join(f["message"] for f in row["failures"])
     filled = [int(size) for size in re.findall(r"'(\d+)MB", message)]
-    assert filled and all(size * MB <= TMP_BYTES for size in filled), message
+    stopped = f"wrote over {DISK_LIMIT >> 20} MiB to its scratch" in message
+    # Either the check stopped the fill at its scratch's limit (weighed four times a second),
+    # or every place it reached refused it at the private /tmp's size.
+    assert stopped or (filled and all(size * MB <= TMP_BYTES for size in filled)), message
     assert kept < 64 * MB, f"{kept // MB} MB left in the check's TMPDIR"

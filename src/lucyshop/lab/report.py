@@ -119,8 +119,8 @@ LOAD_TIMEOUT = 60.0
 MAX_RESTARTS = 8
 CHECKPOINT_LINES = 12
 POLL = 0.1
-DISK_LIMIT = 512 * 1024 * 1024  # what one check's sandboxes may write to their scratch
-WEIGH_EVERY = 1.0  # seconds between two weighings of the scratch
+DISK_LIMIT = 256 * 1024 * 1024  # what one check's sandboxes may write to their scratch
+WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
 RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
 
@@ -372,7 +372,9 @@ def run_suites(
     """Run the suites; after a test that hangs or kills its process, rerun the rest without it."""
     run, hung = SuiteRun(), []
     until = time.monotonic() + limits.suite
-    env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # seconds of start-up saved per run
+    # Plugins not autoloaded: seconds of start-up saved per run. TMPDIR: whatever the child
+    # makes (its sandboxes' directories too) goes with this check's own, even if it is killed.
+    env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TMPDIR": str(tmp)}
     for attempt in range(MAX_RESTARTS + 1):
         outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
         argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
@@ -605,6 +607,7 @@ class Checkpoint:
         argv = [sys.executable, str(CHECKPOINT), "--impl", str(path)]
         argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
         self.keep.mkdir()
+        env = env | {"TMPDIR": str(tmp)}  # its sandboxes' directories go with the check's
         self.child = Child(argv, cwd=ROOT, env=env, log=tmp / "checkpoint.log", marker=marker)
         self.limits, self.stopped = limits, None
         self.thread = threading.Thread(target=self._watch, daemon=True)
