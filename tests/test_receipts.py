@@ -26,6 +26,9 @@ COMMITTED = {  # every receipt the kit commits, and the schema it must have
     "ch13-skew-receipt.json": "skew",
     "test-time.json": "testtime",
     "gradescope-run.json": "gradescope-run",  # make autograder-proof
+    # the same proof with the sandbox forced to its unprivileged-user mode (a container
+    # without user namespaces): python -m lucyshop.lab.grade.stockimage --isolation user
+    "gradescope-run-user.json": "gradescope-run",
 }
 OPTIONAL = {"test-time.json"}  # written by `make test-time`, itself a whole make test run
 
