@@ -496,3 +496,39 @@ def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions()
         assert "measured on the reference; it is not yours" in outputs_text(cell)
     mine = [c for c in cells if "receipt_check" in c.source]
     assert len(mine) == 2 and all("your receipt: NOT STARTED" in outputs_text(c) for c in mine)
+
+
+PREDICTIONS = {"13a": 6, "13b": 1, "13c": 0, "13d": 1}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_prediction_cell_comes_before_the_number_it_predicts(notebook):
+    """Predict, then compute: a cell tagged "prediction" where the learner writes a number
+    (None as stored), and right after it the cell that compares it with the measured (or
+    computed) one, saying there is no prediction yet on a fresh clone."""
+    cells = code_cells(notebook)
+    guesses = [i for i, c in enumerate(cells) if "prediction" in c.metadata.get("tags", [])]
+    assert len(guesses) == PREDICTIONS[notebook.stem[:3]]
+    for i in guesses:
+        name = re.search(r"^(\w+) = None\b", cells[i].source, re.MULTILINE).group(1)
+        compare = cells[i + 1]
+        assert re.search(rf"lesson\.predicted\(\s*{name},", compare.source), compare.source
+        assert "no prediction yet" in outputs_text(compare)
+
+
+def test_a_written_prediction_is_compared_in_one_line(capsys):
+    from lucyshop.lab import lesson
+
+    lesson.predicted(None, 13, "false expiries of 20")
+    lesson.predicted(12, 13, "false expiries of 20")
+    lesson.predicted(5, 13, "false expiries of 20")
+    lesson.predicted(0.07, 0.0739, "P(13 of 20)", source="computed")
+    assert capsys.readouterr().out.splitlines() == [
+        (
+            "false expiries of 20: no prediction yet: write your number in the cell above and"
+            " run both cells (measured: 13)"
+        ),
+        "false expiries of 20: your 12, measured 13: within 10%",
+        "false expiries of 20: your 5, measured 13: off by +8",
+        "P(13 of 20): your 0.07, computed 0.0739: within 10%",
+    ]

@@ -353,3 +353,31 @@ def postgres_or_stop(stack: Any) -> Any:
         f"PostgreSQL is not available here ({reason}); `make lab` installs the pg extra,"
         " or set $LUCYSHOP_PG_DSN to a server you may use"
     )
+
+
+# ---------------------------------------------------------------- predict, then compute
+
+
+def predicted(
+    guess: float | None, measured: float, what: str, unit: str = "", source: str = "measured"
+) -> None:
+    """One line comparing the learner's number, written in the cell above, with the measured
+    one (``source="computed"`` for a small task's answer)."""
+    if guess is None:
+        print(
+            f"{what}: no prediction yet: write your number in the cell above and run both cells"
+            f" ({source}: {measured:.3g}{unit})"
+        )
+        return
+    off = measured - guess
+    near = math.isclose(guess, measured, rel_tol=0.1, abs_tol=1e-9)
+    verdict = "within 10%" if near else f"off by {off:+.3g}{unit}"
+    print(f"{what}: your {guess:.3g}{unit}, {source} {measured:.3g}{unit}: {verdict}")
+
+
+def reference_kill_to_done(case: str = "killed") -> float:
+    """Seconds from the SIGKILL of the holder to the replacement's DONE, in the reference's
+    recorded checkpoint run."""
+    timeline = json.loads(REFERENCE_CHECKPOINT.read_text())["timeline"]
+    at = {e["event"]: e["t"] for e in timeline if e.get("case") == case}
+    return at["replacement finished"] - at["holder exited"]
