@@ -532,3 +532,12 @@ def test_a_written_prediction_is_compared_in_one_line(capsys):
         "false expiries of 20: your 5, measured 13: off by +8",
         "P(13 of 20): your 0.07, computed 0.0739: within 10%",
     ]
+
+
+def test_13a_does_not_answer_exercise_5_before_it_is_asked():
+    """13a's "Bounded turns" said what a renewer does to a hung turn: exercise 5's answer."""
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
+    text = " ".join(
+        c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown"
+    )
+    assert "hostage" not in " ".join(text.split())
