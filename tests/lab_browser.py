@@ -252,3 +252,20 @@ def run_all(driver: object, timeout: float, settle: float = 15.0) -> dict:
     counts = driver.execute_script(SEEN)
     driver.execute_async_script(SAVE)
     return {**ran, **{k: counts[k] for k in ("cells", "diagrams", "svg", "images")}}
+
+
+# Whether the notebook in view has unsaved changes once its kernel is up (JupyterLab rewrites
+# the kernelspec's display name, and folded cells' metadata, when they differ from its own).
+DIRTY = """
+const done = arguments[arguments.length - 1];
+const panel = window.jupyterapp.shell.currentWidget;
+panel.sessionContext.ready
+  .then(() => new Promise(wait => setTimeout(wait, 2000)))
+  .then(() => done(panel.context.model.dirty), e => done('error: ' + e));
+"""
+
+
+def dirty(driver: object) -> object:
+    """True when the notebook in view opened "dirty" (an asterisk on its tab, a save prompt)."""
+    driver.set_script_timeout(120)
+    return driver.execute_async_script(DIRTY)

@@ -204,7 +204,8 @@ DIAGRAMS = {"13a": 1, "13b": 4, "13c": 0, "13d": 0}
 @pytest.mark.timeout(600)
 def test_jupyterlab_draws_every_diagram_and_plot(tmp_path):
     """Each notebook, opened in JupyterLab under headless Chromium: every mermaid diagram is
-    drawn as SVG and every plot cell shows a decoded image. The server serves a copy, so
+    drawn as SVG, every plot cell shows a decoded image, and the notebook does not open
+    "dirty" once its kernel is up. The server serves a copy, so
     nothing the page does can touch the notebooks."""
     reason = lab_browser.missing()
     if reason:
@@ -222,6 +223,7 @@ def test_jupyterlab_draws_every_diagram_and_plot(tmp_path):
             }
             counts = lab_browser.seen(driver, url, notebook.name, want, timeout=120)
             assert counts == {**want, "diagrams": DIAGRAMS[stem]}, (notebook.name, counts)
+            assert lab_browser.dirty(driver) is False, f"{notebook.name} opens with unsaved changes"
 
 
 def test_without_the_model_a_turn_replays_the_stored_replies(monkeypatch):
