@@ -543,3 +543,25 @@ def test_13a_does_not_answer_exercise_5_before_it_is_asked():
         c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown"
     )
     assert "hostage" not in " ".join(text.split())
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_answer_fold_is_indented_under_its_numbered_item(notebook):
+    """Markdown ends a list item at a line indented less than the item's text: from item 10
+    on ("10. " is four wide) a fold indented three spaces broke out of its item."""
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type != "markdown":
+            continue
+        width = None
+        for line in cell.source.split("\n"):
+            if item := re.match(r"^\d+\. ", line):
+                width = len(item.group(0))
+            elif width and line.strip().startswith(("<details>", "</details>")):
+                assert len(line) - len(line.lstrip()) == width, (notebook.name, line)
+
+
+def test_the_owned_loop_flowchart_runs_left_to_right():
+    """Top to bottom it was three screens tall."""
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13b"))
+    text = "".join(c.source for c in nbformat.read(notebook, as_version=4).cells)
+    assert "flowchart LR" in text and "flowchart TD" not in text
