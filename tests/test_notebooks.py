@@ -565,3 +565,18 @@ def test_the_owned_loop_flowchart_runs_left_to_right():
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13b"))
     text = "".join(c.source for c in nbformat.read(notebook, as_version=4).cells)
     assert "flowchart LR" in text and "flowchart TD" not in text
+
+
+def test_the_trade_off_plot_shows_both_errors_with_intervals_on_its_counts():
+    """13a's "whole trade-off in one picture" drew false expiry only, and its n = 20 dots had
+    no intervals: now detection delay is on a second axis (formula and the measured mean), and
+    each count has its 95% Wilson interval (13 of 20: 0.433 to 0.819; 0 of 20: 0 to 0.161)."""
+    from lucyshop.lab import lesson
+
+    assert [round(x, 3) for x in lesson.wilson(13, 20)] == [0.433, 0.819]
+    assert [round(x, 3) for x in lesson.wilson(0, 20)] == [0.0, 0.161]
+    assert [round(x, 3) for x in lesson.wilson(20, 20)] == [0.839, 1.0]
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
+    plot = next(c for c in code_cells(notebook) if "lesson.outlive_steps" in c.source)
+    for needed in ("lesson.wilson(", "errorbar(", "twinx()", "measured_mean_delay"):
+        assert needed in plot.source, needed

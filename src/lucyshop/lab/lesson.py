@@ -381,3 +381,14 @@ def reference_kill_to_done(case: str = "killed") -> float:
     timeline = json.loads(REFERENCE_CHECKPOINT.read_text())["timeline"]
     at = {e["event"]: e["t"] for e in timeline if e.get("case") == case}
     return at["replacement finished"] - at["holder exited"]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a share k/n (95% with z = 1.96): honest at n = 20 and at
+    k = 0, where the plain k/n ± z·sqrt(p(1-p)/n) collapses to a point."""
+    if n <= 0:
+        raise ValueError("n must be positive")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
