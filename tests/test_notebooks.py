@@ -6,6 +6,7 @@ two cells used as it is on disk."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import os
 import re
@@ -580,3 +581,21 @@ def test_the_trade_off_plot_shows_both_errors_with_intervals_on_its_counts():
     plot = next(c for c in code_cells(notebook) if "lesson.outlive_steps" in c.source)
     for needed in ("lesson.wilson(", "errorbar(", "twinx()", "measured_mean_delay"):
         assert needed in plot.source, needed
+
+
+def test_the_skew_plot_shows_late_takeovers_beside_false_ones(tmp_path):
+    """The skew plot (13d) showed false takeovers only: now a second panel shows the late
+    takeovers of dead holders, and each point is labelled k/n. The committed figure is the one
+    the committed receipt draws (same size: two panels, 9 x 3.6 in at 120 dpi)."""
+    import struct
+
+    from lucyshop.lab import skew
+
+    def size(png: Path) -> tuple[int, int]:
+        return struct.unpack(">II", png.read_bytes()[16:24])
+
+    drawn = tmp_path / "skew.png"
+    skew.plot(json.loads((ROOT / "evidence" / "ch13-skew-receipt.json").read_text()), drawn)
+    assert size(drawn) == (1080, 432)
+    assert size(ROOT / "evidence" / "ch13-skew.png") == size(drawn)
+    assert "late_takeovers" in inspect.getsource(skew.plot)

@@ -361,25 +361,40 @@ def check(receipt: dict[str, Any]) -> list[str]:
 
 
 def plot(receipt: dict[str, Any], out: Path) -> None:
-    """False takeovers of live holders against the shift, one line per store."""
+    """Both errors of a skewed clock against the shift, one line per store: false takeovers of
+    live holders (left) and late takeovers of dead ones (right), each point labelled k/n."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(6, 3.6))
+    figure, panels = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
     labels = {"sqlite": "SQLite, workers' clocks", "postgres": "PostgreSQL, server's clock"}
-    for kind, marker in zip(STORES, ("o", "s"), strict=True):
-        rows = sorted(receipt["summary"][kind].items(), key=lambda item: float(item[0]))
-        shifts = [float(s) for s, _ in rows]
-        shares = [r["false_takeovers"] / r["live"] if r["live"] else 0 for _, r in rows]
-        axes.plot(shifts, shares, marker=marker, label=labels[kind])
-    axes.set_xlabel("wall-clock shift of the holder or the taker (leases)")
-    axes.set_ylabel("share of live holders taken over")
-    axes.set_ylim(-0.05, 1.05)
-    axes.set_xticks(list(SHIFTS))
-    axes.legend()
-    axes.set_title(f"False takeovers under clock skew (lease {LEASE:g} s)")
+    errors = (
+        ("false_takeovers", "live", "live holders taken over (false takeover)"),
+        ("late_takeovers", "dead", "dead holders taken over late"),
+    )
+    for axes, (count, of, title) in zip(panels, errors, strict=True):
+        for kind, marker in zip(STORES, ("o", "s"), strict=True):
+            rows = sorted(receipt["summary"][kind].items(), key=lambda item: float(item[0]))
+            shifts = [float(s) for s, _ in rows]
+            shares = [r[count] / r[of] if r[of] else 0 for _, r in rows]
+            axes.plot(shifts, shares, marker=marker, label=labels[kind])
+            for x, y, (_, r) in zip(shifts, shares, rows, strict=True):
+                axes.annotate(
+                    f"{r[count]}/{r[of]}",
+                    (x, y),
+                    textcoords="offset points",
+                    fontsize=7,
+                    xytext=(4, 6 if kind == "sqlite" else -12),
+                )
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("wall-clock shift of the holder or the taker (leases)")
+        axes.set_xticks(list(SHIFTS))
+        axes.set_ylim(-0.1, 1.1)
+    panels[0].set_ylabel("share of trials (k/n at each point)")
+    panels[0].legend(fontsize=8)
+    figure.suptitle(f"Clock skew against leases (lease {LEASE:g} s)", fontsize=11)
     figure.tight_layout()
     figure.savefig(out, dpi=120)
     plt.close(figure)
