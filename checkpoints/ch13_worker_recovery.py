@@ -45,14 +45,16 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from lucyshop import approval
+from lucyshop import approval, atomic
 from lucyshop.lab import receipts
 from lucyshop.lab.checkpoint_holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
 from lucyshop.lab.judge import kept_directory, supplier_directory
-from lucyshop.lab.loader import ENV, ReferenceBlocked, impl_path
+from lucyshop.lab.loader import ENV, ROOT, ReferenceBlocked, impl_path
 from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.sandbox import Remote, Sandbox, describe, sandboxed_shop
 from lucyshop.lab.sandbox.jail import inside_pids, signal_inside
+from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
+from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
 from lucyshop.lab.sandbox.relay import Relay
 from lucyshop.lab.stubs import NotStarted
 from lucyshop.lab.suppliers import supplier_process
@@ -401,14 +403,15 @@ class Shop:
         argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
         argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
         argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
+        shown = []
         if box.jail.mode == "bwrap":  # no network in there: the supplier through a relay
-            port = urlsplit(self.supplier.endpoint).port
-            self.relay = Relay(self.directory / "supplier.sock", port)
-            argv += ["--relay", str(self.relay.path)]
+            self.relay = Relay(urlsplit(self.supplier.endpoint).port)
+            argv += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
+            shown = [(self.relay.directory, RELAY_INSIDE)]
         inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
         env = box.jail.env({ENV: str(inside)})
         with open(self.err, "w") as stderr:  # the child writes through the descriptor
-            child = children.spawn(box.jail.argv(argv), env=env, stderr=stderr)
+            child = children.spawn(box.jail.argv(argv, shown), env=env, stderr=stderr)
         ready = _child_record(child, ready_file, self.err)
         self.run.event(
             self.case,
@@ -447,7 +450,7 @@ class Shop:
         copy.close()
         # Shown beside the shop; a rename replaces whatever name the sandbox left there, never
         # following it (the two directories are siblings, on one file system).
-        os.replace(before, self.directory / "shop-before-recovery.db")
+        atomic.place(before, self.directory / "shop-before-recovery.db")
         with refused_models(self.leases) as guard:
             recovery = self.leases.recover_once(
                 self.db, owner=OWNER, supplier=self.client, policy=POLICY
@@ -726,7 +729,8 @@ def run_cases(run: Run, args: argparse.Namespace, root: Path, workdir: Path) -> 
         f"checkpoint 13 on {run.impl} (lease {run.lease:g}s,"
         f" supplier timeout {run.client_timeout:g}s; {describe()})"
     )
-    rerun = f"python checkpoints/ch13_worker_recovery.py --impl {shlex.quote(str(args.impl))}"
+    python = os.path.relpath(sys.executable) if sys.prefix != sys.base_prefix else "python"
+    rerun = f"{python} {HERE.relative_to(ROOT)} --impl {shlex.quote(str(args.impl))}"
     results: dict[str, str] = {}
     for number in sorted(set(args.case or CASES)):
         name, _case = CASES[number]

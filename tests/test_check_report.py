@@ -23,6 +23,7 @@ from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
     model_installed,
+    shown,
     subjects,
     verdict,
     without_reference_source,
@@ -90,11 +91,11 @@ def statuses(output: str) -> dict[str, tuple[str, str]]:
 
 
 def measured(status: str, function: str, *, left_out: bool = False) -> str:
-    """The status a row should have: the measured exercises need the model where it is absent,
-    and say LEFT OUT under ``--no-measured``."""
-    if function in MEASURED and not model_installed():
-        return "NEEDS MODEL"
-    return "LEFT OUT" if function in MEASURED and left_out else status
+    """The status a row should have: the measured exercises say LEFT OUT under
+    ``--no-measured``, and otherwise need the model where it is absent."""
+    if function in MEASURED and left_out:
+        return "LEFT OUT"
+    return "NEEDS MODEL" if function in MEASURED and not model_installed() else status
 
 
 def test_the_solutions_pass_every_function(request):
@@ -268,7 +269,7 @@ def test_the_checkpoint_runs_after_the_table_and_counts(stubs_checked):
     result = stubs_checked
     assert result.returncode == 3, result.stdout + result.stderr
     tail = result.stdout.strip().splitlines()
-    assert f"checkpoint: python {CHECKPOINT} --impl learner" in tail
+    assert f"checkpoint: {shown(Path(sys.executable))} {CHECKPOINT} --impl learner" in tail
     assert " · checkpoint NOT STARTED · " in tail[-1], tail[-3:]
 
 

@@ -164,7 +164,8 @@ def test_checkpoint_catches_mutant(mutant, tmp_path):
     assert any(
         line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case for line in failed
     ), failed
-    assert "rerun: python checkpoints/ch13_worker_recovery.py" in result.stdout
+    python = os.path.relpath(sys.executable, ROOT)  # the venv's, so it works unactivated
+    assert f"rerun: {python} checkpoints/ch13_worker_recovery.py" in result.stdout
 
 
 def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):

@@ -32,7 +32,7 @@ def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        place(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -42,6 +42,12 @@ def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def place(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Move a finished file to ``target`` in one rename. Whatever name is at ``target`` (a link
+    included) is replaced, never followed; both must be on one file system."""
+    os.replace(source, target)
 
 
 def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:

@@ -744,7 +744,7 @@ def run_check(
     result.say(f"make check: {result.impl}; {describe()}")
     result.say()
     held = None if measured else LEFT_OUT
-    if not model_installed():
+    if measured and not model_installed():
         held = NEEDS_MODEL
     stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
     # A measured row that is held never runs; nor do the tests of a row still a stub by its
@@ -781,7 +781,8 @@ def run_check(
     status, cases, tail = running.verdict()
     result.checkpoint = {"status": status, "cases": [asdict(c) for c in cases], "tail": tail}
     result.say()
-    result.say(f"checkpoint: python {CHECKPOINT} --impl {shlex.quote(result.impl)}")
+    python = shown(Path(sys.executable))  # the venv's: the line works without activating it
+    result.say(f"checkpoint: {python} {CHECKPOINT} --impl {shlex.quote(result.impl)}")
     if status == "FAILED":  # what the checkpoint itself printed last, to debug from
         for line in tail:
             result.say(f"  | {line}")

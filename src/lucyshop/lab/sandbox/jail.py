@@ -136,9 +136,10 @@ class Jail:
             return path
         return IMPL_DIR / path.relative_to(self.staged)
 
-    def argv(self, command: Sequence[str]) -> list[str]:
+    def argv(self, command: Sequence[str], shown: Sequence[tuple[Path, Path]] = ()) -> list[str]:
         """``command`` (a ``python ...`` argv) wrapped so that it runs inside the sandbox,
-        under the limits (``prlimit``) and, in ``user`` mode, as the unprivileged user."""
+        under the limits (``prlimit``) and, in ``user`` mode, as the unprivileged user;
+        ``shown`` are (directory, where it appears) pairs bound read-only (bubblewrap only)."""
         command = _limited(command)
         if self.mode == "user":
             ids = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
@@ -152,6 +153,8 @@ class Jail:
         binds += ["--ro-bind", str(self.staged), str(IMPL_DIR)]
         for path in self.scratch:
             binds += ["--bind", str(path), str(path)]
+        for outside, inside in shown:  # more the trusted side shows, read-only (a relay's socket)
+            binds += ["--ro-bind", str(outside), str(inside)]
         binds += ["--remount-ro", "/", "--chdir", "/tmp", "--cap-drop", "ALL"]
         binds += ["--uid", str(NOBODY)]
         binds += ["--gid", str(NOBODY), "--hostname", "sandbox"]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -55,16 +57,24 @@ def _serve(listener: socket.socket, connect) -> None:
         threading.Thread(target=join, args=(accepted, upstream), daemon=True).start()
 
 
-class Relay:
-    """Trusted side: ``path`` (a Unix socket) forwards to ``127.0.0.1:port``."""
+INSIDE = Path("/sandbox/relay")  # where a relay's directory appears in a sandbox
+NAME = "s"
 
-    def __init__(self, path: Path, port: int) -> None:
-        self.path, self.port = path, port
+
+class Relay:
+    """Trusted side: a Unix socket, ``path``, that forwards to ``127.0.0.1:port``.
+
+    It lives in a short directory of its own under the system's temporary directory (a socket's
+    path may not exceed 107 bytes, and a check's own directory can be deeper than that), which
+    a sandbox sees read-only at ``INSIDE``."""
+
+    def __init__(self, port: int) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="ch13r-", dir="/tmp"))
+        self.directory.chmod(0o755)
+        self.path, self.port = self.directory / NAME, port
         self.listener = socket.socket(socket.AF_UNIX)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        self.listener.bind(str(path))
-        os.chmod(path, 0o666)  # the sandbox's user must be able to connect
+        self.listener.bind(str(self.path))
+        os.chmod(self.path, 0o666)  # the sandbox's user must be able to connect
         self.listener.listen(BACKLOG)
         connect = lambda: socket.create_connection(("127.0.0.1", port), timeout=30)
         self.thread = threading.Thread(target=_serve, args=(self.listener, connect), daemon=True)
@@ -75,8 +85,7 @@ class Relay:
             self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.thread.join(timeout=5)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> Relay:
         return self
