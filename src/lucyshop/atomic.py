@@ -1,4 +1,5 @@
-"""Files that a reader sees whole or not at all: a ready file, a receipt.
+"""Files that a reader sees whole or not at all: a ready file, a receipt; and their reading
+where another process could have put something else at the name.
 
 A process that announces itself (a supplier's port, a worker's pid) writes a small JSON file
 that another process polls for, and a measurement writes its receipt. A half-written file would
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +55,17 @@ def place(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Non
 def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Write ``data`` as JSON so that a reader sees either no file or the whole file."""
     write_text(path, json.dumps(data, sort_keys=True))
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; ValueError
+    otherwise. Never through a link (``O_NOFOLLOW``) and never blocking on a FIFO
+    (``O_NONBLOCK``): for files in a directory a sandbox can write. FileNotFoundError passes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return data

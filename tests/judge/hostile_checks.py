@@ -24,15 +24,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import pytest
 from judge_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.guard import MARKER
 from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.sandbox import isolation
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 LEARNER = ROOT / "learner"
 STUB = re.compile(r"^( +)raise NotStarted\([^)]*\)$", re.MULTILINE)
 SECRET_NAME = "LUCYSHOP_TEST_SECRET"
+# Every hostile test: slow, and never where nothing isolates the student's file.
+MARKS = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        isolation() == "none",
+        reason="nothing isolates a student's file here: a hostile one would run with our rights",
+    ),
+]
 
 
 def hostile(name: str, **params: object) -> str:

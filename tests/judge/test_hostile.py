@@ -12,8 +12,8 @@ are in ``test_hostile_kit.py``; a class with a hostile classmate in ``test_hosti
 
 from __future__ import annotations
 
-import pytest
 from hostile_checks import (
+    MARKS,
     hand_in,
     hostile,
     leftovers,
@@ -25,15 +25,8 @@ from hostile_checks import (
 
 from lucyshop.lab.judge import CASES
 from lucyshop.lab.report import FUNCTIONS
-from lucyshop.lab.sandbox import isolation
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        isolation() == "none",
-        reason="nothing isolates a student's file here: a hostile one would run with our rights",
-    ),
-]
+pytestmark = MARKS
 
 # Short deadlines: nothing here hangs on purpose, and every failing test fails at once.
 FAST = ("--no-measured", "--test-timeout=15", "--case-timeout=30", "--checkpoint-timeout=240")

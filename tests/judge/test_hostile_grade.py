@@ -20,21 +20,22 @@ import time
 import uuid
 
 import pytest
-from hostile_checks import hand_in, hostile, leftovers, reference, short_tmpdir, with_bodies
+from hostile_checks import (
+    MARKS,
+    hand_in,
+    hostile,
+    leftovers,
+    reference,
+    short_tmpdir,
+    with_bodies,
+)
 from judge_files import ROOT
 
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
 from lucyshop.lab.report import FUNCTIONS
-from lucyshop.lab.sandbox import isolation
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        isolation() == "none",
-        reason="nothing isolates a student's file here: a hostile one would run with our rights",
-    ),
-]
+pytestmark = MARKS
 
 QUIET = 3.0  # seconds the gradebook is watched after the grader exits
 

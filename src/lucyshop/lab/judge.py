@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sqlite3
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lucyshop.atomic import read_regular
 from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.supplier import ledger_orders
 
@@ -100,14 +99,7 @@ def ledger(directory: Path) -> list[str]:
 def read_evidence(path: Path, limit: int = MAX_EVIDENCE) -> Any:
     """The evidence, read only as a regular file of at most ``limit`` bytes (never through a
     link, never blocking on a FIFO)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path} is over {limit} bytes")
-    return json.loads(data.decode("utf-8"))
+    return json.loads(read_regular(path, limit).decode("utf-8"))
 
 
 def rows(db: sqlite3.Connection, sql: str, *args: Any) -> list[tuple]:

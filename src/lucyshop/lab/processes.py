@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -24,7 +23,10 @@ from typing import IO, Any, Self, TypeVar
 
 import psutil
 
-from lucyshop.atomic import write_ready  # noqa: F401  (re-exported: the lab's callers use it here)
+from lucyshop.atomic import (
+    read_regular,
+    write_ready,  # noqa: F401  (re-exported: the lab's callers use it here)
+)
 from lucyshop.validate import seconds
 
 T = TypeVar("T")
@@ -42,15 +44,11 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     Read only as a regular file of at most ``MAX_READY_BYTES``, never through a link and never
     blocking on a FIFO: a ready file may sit in a directory another process can write."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        raw = read_regular(path, MAX_READY_BYTES)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise TypeError(f"ready file {path} is not a regular file")
-        raw = handle.read(MAX_READY_BYTES + 1)
-    if len(raw) > MAX_READY_BYTES:
-        raise TypeError(f"ready file {path} is over {MAX_READY_BYTES} bytes")
+    except ValueError as error:
+        raise TypeError(f"ready file {error}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
