@@ -148,6 +148,9 @@ class Jail:
             return command
         binds = ["--tmpfs", "/", *PROC_MOUNT, "--dev", "/dev"]
         binds += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        # The kit's own directory, empty but for what is bound into it, and read-only once
+        # bound: without this, a kit under /tmp would sit in the writable private /tmp.
+        binds += ["--tmpfs", str(ROOT)]
         for path in _system_paths():
             binds += ["--ro-bind", str(path), str(path)]
         binds += ["--ro-bind", str(self.staged), str(IMPL_DIR)]
@@ -155,7 +158,8 @@ class Jail:
             binds += ["--bind", str(path), str(path)]
         for outside, inside in shown:  # more the trusted side shows, read-only (a relay's socket)
             binds += ["--ro-bind", str(outside), str(inside)]
-        binds += ["--remount-ro", "/", "--chdir", "/tmp", "--cap-drop", "ALL"]
+        binds += ["--remount-ro", str(ROOT), "--remount-ro", "/", "--chdir", "/tmp"]
+        binds += ["--cap-drop", "ALL"]
         binds += ["--uid", str(NOBODY)]
         binds += ["--gid", str(NOBODY), "--hostname", "sandbox"]
         return ["bwrap", *_namespaces(), *binds, "--", *command]
