@@ -14,7 +14,7 @@ import pytest
 from judge_files import ROOT, check, rows, student_copy, tree
 
 from lucyshop.lab import judge
-from lucyshop.lab.guard import MARKER, KitFiles, new_marker, sweep
+from lucyshop.lab.guard import MARKER, KitFiles, kit_changes, new_marker, sweep
 from lucyshop.lab.report import stubs_in
 
 
@@ -148,3 +148,23 @@ def marked(marker: str) -> list[int]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def test_kit_files_edited_since_the_commit_are_named(tmp_path):
+    """A check names the kit's files that differ from the commit (a test edited by accident
+    changes every verdict), and never a student's own file."""
+    run = lambda *argv: subprocess.run(
+        ["git", "-C", str(tmp_path), *argv], check=True, capture_output=True
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "learner").mkdir()
+    (tmp_path / "tests" / "test_claim.py").write_text("def test_it():\n    pass\n")
+    (tmp_path / "learner" / "ch13_leases.py").write_text("x = 1\n")
+    run("init", "-q")
+    run("add", ".")
+    run("-c", "user.name=k", "-c", "user.email=k@example.invalid", "commit", "-qm", "kit")
+    assert kit_changes(tmp_path) == []
+    (tmp_path / "tests" / "test_claim.py").write_text("def test_it():\n    assert True\n")
+    (tmp_path / "learner" / "ch13_leases.py").write_text("x = 2\n")  # the student's: not named
+    assert kit_changes(tmp_path) == ["tests/test_claim.py"]
+    assert kit_changes(tmp_path / "not-a-checkout") == []

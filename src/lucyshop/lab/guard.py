@@ -27,6 +27,7 @@ MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000
 WATCHED = ("tests", "checkpoints", "src", "solutions")
 WATCHED_FILES = ("Makefile", "pyproject.toml")
+GIT_SECONDS = 10.0
 SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis")
 
 
@@ -74,6 +75,23 @@ class Child:
             return []
         lines = text.splitlines()
         return lines[1:] if len(text) >= limit and len(lines) > 1 else lines
+
+
+def kit_changes(root: Path) -> list[str]:
+    """The kit's files (never a student's) that differ from the commit, by git: a test or
+    checkpoint edited by accident changes what every check says. Empty outside a git checkout
+    or where git cannot answer within seconds."""
+    paths = [*WATCHED, *WATCHED_FILES]
+    command = ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--"]
+    try:
+        found = subprocess.run(
+            [*command, *paths], capture_output=True, text=True, timeout=GIT_SECONDS, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if found.returncode != 0:
+        return []
+    return sorted(line[3:] for line in found.stdout.splitlines() if len(line) > 3)
 
 
 def disk_usage(root: Path) -> int:

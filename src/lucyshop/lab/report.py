@@ -71,7 +71,15 @@ from typing import Any
 from lucyshop import validate
 from lucyshop.lab import judge
 from lucyshop.lab.collect import LEARNER_TIMEOUT, deadline_of
-from lucyshop.lab.guard import MARKER, Child, KitFiles, disk_usage, new_marker, sweep
+from lucyshop.lab.guard import (
+    MARKER,
+    Child,
+    KitFiles,
+    disk_usage,
+    kit_changes,
+    new_marker,
+    sweep,
+)
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
@@ -742,6 +750,11 @@ def run_check(
 ) -> str:
     """Run the suites and the checkpoint side by side, print the table; the checkpoint status."""
     result.say(f"make check: {result.impl}; {describe()}")
+    if edited := kit_changes(ROOT):
+        result.say(
+            "note: these kit files differ from the commit, and every check runs with them:"
+            f" {', '.join(edited)} (git diff shows how; git checkout -- FILE puts one back)"
+        )
     result.say()
     held = None if measured else LEFT_OUT
     if measured and not model_installed():
