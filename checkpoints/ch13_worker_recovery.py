@@ -742,7 +742,10 @@ def run_cases(run: Run, args: argparse.Namespace, root: Path, workdir: Path) -> 
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
         box = Sandbox(
-            run.impl, scratch=[directory], workdir=workdir / f"case{number}", shown=str(args.impl)
+            run.impl,
+            scratch=[directory],
+            workdir=workdir / f"case{number}",
+            shown=receipts.shown(run.impl),
         )
         with box:
             box.share(directory)
