@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 from impls import EXERCISES, IMPL_PATH
-from model_lock import one_model_at_a_time
 from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
 from lucyshop.lab.collect import deadline_of
+from lucyshop.lab.experiment.backend import GRADED
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import Remote
 from lucyshop.lab.sandbox.remote import checked_file
@@ -106,8 +106,9 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     """One run of the module's exercise (``EXERCISE``), shared by the module's tests, in the
     sandbox; what it returns comes back by value.
 
-    Exercises 1-4 get a fresh directory. The measured ones (5, 6) run quick, with a receipt
-    path and a work directory they keep, so that the tests can read back the shops they used.
+    Exercises 1-4 get a fresh directory. The measured ones (5, 6) run quick on the scripted
+    model (``GRADED``), with a receipt path and a work directory they keep, so that the tests
+    can read back the shops they used.
     """
     chapter_file = request.config.stash[IMPL_PATH]
     name = request.module.EXERCISE
@@ -118,8 +119,9 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     default = float(default or request.config.getini("timeout") or DEFAULT_BUDGET)
     answer = getattr(load_exercises(request, deadline_of(request.node.nodeid, default)), name)
     if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
-        with one_model_at_a_time(request):
-            return answer(directory / "receipt.json", quick=True, workdir=directory / "work")
+        return answer(
+            directory / "receipt.json", quick=True, workdir=directory / "work", backend=GRADED
+        )
     return answer(directory / "answer")
 
 

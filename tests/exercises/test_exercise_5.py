@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.exercise_receipts import check_receipt
+from lucyshop.lab.experiment.backend import GRADED
 from lucyshop.lab.loader import ROOT
 
 EXERCISE = "exercise_5_renewal"
@@ -195,6 +196,7 @@ def test_the_receipt_records_its_provenance(result, load_receipt):
     receipt = load_receipt(result["receipt"])
     record, settings = receipt["provenance"], receipt["settings"]
     assert record["exercise"] == receipt["exercise"] == 5
+    assert receipt["settings"]["backend"] == GRADED, "the run used the backend it was given"
     for key in (
         "command",
         "started_utc",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lucyshop.lab.exercise_receipts import check_receipt
+from lucyshop.lab.experiment.backend import GRADED
 from lucyshop.lab.loader import ROOT
 from lucyshop.supplier import ledger_orders
 
@@ -48,6 +49,7 @@ def test_the_receipt_records_its_provenance(result, load_receipt):
     receipt = load_receipt(result["receipt"])
     record, settings = receipt["provenance"], receipt["settings"]
     assert record["exercise"] == receipt["exercise"] == 6
+    assert receipt["settings"]["backend"] == GRADED, "the run used the backend it was given"
     for key in (
         "command",
         "started_utc",

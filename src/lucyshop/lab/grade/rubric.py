@@ -86,7 +86,7 @@ def load(path: Path = DEFAULT) -> Rubric:
         _part(data, "exercises", "visible"),
         _points(checkpoint.get("points", 0), "checkpoint.points"),
         _number(data.get("similarity", {}).get("flag_at", 0.8), "similarity.flag_at", high=1),
-        _number(data.get("limits", {}).get("seconds", 900), "limits.seconds", low=1),
+        _number(data.get("limits", {}).get("seconds", 480), "limits.seconds", low=1),
         _limits(data.get("limits", {})),
         _visibility(checkpoint.get("visibility", "after_due_date"), "checkpoint.visibility"),
     )
