@@ -11,8 +11,8 @@ ARGS    ?=
 # `make test PYTEST_WORKERS=0` runs in one process.
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
-# Exercises 5 and 6 (real model turns) run once: inside the check of the solutions
-# (tests/test_check_report.py), which fails naming each of their tests that fails.
+# Exercises 5 and 6 (each a whole measurement, on the scripted stand-in) run once: inside the
+# check of the solutions (tests/test_check_report.py), which fails naming each failing test.
 ONCE := --ignore=tests/exercises/test_exercise_5.py --ignore=tests/exercises/test_exercise_6.py
 SEED    ?= 13
 SOAK_SECONDS ?= 120
@@ -83,7 +83,7 @@ GRADE_OPTIONS = $(if $(call given,NO_CHECKPOINT),--no-checkpoint) \
   $(if $(call given,ARCHIVE),--archive "$(ARCHIVE)") $(if $(call given,ROSTER),--roster "$(ROSTER)") \
   $(if $(call given,BOM),--bom) $(if $(call given,UNISOLATED),--unisolated) $(GRADE_ARGS)
 
-grade: $(VENV)/.model ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
+grade: $(VENV)/.dev ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi
 	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS) $(strip $(GRADE_OPTIONS))
 

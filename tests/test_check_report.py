@@ -13,16 +13,13 @@ import sys
 import threading
 from pathlib import Path
 
-import model_lock
 import pytest
-from model_lock import lock_path
 
 from lucyshop.lab import report as check_report
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
-    model_installed,
     shown,
     subjects,
     verdict,
@@ -38,7 +35,7 @@ STUBS = ROOT / "learner" / "ch13_leases.py"
 ROWS = [label for label, *_ in subjects()]  # every function, then every exercise
 # The stubs' checkpoint stops at its first case; where the kit has no checkpoint it is skipped.
 CHECKPOINT_STATUS = "NOT STARTED" if (ROOT / CHECKPOINT).is_file() else "SKIPPED"
-STATUSES = "NOT STARTED|FAILING|PASSING|NEEDS MODEL|LEFT OUT"
+STATUSES = "NOT STARTED|FAILING|PASSING|LEFT OUT"
 BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # claim: newest first
 PERCENTILE_STUB = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
 
@@ -92,18 +89,14 @@ def statuses(output: str) -> dict[str, tuple[str, str]]:
 
 def measured(status: str, function: str, *, left_out: bool = False) -> str:
     """The status a row should have: the measured exercises say LEFT OUT under
-    ``--no-measured``, and otherwise need the model where it is absent."""
-    if function in MEASURED and left_out:
-        return "LEFT OUT"
-    return "NEEDS MODEL" if function in MEASURED and not model_installed() else status
+    ``--no-measured``."""
+    return "LEFT OUT" if function in MEASURED and left_out else status
 
 
-def test_the_solutions_pass_every_function(request):
-    """Also where ``make test`` runs exercises 5 and 6 (their quick real-model runs): once, here,
-    not a second time in the test session itself (the Makefile's ``ONCE``)."""
-    lock = lock_path(request)  # exercises 5 and 6 time real model turns: they take the lock
-    env = None if lock is None else os.environ | {model_lock.ENV: str(lock)}
-    result = report("--impl", "solutions", "--no-checkpoint", env=env)
+def test_the_solutions_pass_every_function():
+    """Also where ``make test`` runs exercises 5 and 6 (each a whole measurement on the scripted
+    stand-in): once, here, not a second time in the test session (the Makefile's ``ONCE``)."""
+    result = report("--impl", "solutions", "--no-checkpoint")
     assert result.returncode == 0, result.stdout + result.stderr
     assert {f: s for f, (s, _m) in statuses(result.stdout).items()} == {
         f: measured("PASSING", f) for f in ROWS
@@ -150,13 +143,10 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
     assert rows["claim"][1], "a failing row says what it expected, in one line"
     others = {f: s for f, (s, _m) in rows.items() if f != "claim"}
     assert others == {f: measured("PASSING", f, left_out=True) for f in others}, others
-    if model_installed():
-        assert rows["exercise 5"] == ("LEFT OUT", "left out by --no-measured")
-        assert (
-            result.stdout.strip()
-            .splitlines()[-1]
-            .endswith("exercises: 0 of 6 not started, 2 left out")
-        )
+    assert rows["exercise 5"] == ("LEFT OUT", "left out by --no-measured")
+    assert (
+        result.stdout.strip().splitlines()[-1].endswith("exercises: 0 of 6 not started, 2 left out")
+    )
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
     assert reruns and all("tests/learner/test_claim.py::test_" in r for r in reruns), reruns
     assert all(f"--impl {broken}" in r for r in reruns), reruns
@@ -322,7 +312,11 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
     if not written:
         assert runs == [], "nothing is written: no test may run"
         return
-    [paths] = runs
-    ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
-    modules = {f"{d}/{m}.py" for _label, d, m, _own in subjects()}
-    assert ignored == modules - {"tests/learner/test_percentile.py"}
+    ran = set()  # each part names suites or modules, less the modules it ignores
+    for paths in runs:
+        named = {p for p in paths if not p.startswith("--")}
+        ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
+        ran |= {
+            f"{d}/{m}.py" for _label, d, m, _own in subjects() if {d, f"{d}/{m}.py"} & named
+        } - ignored
+    assert ran == {"tests/learner/test_percentile.py"}

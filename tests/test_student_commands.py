@@ -9,6 +9,7 @@ beside their exercises file and prints where, and an ``--out`` inside ``evidence
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -19,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab import exercise_book
-from lucyshop.lab.report import model_installed
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "evidence"
@@ -94,7 +94,7 @@ def test_a_measured_run_by_hand_writes_under_the_students_folder_and_says_where(
     """A finished exercise 5 (the reference's answer, copied into a student's folder), run as
     the docstring says, from the kit's root and outside an activated venv: the receipt lands in
     the student's runs/, the last lines say where, and evidence/ is byte for byte unchanged."""
-    if not model_installed():
+    if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("exercise 5 measures real model turns: make model")
     folder = student(tmp_path, ROOT / "solutions")
     before = evidence_digest()

@@ -6,12 +6,12 @@
 # The kit needs Python 3.11 or newer (tomllib, datetime.UTC): where the image's python3 is
 # older, Python 3.11 comes from the distribution itself (Ubuntu 22.04: universe, jammy-updates;
 # Debian 12: main); no third-party archive. Only what grading needs is installed: the kit's
-# `grade` extra (pytest, pytest-timeout), plus the embedded model (`model` extra, a C++ build of
-# llama-cpp-python, with build-essential) only when the zip grades a measured exercise.
+# `grade` extra (pytest, pytest-timeout). No model and no compiler: the measured exercises are
+# graded on the kit's scripted stand-in (lucyshop.lab.experiment.scripted).
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 KIT="$ROOT/source/kit"
-EXTRAS="@EXTRAS@"  # written by `make autograder` (lucyshop.lab.grade.autograder)
+EXTRAS="grade"
 export DEBIAN_FRONTEND=noninteractive PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 new_enough() {  # $1 is a Python 3.11 or newer
@@ -24,9 +24,6 @@ if new_enough python3; then
     packages+=(python3-venv)  # Debian and Ubuntu keep ensurepip out of python3 itself
 else
     packages+=(python3.11 python3.11-venv)
-fi
-if [[ ",$EXTRAS," == *,model,* ]]; then
-    packages+=(build-essential)  # llama-cpp-python compiles its C++ at install
 fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${packages[@]}"

@@ -99,33 +99,19 @@ def test_the_grade_extra_is_the_test_runner_and_nothing_for_notebooks_browsers_o
     assert names <= dev  # the versions the kit's own tests run with
 
 
-@pytest.mark.parametrize("model", [True, False])
-def test_setup_installs_the_grade_extra_never_the_dev_one(tmp_path, model):
-    script = setup_in(autograder.build(tmp_path / "autograder.zip", model=model))
-    assert f'EXTRAS="{"grade,model" if model else "grade"}"' in script
+def test_setup_installs_the_grade_extra_never_the_dev_one_nor_the_model(tmp_path):
+    """Exercises 5 and 6 are graded on the scripted stand-in: no model, no compiler."""
+    script = setup_in(autograder.build(tmp_path / "autograder.zip"))
+    assert 'EXTRAS="grade"' in script
     ran = " ".join(commands(script))
     assert '-e "$KIT[$EXTRAS]"' in ran
     assert "[dev" not in ran and not [tool for tool in DEV_TOOLS if tool in ran]
-
-
-def rubric_with_exercise_weights(tmp_path: Path, weights: str) -> rubrics.Rubric:
-    text = (ROOT / "grading" / "rubric.toml").read_text()
-    path = tmp_path / "rubric.toml"
-    path.write_text(f"{text}\n[exercises.weights]\n{weights}\n")
-    return rubrics.load(path)
-
-
-def test_the_model_is_installed_only_when_a_measured_exercise_earns_points(tmp_path):
-    assert autograder.extras(rubrics.load()) == "grade,model"  # exercises 5 and 6 count now
-    unmeasured = rubric_with_exercise_weights(tmp_path, '"exercise 5" = 0\n"exercise 6" = 0')
-    assert autograder.extras(unmeasured) == "grade"
-    one = rubric_with_exercise_weights(tmp_path, '"exercise 5" = 0')
-    assert autograder.extras(one) == "grade,model"
+    assert "model" not in ran and "build-essential" not in ran
 
 
 def test_the_build_command_says_what_setup_installs(tmp_path, capsys):
     out = tmp_path / "autograder.zip"
-    assert autograder.main(["build", "--out", str(out), "--no-model"]) == 0
+    assert autograder.main(["build", "--out", str(out)]) == 0
     assert "[grade]" in capsys.readouterr().out
     assert autograder.installed_extras(out) == "grade"
 
@@ -156,10 +142,10 @@ esac""",
 }
 
 
-def run_setup(tmp_path: Path, *, python3_is_old: bool, model: bool) -> list[str]:
+def run_setup(tmp_path: Path, *, python3_is_old: bool) -> list[str]:
     """setup.sh from a built zip, run with stand-ins; the commands it ran, in order."""
     root = tmp_path / "autograder"
-    with zipfile.ZipFile(autograder.build(tmp_path / "autograder.zip", model=model)) as archive:
+    with zipfile.ZipFile(autograder.build(tmp_path / "autograder.zip")) as archive:
         archive.extract("setup.sh", root / "source")
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -188,7 +174,7 @@ def run_setup(tmp_path: Path, *, python3_is_old: bool, model: bool) -> list[str]
 def test_on_ubuntu_22_04_python_3_11_comes_from_the_distribution(tmp_path):
     """python3 is 3.10 there: python3.11 and its venv are installed, and the kit's venv is made
     with python3.11, with bubblewrap and no compiler."""
-    ran = run_setup(tmp_path, python3_is_old=True, model=False)
+    ran = run_setup(tmp_path, python3_is_old=True)
     apt = [line for line in ran if line.startswith("apt-get")]
     assert apt[0].startswith("apt-get update")
     installed = apt[1].split()
@@ -201,12 +187,11 @@ def test_on_ubuntu_22_04_python_3_11_comes_from_the_distribution(tmp_path):
 
 
 def test_where_python3_is_new_enough_only_its_venv_module_is_added(tmp_path):
-    ran = run_setup(tmp_path, python3_is_old=False, model=True)
+    ran = run_setup(tmp_path, python3_is_old=False)
     installed = next(line for line in ran if line.startswith("apt-get install")).split()
     assert "python3-venv" in installed and "python3.11" not in installed
-    assert "build-essential" in installed  # llama-cpp-python compiles at install
     assert next(line for line in ran if " -m venv " in line).startswith("python3 ")
-    assert any(line.endswith("kit[grade,model]") for line in ran if "pip install" in line)
+    assert any(line.endswith("kit[grade]") for line in ran if "pip install" in line)
 
 
 def test_the_check_stops_a_minute_before_gradescopes_timeout():

@@ -125,7 +125,7 @@ def test_the_rubrics_limits_become_the_checks_options(tmp_path):
     assert loaded.limits.argv() == ["--test-timeout=5", "--load-timeout=20"]
 
 
-@pytest.mark.parametrize("status", ["LEFT OUT", "NEEDS MODEL", "NOT STARTED", "NOT SUBMITTED"])
+@pytest.mark.parametrize("status", ["LEFT OUT", "NOT STARTED", "NOT SUBMITTED"])
 def test_a_row_that_did_not_run_earns_nothing_whatever_its_counts_say(status):
     row = Row("exercise 5", "exercise", status, 6, 6)
     assert rubric.row_earns(row, 500, rubric.load().exercises) == 0
@@ -231,7 +231,7 @@ def check_document(**changes) -> dict:
         for label, kind in [(f, "function") for f in FUNCTIONS]
         + [(e[0], "exercise") for e in EXERCISES]
     ]
-    rows[-1] |= {"status": "NEEDS MODEL", "passed": 0, "message": "needs the embedded model"}
+    rows[-1] |= {"status": "LEFT OUT", "passed": 0, "message": "left out by --no-measured"}
     rows[9] |= {"status": "FAILING", "passed": 1, "message": "timed out after 30 s in claim()"}
     cases = [{"case": n, "name": f"case {n}", "passed": n != 3, "message": ""} for n in range(7)]
     document = {

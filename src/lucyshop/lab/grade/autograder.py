@@ -1,6 +1,6 @@
 """The Gradescope autograder: build its zip, and grade the one submission it is given.
 
-    python -m lucyshop.lab.grade.autograder build [--out ZIP] [--[no-]model] [--timeout 600]
+    python -m lucyshop.lab.grade.autograder build [--out ZIP] [--timeout 600]
     python -m lucyshop.lab.grade.autograder run [--root /autograder] [--timeout 600]
 
 The zip holds ``setup.sh`` and ``run_autograder`` at its root (Gradescope's layout) and the
@@ -29,7 +29,6 @@ from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import feedback_text, grade_one
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, Submission
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import MEASURED
 
 KIT = ("pyproject.toml", "README.md", "src", "tests", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
@@ -39,20 +38,6 @@ GRADESCOPE_TIMEOUT = 600.0  # Gradescope's default autograder timeout, in second
 # run_autograder's own time around the check (start, similarity, results.json, a killed
 # check's wait): the check must stop this much before Gradescope's timeout to leave a result.
 RESERVE = 60.0
-
-
-def extras(rubric: rubrics.Rubric) -> str:
-    """The kit's extras ``setup.sh`` installs: ``grade``, and ``model`` only when the rubric
-    gives points to an exercise measured on real model turns (its build takes minutes)."""
-    measured = any(rubric.exercises.weight(label) > 0 for label in MEASURED)
-    return "grade,model" if measured and rubric.exercises.points > 0 else "grade"
-
-
-def setup_script(extras: str) -> str:
-    """``setup.sh`` installing the kit with ``extras`` (comma-separated names)."""
-    if not re.fullmatch(r"[a-z]+(,[a-z]+)*", extras):
-        raise ValueError(f"extras must be comma-separated names, not {extras!r}")
-    return _filled("setup.sh", "@EXTRAS@", extras)
 
 
 def run_script(timeout: float = GRADESCOPE_TIMEOUT) -> str:
@@ -98,17 +83,13 @@ def build(
     out: Path = DEFAULT_ZIP,
     root: Path = ROOT,
     *,
-    model: bool | None = None,
     timeout: float = GRADESCOPE_TIMEOUT,
 ) -> Path:
-    """Write the autograder zip to ``out`` and return it. ``model`` forces the embedded model
-    in (True) or out (False: exercises 5 and 6 then grade NEEDS MODEL); None: as the rubric
-    says (``extras``). ``timeout``: the autograder timeout that will be set on Gradescope."""
-    chosen = extras(rubrics.load(root / "grading" / "rubric.toml"))
-    if model is not None:
-        chosen = "grade,model" if model else "grade"
+    """Write the autograder zip to ``out`` and return it. ``timeout``: the autograder timeout
+    that will be set on Gradescope. Its ``setup.sh`` installs the kit's ``grade`` extra only:
+    the measured exercises are graded on the scripted stand-in, so no model is built."""
     scripts = {
-        "setup.sh": setup_script(chosen),
+        "setup.sh": (TEMPLATES / "setup.sh").read_text(encoding="utf-8"),
         "run_autograder": run_script(timeout),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -179,13 +160,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_command = commands.add_parser("build", help="write the Gradescope autograder zip")
     build_command.add_argument("--out", type=Path, default=DEFAULT_ZIP)
     build_command.add_argument(
-        "--model",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="install the embedded model in setup.sh (default: when the rubric grades a"
-        " measured exercise)",
-    )
-    build_command.add_argument(
         "--timeout",
         type=float,
         default=GRADESCOPE_TIMEOUT,
@@ -202,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "build":
         try:
-            built = build(args.out, model=args.model, timeout=args.timeout)
+            built = build(args.out, timeout=args.timeout)
         except ValueError as error:
             parser.error(str(error))
         print(f"autograder: {built} (setup.sh installs the kit's [{installed_extras(built)}])")

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import UNMEASURED, Limits
+from lucyshop.lab.report import LEFT_OUT, Limits
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
 CHECKPOINT_CASES = 7  # cases 0-6 of checkpoints/ch13_worker_recovery.py
 NOT_SUBMITTED = "NOT SUBMITTED"  # an exercise row when no exercises.py was handed in
-EARNS_NOTHING = ("NOT STARTED", NOT_SUBMITTED, *UNMEASURED)
+EARNS_NOTHING = ("NOT STARTED", NOT_SUBMITTED, LEFT_OUT[0])
 # Gradescope's test visibilities (its "Autograder Specifications").
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 

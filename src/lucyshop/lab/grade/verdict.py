@@ -45,7 +45,7 @@ class Case:
 class Row:
     label: str
     kind: str  # "function" or "exercise"
-    status: str  # PASSING, FAILING, NOT STARTED, NEEDS MODEL, LEFT OUT, NOT SUBMITTED
+    status: str  # PASSING, FAILING, NOT STARTED, LEFT OUT, NOT SUBMITTED
     passed: int
     total: int
     message: str = ""
