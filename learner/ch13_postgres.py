@@ -14,6 +14,20 @@ Check your work (a real PostgreSQL server is started for the tests and stopped a
 
 Given, in ``lucyshop.lab.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
 ``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.
+
+The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
+
+* ``work(work_id serial, session_id, text, state)``: ``state`` is ``pending``, ``running``
+  or ``finished``; ``add_work`` inserts a pending row and returns its ``work_id``.
+* ``leases(work_id, owner, generation, expires)``: one row per work item from the moment
+  it is queued (``owner`` NULL, ``generation`` 0, ``expires`` the epoch), so a claim always
+  updates, and locks, a row that exists. The owner and the generation are two columns here;
+  ``PgClaim.worker_id`` joins them as ``owner#generation``.
+* ``transcript(seq bigserial, work_id, generation, message jsonb, written)``: one row per
+  ``observe``, stamped with the writer's generation; ``written`` defaults to the server's
+  ``clock_timestamp()``.
+* ``outcomes(work_id, generation, status, result jsonb, written)``: at most one row per
+  item (``work_id`` is its key); ``status`` is ``DONE``, ``BLOCKED`` or ``CANCELED``.
 """
 
 from __future__ import annotations

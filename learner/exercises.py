@@ -27,6 +27,21 @@ Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the
 blocked. You may also use the runtime (``lucyshop.store``, ``lucyshop.approval``,
 ``lucyshop.supplier``) and what the lab gives the answers (``lucyshop.lab.exercise_kit``:
 ``attempt``, rows read back, ``HeldTurn``, ``dead_endpoint``; ``lucyshop.lab.processes``).
+
+Two given pieces the docstrings below name, with what they hold:
+
+* ``lucyshop.lab.suppliers.supplier_process(directory)``, a ``with`` block that runs a real
+  supplier process and ends it. What it yields has ``.client(timeout=...)`` (a
+  ``SupplierClient`` for ``approval.execute`` and ``reconcile``), ``.set_faults(drop_next=1)``
+  or ``.set_faults(delay_next=1, delay_seconds=S)`` (its next reply lost, or held back S
+  seconds after the order is committed), and ``.database``: the path of the supplier's own
+  ledger file, which ``lucyshop.supplier.ledger_orders(path)`` reads without asking the
+  supplier (exercise 2's ``ledger_file``).
+* ``prepare_renewals(db)`` adds exercise 5's table to a shop: ``lease_renewals(seq, work_id,
+  generation, progress, progressed_at, renewed_at, expires)``, one row per granted renewal.
+  ``seq`` numbers the rows; ``progress`` is the count ``renew`` was given; ``progressed_at``
+  is when this execution's ``progress`` last grew; ``renewed_at`` is the renewal's ``now``;
+  ``expires`` is the lease's new end (``lucyshop.lab.renewals``).
 """
 
 from __future__ import annotations
@@ -92,11 +107,11 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
     nobody answers), and ``reconcile`` finds the receipt by lookup alone.
 
     Returns ``{"delayed_turn": ..., "accepted_order": ...}``. Each part has ``shop`` and
-    ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and
-    for the order also ``send_again``: ``'PermissionError: why'`` each). The order part also
-    has ``ledger_file`` (the supplier's), ``operation``, ``amount_cents``, ``after_cancel``
-    and ``after_unreachable`` (each ``{"order": status, "account": {...}}``) and
-    ``reconcile`` (the rows ``reconcile`` returned once the supplier answered).
+    ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and for the
+    order also ``send_again``: ``'PermissionError: why'`` each). The order part also has
+    ``ledger_file`` (the supplier's ledger file: ``.database`` of what ``supplier_process`` yields),
+    ``operation``, ``amount_cents``, ``after_cancel`` and ``after_unreachable`` (each
+    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once the supplier answered).
 
     Explain in your own words (replace this paragraph with your answer): how does a worker
     that is still running learn it was cancelled, why is its late completion refused, and
@@ -190,7 +205,8 @@ def renew(
     progress last advanced: the expiry is capped there, and once it is reached the renewal is
     refused (PermissionError) and the lease left to run out. Without one, any live renewer can
     keep the lease forever. A renewal never shortens a lease. Each granted renewal is one row
-    of ``lease_renewals`` (see ``prepare_renewals``).
+    of ``lease_renewals(seq, work_id, generation, progress, progressed_at, renewed_at, expires)``
+    (``prepare_renewals`` adds the table; ``progressed_at``: when ``progress`` last grew).
     """
     raise NotStarted("renew", "13c § Exercise 5 Renew the lease, and measure what it costs")
 

@@ -2,6 +2,20 @@
 
 The complete twin of ``learner/ch13_postgres.py`` (a test keeps signatures and docstrings in
 step). The schema, ``PgClaim`` and the connection helpers are given in ``lucyshop.lab.pg_shop``.
+
+The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
+
+* ``work(work_id serial, session_id, text, state)``: ``state`` is ``pending``, ``running``
+  or ``finished``; ``add_work`` inserts a pending row and returns its ``work_id``.
+* ``leases(work_id, owner, generation, expires)``: one row per work item from the moment
+  it is queued (``owner`` NULL, ``generation`` 0, ``expires`` the epoch), so a claim always
+  updates, and locks, a row that exists. The owner and the generation are two columns here;
+  ``PgClaim.worker_id`` joins them as ``owner#generation``.
+* ``transcript(seq bigserial, work_id, generation, message jsonb, written)``: one row per
+  ``observe``, stamped with the writer's generation; ``written`` defaults to the server's
+  ``clock_timestamp()``.
+* ``outcomes(work_id, generation, status, result jsonb, written)``: at most one row per
+  item (``work_id`` is its key); ``status`` is ``DONE``, ``BLOCKED`` or ``CANCELED``.
 """
 
 from __future__ import annotations

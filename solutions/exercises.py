@@ -167,19 +167,20 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
     nobody answers), and ``reconcile`` finds the receipt by lookup alone.
 
     Returns ``{"delayed_turn": ..., "accepted_order": ...}``. Each part has ``shop`` and
-    ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and
-    for the order also ``send_again``: ``'PermissionError: why'`` each). The order part also
-    has ``ledger_file`` (the supplier's), ``operation``, ``amount_cents``, ``after_cancel``
-    and ``after_unreachable`` (each ``{"order": status, "account": {...}}``) and
-    ``reconcile`` (the rows ``reconcile`` returned once the supplier answered).
+    ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and for the
+    order also ``send_again``: ``'PermissionError: why'`` each). The order part also has
+    ``ledger_file`` (the supplier's ledger file: ``.database`` of what ``supplier_process`` yields),
+    ``operation``, ``amount_cents``, ``after_cancel`` and ``after_unreachable`` (each
+    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once the supplier answered).
 
     What it shows: cancelling is a write to the records, not a message to the worker. It
-    advances the generation, so the worker, still running, finds out only at its next fenced
-    write, and that write is refused: its late result never lands. When the supplier already
-    has the order, cancelling cannot take it back and must not pretend to: the order stays
-    UNKNOWN with its money reserved, nothing holds the authority to send it again, and only a
-    lookup by its operation id (``reconcile``) turns it into ACCEPTED and spent. The supplier's
-    ledger holds exactly one order throughout.
+    finishes the work and moves the generation on, so the worker, still running, finds out only
+    at its next fenced write, and that write is refused (first by the state check: the work is
+    no longer running; the stale generation would refuse it too): its late result never lands.
+    When the supplier already has the order, cancelling cannot take it back and must not pretend
+    to: the order stays UNKNOWN with its money reserved, nothing holds the authority to send it
+    again, and only a lookup by its operation id (``reconcile``) makes it ACCEPTED and spent.
+    The supplier's ledger holds exactly one order throughout.
     """
     leases = chapter()
     directory = Path(directory)
@@ -581,7 +582,8 @@ def renew(
     progress last advanced: the expiry is capped there, and once it is reached the renewal is
     refused (PermissionError) and the lease left to run out. Without one, any live renewer can
     keep the lease forever. A renewal never shortens a lease. Each granted renewal is one row
-    of ``lease_renewals`` (see ``prepare_renewals``).
+    of ``lease_renewals(seq, work_id, generation, progress, progressed_at, renewed_at, expires)``
+    (``prepare_renewals`` adds the table; ``progressed_at``: when ``progress`` last grew).
     """
     leases = chapter()
     ttl = validate.seconds(ttl, "ttl", positive=True, most=leases.MAX_TTL)
@@ -690,20 +692,18 @@ def exercise_5_renewal(
     (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each
     holding the ``shop.db`` its phase used, with ``lease_renewals``).
 
-    What it shows: a renewing lease lets the lease be short without a live worker losing its
-    work. At the median, a plain lease expires under about half of all turns; renewed every
-    third of a lease, none, for one small transaction every third of a lease. And a crash is
-    now noticed after about a lease less half a renewal interval, where without renewal the
-    only safe lease was twice the longest turn. The cost is a new failure: the renewer is a
-    separate thread, so it proves the process is alive, not that the turn is. A hung turn
-    with an unbounded renewer keeps its lease for as long as the process lives, and no
-    replacement ever takes the work. Tying renewal to progress (never more than the bound
-    past the last step) fixes it: the bounded hung turn is taken over about a bound after
-    its last progress, and the renewal after that is refused, not just late. The bound has a
-    price of its own, which the bounded arm measures: progress is only seen between steps,
-    so a live step slower than the bound is cut as if it had hung. The bound is a judgement
-    about how slow a live step can be, made from the pilot; when the machine gets slower
-    than the pilot was, that judgement is what fails.
+    What it shows: a renewing lease can be short without a live worker losing its work. At the
+    median, a plain lease expires under about half of all turns; renewed every third of a lease,
+    none, for one small transaction each time. A crash is noticed after about a lease less half
+    a renewal interval, where without renewal the only safe lease was twice the longest turn.
+    The cost is a new failure: the renewer, a separate thread, proves that the process is alive,
+    not the turn. A hung turn with an unbounded renewer keeps its lease as long as the process
+    lives, and no replacement ever takes the work. Tying renewal to progress (never more than
+    the bound past the last step) fixes it: the bounded hung turn is taken over about a bound
+    after its last progress, and the next renewal is refused, not just late. The bound has its
+    own price, which the bounded arm measures: progress is seen only between steps, so a live
+    step slower than the bound is cut as if it had hung. The bound is a judgement, made from the
+    pilot, of how slow a live step can be; a machine slower than the pilot's is what breaks it.
     """
     return exercise_runs.renewal(
         out,
