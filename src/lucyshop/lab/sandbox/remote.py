@@ -187,9 +187,15 @@ class Sandbox:
         workdir: Path,
         shown: str | None = None,
         mode: str | None = None,
+        binds: Iterable[tuple[Path, Path]] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
+        """``binds``: (directory, where it appears) pairs the worker is shown read-only (a
+        relay's socket); ``env``: more environment for it (a shifted clock's preload)."""
         self.impl = impl
         self.shown = shown or str(impl)
+        self.binds = tuple((Path(a), Path(b)) for a, b in binds)
+        self.extra_env = dict(env or {})
         self.workdir = workdir
         self.scratch = tuple(Path(p).resolve() for p in scratch)
         jail.stage(impl, workdir / "staged")
@@ -232,7 +238,8 @@ class Sandbox:
         with open(self.workdir / "sandbox.log", "ab") as out:  # out of the sandbox's reach
             self.proc = self.jail.popen(
                 command,
-                env={},
+                env=self.extra_env,
+                shown=self.binds,
                 pass_fds=(there.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -371,8 +378,9 @@ class Sandbox:
     def _handle_of(self, value: Any) -> dict:
         if isinstance(value, Remote):
             return {"$handle": value._handle["$handle"]}
-        if isinstance(value, Mirror) and value.remote is not None:
-            return {"$handle": value.remote._handle["$handle"]}
+        twin = getattr(value, "remote", None) if getattr(type(value), "paired", False) else None
+        if isinstance(twin, Remote):  # a Mirror (or a PostgreSQL one): the worker's own
+            return {"$handle": twin._handle["$handle"]}
         if isinstance(value, (sqlite3.Connection, sqlite3.Cursor, type, type(sys))):
             raise TypeError(f"a {type(value).__name__} of the trusted side cannot be handed in")
         number = len(self.trusted) + 1
@@ -472,8 +480,12 @@ def _remote_attribute(self: Any, name: str) -> Any:
 
 
 class Mirror(sqlite3.Connection):
-    """Our connection to a shop file, paired with the worker's connection to the same file."""
+    """Our connection to a shop file, paired with the worker's connection to the same file.
 
+    A class with ``paired = True`` is handed into the sandbox as its ``remote``: the worker
+    gets its own connection, and reading ours reads the file, never the worker's answer."""
+
+    paired = True
     remote: Remote | None = None
 
 

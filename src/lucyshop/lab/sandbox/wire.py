@@ -7,7 +7,8 @@ hostile worker can send wrong values but never code.
 Plain values (None, bool, int, float, str, list) are themselves. The rest are tagged objects:
 ``{"$tuple": [...]}`` (a ``sqlite3.Row`` too), ``{"$dict": [[key, value], ...]}``,
 ``{"$set": [...]}`` (and ``$frozenset``), ``{"$bytes": base64}``,
-``{"$path": str}``, a dataclass by value as ``{"$data": [module, class, {field: value}]}``,
+``{"$path": str}``, ``{"$datetime": ISO 8601}`` (a server's timestamp, its offset kept), a
+dataclass by value as ``{"$data": [module, class, {field: value}]}``,
 and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
 in the process that owns it, and the other side calls it through the channel.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import json
 import socket
 import sqlite3
@@ -27,6 +29,7 @@ from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_TIMESTAMP = 64  # characters of an ISO 8601 timestamp
 _HEADER = struct.Struct(">I")
 
 
@@ -101,6 +104,8 @@ class Codec:
             return {"$bytes": base64.b64encode(value).decode("ascii")}
         if _is_path(value):
             return {"$path": str(value)}
+        if type(value) is datetime.datetime:
+            return {"$datetime": value.isoformat()}
         fields = _dataclass_fields(value)
         if fields is not None:
             cls = type(value)
@@ -127,12 +132,8 @@ class Codec:
         if tag in ("$set", "$frozenset") and isinstance(body, list):
             items = [self._key(self.decode(item, inner)) for item in body]
             return set(items) if tag == "$set" else frozenset(items)
-        if tag == "$bytes" and isinstance(body, str):
-            return base64.b64decode(body.encode("ascii"), validate=True)
-        if tag == "$path" and isinstance(body, str):
-            from pathlib import Path
-
-            return Path(body)
+        if tag in _TEXT and isinstance(body, str):
+            return _TEXT[tag](body)
         if tag == "$data" and _is_data(body):
             module, name, fields = body
             return self.data_of(module, name, {k: self.decode(v, inner) for k, v in fields.items()})
@@ -152,6 +153,23 @@ class Codec:
         except TypeError:
             raise BadFrame("a set member or dict key that cannot be hashed") from None
         return value
+
+
+def _timestamp(body: str) -> datetime.datetime:
+    if len(body) > MAX_TIMESTAMP:
+        raise BadFrame(f"a timestamp of {len(body)} characters")
+    try:
+        return datetime.datetime.fromisoformat(body)
+    except ValueError:
+        raise BadFrame(f"not a timestamp: {body[:80]}") from None
+
+
+# The tags whose body is one string, and what each string becomes.
+_TEXT = {
+    "$bytes": lambda body: base64.b64decode(body.encode("ascii"), validate=True),
+    "$path": Path,
+    "$datetime": _timestamp,
+}
 
 
 def _is_path(value: Any) -> bool:

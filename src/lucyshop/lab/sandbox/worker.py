@@ -27,7 +27,10 @@ from typing import Any
 from lucyshop.lab.sandbox import wire
 
 MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
-KIT = ("lucyshop.lab.sandbox.probes",)  # the kit modules the trusted side may call in here
+KIT = (  # the kit modules the trusted side may call in here
+    "lucyshop.lab.sandbox.probes",
+    "lucyshop.lab.sandbox.pg_probes",
+)
 STUDENT_DIRS: set[str] = set()  # where the loaded student files are: their frames are named
 
 
