@@ -8,12 +8,18 @@ could not run the shop without the grading machinery. And code under ``src/`` ch
 implementation only when told to: a hard-coded load of ``solutions``, or a command line or
 function that falls back to it, would run the reference where a student's file was meant.
 
-Both rules are read from the source with ``ast``, so an import inside a function counts too.
+The first rule is import-linter's contract in pyproject.toml (``lint-imports``, which counts an
+import inside a function too); the second is read from the source with ``ast``.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -33,23 +39,6 @@ def name(path: Path) -> str:
 def module_of(path: Path) -> str:
     parts = list(path.relative_to(SRC).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported(path: Path, module: str) -> list[str]:
-    """Every module that ``path`` (the module ``module``) imports, relative imports resolved."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = module.split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            found += [module] + [f"{module}.{alias.name}" for alias in node.names]
-    return found
 
 
 def reference_loads(path: Path) -> list[str]:
@@ -102,14 +91,34 @@ def test_the_runtime_is_every_module_outside_the_lab():
     assert not any(n.startswith("lucyshop/lab/") for n in names)
 
 
-@pytest.mark.parametrize("path", RUNTIME, ids=name)
-def test_the_runtime_never_imports_the_lab(path):
-    lab = [
-        m
-        for m in imported(path, module_of(path))
-        if m == "lucyshop.lab" or m.startswith("lucyshop.lab.")
-    ]
-    assert lab == [], f"{name(path)} imports the lab: {sorted(set(lab))}"
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's contracts (pyproject.toml) on the package under ``root / "src"``."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=root,
+        env=os.environ | {"PYTHONPATH": str(root / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def contract() -> dict:
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return next(c for c in config["contracts"] if c["id"] == "runtime-below-lab")
+
+
+def test_the_layer_contract_names_every_runtime_module():
+    """A new runtime module is under the contract only once it is listed there."""
+    tops = {module_of(p).split(".")[1] for p in RUNTIME if module_of(p) != "lucyshop"}
+    assert set(contract()["source_modules"]) == {f"lucyshop.{t}" for t in tops}
+
+
+def test_the_runtime_never_imports_the_lab():
+    result = lint_imports(SRC.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the runtime never imports the lab KEPT" in result.stdout
 
 
 @pytest.mark.parametrize("path", EVERYTHING, ids=name)
@@ -121,13 +130,21 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     """Each rule finds a planted offence: the checks are not vacuous."""
     planted = tmp_path / "planted.py"
     planted.write_text(
-        "from .lab import loader\n"
         "def f():\n"
-        "    import lucyshop.lab.processes\n"
         "    return loader.load_impl('solutions'), load_impl('solutions/ch13_leases.py')\n"
         "def g(spec='solutions', *, impl='solutions'):\n"
         "    parser.add_argument('--impl', default='solutions')\n"
     )
-    modules = imported(planted, "lucyshop.planted")
-    assert "lucyshop.lab" in modules and "lucyshop.lab.processes" in modules
     assert len(reference_loads(planted)) == 5
+
+
+@pytest.mark.timeout(300)
+def test_the_layer_contract_breaks_on_an_import_of_the_lab(tmp_path):
+    """A runtime module importing the lab, even inside a function, breaks the contract."""
+    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
+    shutil.copy(SRC.parent / "pyproject.toml", tmp_path)
+    store = tmp_path / "src" / "lucyshop" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef _late():\n    import lucyshop.lab.processes\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "BROKEN" in result.stdout and "lucyshop.store -> lucyshop.lab.processes" in result.stdout

@@ -1,12 +1,12 @@
-"""What the kit shares is stated once: the variable that names the chapter file, and the writer
-that makes a file appear whole.
-
-Read from the source text of ``src/`` and ``checkpoints/``; each rule also proves that it
-would find a second statement.
+"""What the kit shares is stated once: the variable that names the chapter file (read from the
+source text of ``src/`` and ``checkpoints/``), and the writer that makes a file appear whole
+(ruff's banned-api rule). Each rule also proves that it would find a second statement.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,13 +23,25 @@ def test_the_implementation_variable_is_spelled_only_in_the_runtime_package() ->
     assert stating('"LEASES_IMPL"') == ["src/lucyshop/__init__.py"]
 
 
-def test_only_lucyshop_atomic_renames_a_file_into_place() -> None:
-    """Ready files and every receipt go through ``lucyshop.atomic.write_text``."""
-    assert stating("os.replace(") == ["src/lucyshop/atomic.py"]
+def test_only_lucyshop_atomic_renames_a_file_into_place(tmp_path: Path) -> None:
+    """Ready files and every receipt go through ``lucyshop.atomic.write_text``: ruff's banned-api
+    rule (TID251, pyproject.toml) refuses ``os.replace`` and ``os.rename`` anywhere else, and
+    finds a planted one."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("import os\n\nos.replace('a', 'b')\nos.rename('a', 'b')\n")
+    found = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251"]
+        + ["--config", str(ROOT / "pyproject.toml"), str(planted), "src", "checkpoints"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert found.stdout.count("TID251") == 2 and "planted.py" in found.stdout, found.stdout
+    assert "src/" not in found.stdout and "checkpoints/" not in found.stdout, found.stdout
 
 
 def test_a_second_statement_would_be_found() -> None:
-    planted = ROOT / "tests" / "test_one_place.py"  # this file states both, as a module might
-    files = [*CODE, planted]
-    assert "tests/test_one_place.py" in stating('"LEASES_IMPL"', files)
-    assert "tests/test_one_place.py" in stating("os.replace(", files)
+    planted = ROOT / "tests" / "test_one_place.py"  # this file states it, as a module might
+    assert "tests/test_one_place.py" in stating('"LEASES_IMPL"', [*CODE, planted])
