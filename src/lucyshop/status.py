@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from lucyshop import IMPL_ENV
+from lucyshop import IMPL_ENV, validate
 from lucyshop.approval import APPROVAL_MIGRATIONS, UNCERTAIN
 from lucyshop.approval import STATUSES as ORDER_STATUSES
 from lucyshop.queue import QUEUE_MIGRATIONS
@@ -310,7 +310,7 @@ def work_progress(db: sqlite3.Connection, now: float, leases: bool) -> dict:
             {
                 "work_id": row["work_id"],
                 "session_id": row["session_id"],
-                "owner": (row["worker_id"] or "").split("#")[0],
+                "owner": validate.owner_of(row["worker_id"]),
                 "worker_id": row["worker_id"],
                 "generation": row["generation"],
                 "expires": expires,

@@ -85,6 +85,12 @@ def label(value: Any, name: str, *, most: int = MAX_LABEL, forbidden: str = "") 
     return value
 
 
+def owner_of(worker_id: str | None) -> str:
+    """The owner label of a ``worker_id`` (``owner#generation``), '' for none: an owner label
+    never holds a '#' (``label(..., forbidden="#")``), so the first one ends it."""
+    return (worker_id or "").partition("#")[0]
+
+
 def string(value: Any, name: str) -> str:
     """Any ``str`` (for a name matched against a list, where a mismatch is its own refusal)."""
     if not isinstance(value, str):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.validate import owner_of
+
 EXERCISE = "exercise_1_reuse_owner_label"
 
 
@@ -18,7 +20,7 @@ def result(ran):
 def test_the_same_owner_label_reacquires_as_a_new_generation(result, read, query):
     first, second = result["worker_ids"]
     assert first != second
-    assert first.split("#")[0] == second.split("#")[0], "both executions run under one owner label"
+    assert owner_of(first) == owner_of(second), "both executions run under one owner label"
     db = read(result["shop"])
     leases = query(
         db,
@@ -34,7 +36,7 @@ def test_the_old_claims_completion_is_refused_because_its_generation_is_stale(re
     outcomes = query(db, "SELECT generation FROM outcomes WHERE work_id = ?", result["work_id"])
     assert outcomes == [{"generation": 2}], "only the current execution's completion was recorded"
     work = query(db, "SELECT worker_id FROM work WHERE work_id = ?", result["work_id"])
-    assert work[0]["worker_id"].split("#")[0] == result["worker_ids"][0].split("#")[0], (
+    assert owner_of(work[0]["worker_id"]) == owner_of(result["worker_ids"][0]), (
         "the work is held under the same owner label:"
         " the label did not refuse it, the generation did"
     )

@@ -98,3 +98,10 @@ def test_a_row_id_is_an_int_sqlite_can_hold(value):
 def test_a_row_id_refuses_everything_else(value):
     with pytest.raises(ValueError, match="work_id must be a whole number from 1 to 2"):
         validate.row_id(value, "work_id")
+
+
+def test_owner_of_reads_the_owner_label_of_a_worker_id():
+    assert validate.owner_of("till#2") == "till"
+    assert validate.owner_of("till") == "till"
+    assert validate.owner_of(None) == ""
+    assert validate.owner_of("lucy worker#12") == "lucy worker"

@@ -10,6 +10,7 @@ from typing import Any
 
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import Evidence, Verdict
+from lucyshop.validate import owner_of
 
 
 def facts(soak: Soak, ev: Evidence) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def _lease_figures(ev: Evidence) -> dict[str, Any]:
     """Claims, takeovers and the stale writes the fence refused (by whom, at which boundary)."""
     history, refused = ev.history, [e for e in ev.logged("write") if not e["ok"]]
     owner_of_log = {e["log"]: e["owner"] for e in ev.logged("start")}
-    holder = {(h["work_id"], h["generation"]): str(h["worker_id"]).split("#")[0] for h in history}
+    holder = {(h["work_id"], h["generation"]): owner_of(str(h["worker_id"])) for h in history}
     same_owner = sum(
         1
         for e in refused
