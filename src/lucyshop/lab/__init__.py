@@ -1,4 +1,28 @@
-"""Lab tooling: loading a chapter-13 implementation, blocking the reference, bounded processes."""
+"""The lab: what checks, grades, measures and teaches chapter 13. The shop itself (the runtime:
+store, queue, approval, the supplier, models, status) never imports it.
+
+Words used across the lab:
+
+- **chapter file**: a ``ch13_leases.py``, the learner's (``learner/``), the reference
+  (``solutions/``) or a hand-in; ``$LEASES_IMPL`` or ``--impl`` names it. **answers**: the
+  ``exercises.py`` beside it.
+- **stub**: a function whose body is still ``raise NotStarted(...)``; its row is NOT STARTED.
+- **row**: one line of ``make check``'s table, one chapter function or one exercise, with its
+  status: NOT STARTED, FAILING, PASSING, LEFT OUT (``--no-measured``) or, in a grade, NOT
+  SUBMITTED.
+- **sandbox**: the bubblewrap jail (``lab.sandbox``) in which every student line runs; nothing
+  it reports is believed, only files the trusted side reads back.
+- **checkpoint**: ``checkpoints/ch13_worker_recovery.py``, real processes killed and paused
+  around a real supplier; its seven **cases** are judged from the files each kept.
+- **judge** (``lab.judge``): the trusted reader that turns a checkpoint's kept files into case
+  results. **verdict**: what one check of one file came to (rows, cases, status), as
+  ``make grade`` reads it (``lab.grade.verdict``).
+- **receipt**: a JSON file in ``evidence/`` with every raw observation of a measurement and
+  its provenance (model, backend, host, date, command, code hashes); its figures are
+  recomputed from the observations, never typed in.
+- **stand-in**: the scripted model (``lab.experiment.scripted``) the measured exercises are
+  graded on, so that no grade depends on how fast the machine is.
+"""
 
 from lucyshop.lab.stubs import NotStarted
 
