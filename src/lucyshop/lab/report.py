@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
 import json
 import os
@@ -876,12 +877,8 @@ def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> s
 def timings(spec: str) -> dict[str, float]:
     """Seconds for one whole check and for one printed rerun (for ``make bench``)."""
     start = time.monotonic()
-    with open(os.devnull, "w") as quiet:
-        saved, sys.stdout = sys.stdout, quiet
-        try:
-            check(spec)
-        finally:
-            sys.stdout = saved
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        check(spec)
     whole = time.monotonic() - start
     nodeid = f"{SUITES[0]}/test_claim.py::test_oldest_first"
     argv = [sys.executable, "-m", "pytest", nodeid, "--impl", spec, "-q", "-p", "pytest_timeout"]
