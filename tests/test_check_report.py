@@ -6,8 +6,10 @@ Each case runs the report as a student would, in a child process, and reads its 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.lab import postgres
 from lucyshop.lab import report as check_report
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
+    PG_EXERCISE,
+    PG_FILE,
     shown,
     subjects,
     verdict,
@@ -40,13 +45,18 @@ BREAK = ("ORDER BY w.work_id LIMIT 1", "ORDER BY w.work_id DESC LIMIT 1")  # cla
 PERCENTILE_STUB = '    raise NotStarted("percentile", "13a § Percentiles of a turn")\n'
 
 
-def hand_in(directory: Path, name: str, chapter: str, answers: str) -> Path:
+def hand_in(
+    directory: Path, name: str, chapter: str, answers: str, postgres: str = "learner"
+) -> Path:
     """A student's directory: the chapter file ``name`` holding ``chapter``, and beside it the
-    exercise answers of ``answers`` (``learner`` or ``solutions``), as make check reads them."""
+    exercise answers of ``answers`` (``learner`` or ``solutions``) and the ``ch13_postgres.py``
+    of ``postgres`` (by default the stubs: exercise 7 is NOT STARTED and none of its tests
+    runs), as make check reads them."""
     path = directory / name
     path.write_text(chapter, encoding="utf-8")
     exercises = (ROOT / answers / "exercises.py").read_text(encoding="utf-8")
     (directory / "exercises.py").write_text(exercises, encoding="utf-8")
+    shutil.copyfile(ROOT / postgres / PG_FILE, directory / PG_FILE)
     return path
 
 
@@ -102,6 +112,9 @@ def test_the_solutions_pass_every_function():
         f: measured("PASSING", f) for f in ROWS
     }
     assert "rerun:" not in result.stdout, "a passing row has nothing to rerun"
+    assert re.search(r"^  exercise 7 +PASSING +(\d+)/\1$", result.stdout, re.MULTILINE), (
+        "the reference's ch13_postgres.py passes every test of exercise 7, in the sandbox"
+    )
     assert " · checkpoint SKIPPED · " in result.stdout.strip().splitlines()[-1]
 
 
@@ -118,9 +131,14 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback(stubs_checked):
     assert {f: s for f, (s, _m) in rows.items()} == {f: measured("NOT STARTED", f) for f in ROWS}
     for function, (status, message) in rows.items():
         if status == "NOT STARTED":
-            assert message.startswith(
-                ("read notebook 13a § ", "read notebook 13b § ", "read notebook 13c § ")
-            ), (function, message)
+            assert message.startswith(tuple(f"read notebook 13{part} § " for part in "abcd")), (
+                function,
+                message,
+            )
+    assert rows[PG_EXERCISE] == (
+        "NOT STARTED",
+        "read notebook 13d § One statement claims, on the server's clock",
+    ), rows[PG_EXERCISE]
     assert "Traceback" not in result.stdout + result.stderr
     assert "FAILING" not in result.stdout
     assert (
@@ -141,11 +159,12 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
     rows = statuses(result.stdout)
     assert rows["claim"][0] == "FAILING", rows["claim"]
     assert rows["claim"][1], "a failing row says what it expected, in one line"
-    others = {f: s for f, (s, _m) in rows.items() if f != "claim"}
+    others = {f: s for f, (s, _m) in rows.items() if f not in ("claim", PG_EXERCISE)}
     assert others == {f: measured("PASSING", f, left_out=True) for f in others}, others
     assert rows["exercise 5"] == ("LEFT OUT", "left out by --no-measured")
+    assert rows[PG_EXERCISE][0] == "NOT STARTED"  # its stubs were handed in
     assert (
-        result.stdout.strip().splitlines()[-1].endswith("exercises: 0 of 6 not started, 2 left out")
+        result.stdout.strip().splitlines()[-1].endswith("exercises: 1 of 7 not started, 2 left out")
     )
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
     assert reruns and all("tests/learner/test_claim.py::test_" in r for r in reruns), reruns
@@ -286,6 +305,8 @@ def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_te
     assert verdict("claim", "learner").startswith("claim: NOT STARTED\n  read notebook 13b § ")
     exercise = verdict("exercise 3", "learner")
     assert exercise.startswith("exercise 3: NOT STARTED\n  read notebook 13c § "), exercise
+    postgres = verdict(PG_EXERCISE, "learner")
+    assert postgres.startswith("exercise 7: NOT STARTED\n  read notebook 13d § "), postgres
 
 
 def test_a_notebook_check_of_a_written_function_runs_its_tests():
@@ -317,6 +338,88 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
         named = {p for p in paths if not p.startswith("--")}
         ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
         ran |= {
-            f"{d}/{m}.py" for _label, d, m, _own in subjects() if {d, f"{d}/{m}.py"} & named
+            f"{d}/{m}.py"
+            for _label, d, modules, _own in subjects()
+            for m in modules
+            if {d, f"{d}/{m}.py"} & named
         } - ignored
     assert ran == {"tests/learner/test_percentile.py"}
+
+
+def pg_file_without(function: str) -> str:
+    """The reference's ch13_postgres.py, with ``function`` returning None at once."""
+    source = (ROOT / "solutions" / PG_FILE).read_text(encoding="utf-8")
+    node = next(
+        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == function
+    )
+    lines = source.splitlines(keepends=True)
+    body = node.body[1].lineno - 1  # after the docstring
+    return "".join([*lines[:body], "    return None\n", *lines[node.end_lineno :]])
+
+
+def test_exercise_7_fails_alone_naming_each_failing_test_with_a_rerun(tmp_path):
+    """A ch13_postgres.py whose observe() writes nothing, beside the chapter's stubs: exercise 7
+    runs (in the sandbox, on a real PostgreSQL server) and is FAILING, its failing tests all
+    observe's, each with a command that reruns it; the stub rows run nothing."""
+    if reason := postgres.missing():
+        pytest.skip(f"exercise 7 needs PostgreSQL: {reason}")
+    chapter = hand_in(tmp_path, "ch13_leases.py", STUBS.read_text(encoding="utf-8"), "learner")
+    (tmp_path / PG_FILE).write_text(pg_file_without("observe"), encoding="utf-8")
+
+    result = report("--impl", str(chapter), "--no-checkpoint", "--no-measured")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    row = re.search(r"^  exercise 7 +FAILING +(\d+)/(\d+)   (.*)$", result.stdout, re.MULTILINE)
+    assert row, result.stdout
+    passed, total = int(row.group(1)), int(row.group(2))
+    assert 0 < passed < total, row.group(0)  # claim, assert_current and finish still pass
+    reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
+    assert len(reruns) == total - passed, result.stdout
+    assert all("tests/postgres/test_pg_observe.py::test_" in r for r in reruns), reruns
+    assert statuses(result.stdout)["percentile"][0] == "NOT STARTED"
+    again = subprocess.run(
+        reruns[0] + " -q --color=no",
+        shell=True,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 1 and "1 failed" in again.stdout.strip().splitlines()[-1], (
+        again.stdout[-2000:]
+    )
+
+
+@pytest.mark.parametrize("missing", ["postgresql", "file"])
+def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
+    missing, tmp_path, monkeypatch, capsys
+):
+    """A written ch13_postgres.py where the pg extra is not installed is LEFT OUT, saying how to
+    install it; one that is not beside the chapter file is FAILING, saying so. Either way none
+    of its tests runs, and the notebook's check says the same."""
+    chapter = hand_in(
+        tmp_path, "ch13_leases.py", STUBS.read_text(encoding="utf-8"), "learner", "solutions"
+    )
+    reason = "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
+    if missing == "postgresql":
+        monkeypatch.setattr(check_report, "postgres_missing", lambda: reason)
+        expected = ("LEFT OUT", f"left out: it needs PostgreSQL, and {reason}")
+    else:
+        (tmp_path / PG_FILE).unlink()
+        expected = ("FAILING", f"no {PG_FILE} beside {chapter}: exercise 7 lives there")
+    runs = []
+    monkeypatch.setattr(
+        check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
+    )
+    result = check_report.Result(impl=str(chapter))
+    env = os.environ | {check_report.ENV: str(chapter)}
+    check_report.run_check(
+        result, chapter, env, tmp_path, "marker", False, True, check_report.Limits()
+    )
+    printed = capsys.readouterr().out
+    row = {r.label: r for r in result.rows}[PG_EXERCISE]
+    assert (row.status, row.message) == expected
+    assert runs == [], "every other row is a stub, and exercise 7 cannot run: no test may run"
+    assert "Traceback" not in printed
+    assert verdict(PG_EXERCISE, str(chapter)) == f"exercise 7: {expected[0]}\n  {expected[1]}"

@@ -231,7 +231,8 @@ def check_document(**changes) -> dict:
         for label, kind in [(f, "function") for f in FUNCTIONS]
         + [(e[0], "exercise") for e in EXERCISES]
     ]
-    rows[-1] |= {"status": "LEFT OUT", "passed": 0, "message": "left out by --no-measured"}
+    exercise_6 = [row["label"] for row in rows].index("exercise 6")
+    rows[exercise_6] |= {"status": "LEFT OUT", "passed": 0, "message": "left out by --no-measured"}
     rows[9] |= {"status": "FAILING", "passed": 1, "message": "timed out after 30 s in claim()"}
     cases = [{"case": n, "name": f"case {n}", "passed": n != 3, "message": ""} for n in range(7)]
     document = {
@@ -251,13 +252,16 @@ def test_a_verdict_is_read_from_the_judges_json():
     verdict = from_json(check_document(), "printed")
     loaded = rubric.load()
     assert verdict.status == "CHECKED" and verdict.feedback == "the table a student sees"
-    assert [r.status for r in verdict.rows].count("PASSING") == 20
+    assert len(verdict.rows) == 23  # 16 functions, 7 exercises
+    assert [r.status for r in verdict.rows].count("PASSING") == 21
     assert verdict.checkpoint == "FAILED" and sum(c.passed for c in verdict.cases) == 6
     claim_share = loaded.functions.points * 2 / 21  # claim weighs 2 of 21 (16 rows, 5 doubled)
+    # exercise 6 (left out) weighs 1 of 8: six exercises at 1, exercise 7 at 2
+    assert [loaded.exercises.weight(e[0]) for e in EXERCISES] == [1, 1, 1, 1, 1, 1, 2]
     expected = (
         loaded.functions.points
         - claim_share * 2 / 3
-        + loaded.exercises.points * 5 / 6
+        + loaded.exercises.points * 7 / 8
         + loaded.checkpoint * 6 / 7
     )
     assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.02)

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from grading_class import REFERENCE
 
-from lucyshop.lab.grade import feedback, gradebook, gradescope, rubric
+from lucyshop.lab.grade import feedback, gradebook, gradescope, rubric, submissions
 from lucyshop.lab.grade.classroom import Options
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import Submission
@@ -29,6 +29,7 @@ from lucyshop.lab.report import EXERCISES, FUNCTIONS
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
 EXERCISE_LABELS = [label for label, _module, _stubs in EXERCISES]
+BOTH = [submissions.EXERCISES, submissions.POSTGRES]  # every file of exercises left out
 
 
 def verdict(
@@ -187,8 +188,10 @@ def test_a_bad_roster_is_refused_saying_why(tmp_path, text, problem):
 
 
 def test_a_missing_exercises_file_is_one_line_not_submitted_worth_nothing():
+    """Neither exercises.py nor ch13_postgres.py handed in: every exercise row NOT SUBMITTED,
+    one line for them all."""
     loaded = rubric.load()
-    found = feedback.not_submitted(verdict(exercises="NOT STARTED"), loaded.exercises.points)
+    found = feedback.not_submitted(verdict(exercises="NOT STARTED"), loaded, BOTH)
     exercise_rows = [r for r in found.rows if r.kind == "exercise"]
     assert {r.status for r in exercise_rows} == {"NOT SUBMITTED"}
     lines = found.feedback.splitlines()
@@ -203,6 +206,41 @@ def test_a_missing_exercises_file_is_one_line_not_submitted_worth_nothing():
         ("exercises: NOT SUBMITTED", 0, 20)
     ]
     assert rubric.score(found, loaded) == loaded.functions.points + loaded.checkpoint
+
+
+@pytest.mark.parametrize(
+    ("missing", "name", "points"),
+    [
+        (submissions.POSTGRES, "exercise 7", 5),  # 2 of the 8 weights of the exercises' 20
+        (submissions.EXERCISES, "exercises 1-6", 15),
+    ],
+)
+def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing, name, points):
+    """Only ch13_postgres.py (exercise 7) missing, or only exercises.py: its rows are one NOT
+    SUBMITTED line worth nothing, the other file's rows keep their status and points, and the
+    lines still add up to the total exactly."""
+    loaded = rubric.load()
+    found = feedback.not_submitted(verdict(), loaded, [missing])
+    mine = set(feedback.ROWS_OF[missing])
+    assert {r.status for r in found.rows if r.label in mine} == {"NOT SUBMITTED"}
+    assert {r.status for r in found.rows if r.kind == "exercise" and r.label not in mine} == {
+        "PASSING"
+    }
+    why = f"no {missing} was handed in"
+    assert all(r.message == why for r in found.rows if r.label in mine)
+    lines = found.feedback.splitlines()
+    assert not [line for line in lines if line[2:12] in mine and "NOT SUBMITTED" not in line]
+    mentions = [line for line in lines if "NOT SUBMITTED" in line]
+    assert mentions[0].startswith(f"  {name}") and f"{why}: 0 of {points} points" in mentions[0]
+    assert mentions[-1].endswith(f"({name} NOT SUBMITTED)"), mentions  # the summary line
+    document = gradescope.results(found, loaded)
+    jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
+    tests = {t["name"]: t for t in document["tests"] if "exercise" in t["tags"]}
+    line = tests[f"{name}: NOT SUBMITTED"]
+    assert (line["score"], line["max_score"]) == (0, points)
+    assert line["output"] == f"{why}: 0 of {points} points"
+    assert exact_sum(t["max_score"] for t in document["tests"]) == Decimal(str(loaded.total))
+    assert rubric.score(found, loaded) == loaded.total - points
 
 
 # ---------------------------------------------------------------- the student's file names

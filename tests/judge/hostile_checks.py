@@ -62,13 +62,20 @@ def with_bodies(body: str) -> str:
     return replaced
 
 
-def hand_in(directory: Path, text: str, exercises: Path = LEARNER / "exercises.py") -> Path:
-    """``text`` as ``directory/ch13_leases.py``, with ``exercises`` beside it (the stubs by
-    default: the exercise rows are NOT STARTED and none of their tests runs)."""
+def hand_in(
+    directory: Path,
+    text: str,
+    exercises: Path = LEARNER / "exercises.py",
+    postgres: Path = LEARNER / "ch13_postgres.py",
+) -> Path:
+    """``text`` as ``directory/ch13_leases.py``, with ``exercises`` and ``postgres`` (exercise
+    7) beside it (the stubs by default: the exercise rows are NOT STARTED and none of their
+    tests runs)."""
     directory.mkdir(parents=True, exist_ok=True)
     chapter = directory / "ch13_leases.py"
     chapter.write_text(text, encoding="utf-8")
     shutil.copyfile(exercises, directory / "exercises.py")
+    shutil.copyfile(postgres, directory / "ch13_postgres.py")
     return chapter
 
 

@@ -13,11 +13,13 @@ SOLUTIONS = ROOT / "solutions"
 
 def student_copy(directory: Path, appended: str = "") -> Path:
     """The reference answers as a student's file in ``directory``, with ``appended`` at its end
-    (rebinding a function there changes what every caller gets)."""
+    (rebinding a function there changes what every caller gets), and exercise 7's stubs beside
+    it (NOT STARTED: none of its tests runs)."""
     directory.mkdir(parents=True, exist_ok=True)
     chapter = directory / "ch13_leases.py"
     chapter.write_text((SOLUTIONS / "ch13_leases.py").read_text() + appended, encoding="utf-8")
     (directory / "exercises.py").write_text((SOLUTIONS / "exercises.py").read_text())
+    (directory / "ch13_postgres.py").write_text((ROOT / "learner" / "ch13_postgres.py").read_text())
     return chapter
 
 

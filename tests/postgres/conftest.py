@@ -38,7 +38,13 @@ from sandboxes import budget
 
 from lucyshop.lab import pg_shop
 from lucyshop.lab.pg_sandbox import PG_FILE, PgSandbox, paired, pg_sandbox
-from lucyshop.lab.postgres import missing, postgres_server, scratch_schema, student_role
+from lucyshop.lab.postgres import (
+    missing,
+    postgres_server,
+    schema_of,
+    scratch_schema,
+    student_role,
+)
 from lucyshop.lab.receipts import shown
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
 from lucyshop.lab.stubs import placeholders, stub_nodes
@@ -100,27 +106,13 @@ def pg_box(chapter_file: Path, pg_server, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(scope="session")
-def shifted_boxes(chapter_file: Path, pg_server, tmp_path_factory: pytest.TempPathFactory):
-    """``boxes(seconds)``: a worker whose wall clock reads ``seconds`` off (one per shift, made
-    when first asked for, kept for the session)."""
+def clock_box(chapter_file: Path, pg_server, tmp_path_factory: pytest.TempPathFactory):
+    """A second worker, whose wall clock libfaketime shifts (each test that uses it sets the
+    shift it wants: ``shifted``)."""
     from lucyshop.lab.skew import shifted_env
 
-    made: dict[float, PgSandbox] = {}
-    with contextlib.ExitStack() as stack:
-
-        def boxes(seconds: float) -> PgSandbox:
-            if seconds not in made:
-                made[seconds] = stack.enter_context(
-                    _box(
-                        chapter_file,
-                        pg_server,
-                        tmp_path_factory.getbasetemp(),
-                        shifted_env(seconds),
-                    )
-                )
-            return made[seconds]
-
-        yield boxes
+    with _box(chapter_file, pg_server, tmp_path_factory.getbasetemp(), shifted_env(0)) as box:
+        yield box
 
 
 def _told(request: pytest.FixtureRequest, box: PgSandbox) -> PgSandbox:
@@ -157,18 +149,33 @@ def _stub_first(request: pytest.FixtureRequest) -> None:
         getattr(request.getfixturevalue("pg"), name)(*args, **kwargs)
 
 
+@pytest.fixture(scope="session")
+def pg_admin(pg_server) -> Iterator[Any]:
+    """The superuser's connection that makes and drops each test's schema and role (one for
+    the session: a connection costs a server process)."""
+    import psycopg
+
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        yield admin
+
+
 @pytest.fixture
-def dsn(pg_server) -> Iterator[str]:
+def dsn(pg_server, pg_admin) -> Iterator[str]:
     """Our own way into the test's schema, with the shop's tables in it."""
-    with scratch_schema(pg_server, "test") as dsn:
-        pg_shop.create_shop(dsn)
+    from psycopg import sql
+
+    with scratch_schema(pg_server, "test", admin=pg_admin) as dsn:
+        with pg_admin.transaction():  # pg_shop.create_shop(dsn), on the admin's connection
+            schema = sql.Identifier(schema_of(dsn))
+            pg_admin.execute(sql.SQL("SET LOCAL search_path = {}").format(schema))
+            pg_admin.execute(pg_shop.SCHEMA)
         yield dsn
 
 
 @pytest.fixture
-def role(pg_server, dsn: str) -> Iterator[dict[str, str]]:
+def role(pg_server, pg_admin, dsn: str) -> Iterator[dict[str, str]]:
     """The worker's role: it may use the test's schema and nothing else."""
-    with student_role(pg_server, dsn) as role:
+    with student_role(pg_server, dsn, admin=pg_admin) as role:
         yield role
 
 
@@ -214,29 +221,29 @@ class Shifted:
 
 
 @pytest.fixture
-def shifted(request: pytest.FixtureRequest, shifted_boxes, pg_file: Path, role) -> Callable:
+def shifted(request: pytest.FixtureRequest, clock_box: PgSandbox, pg_file: Path, role) -> Callable:
     """``shifted(seconds) -> Shifted``: the student's file in a worker whose wall clock reads
     ``seconds`` off (checked here), connected to the test's schema."""
-    opened: list[tuple[PgSandbox, Remote]] = []
+    opened: list[Remote] = []
 
     def make(seconds: float) -> Shifted:
-        box = _told(request, shifted_boxes(seconds))
+        box = _told(request, clock_box)
         module = box.load(seconds=budget(request))
         probes = box.probes()
         before = time.time()
-        clock = probes.clock()
+        clock = probes.shift(seconds)
         assert abs(clock - before - seconds) < CLOCK_SLACK, (
             f"the shifted worker's clock should read {seconds:+}s off: it read"
             f" {clock - before:+.1f}s"
         )
         connection = box.connect(role)
-        opened.append((box, connection))
+        opened.append(connection)
         return Shifted(module, connection, probes)
 
     yield make
-    for box, connection in opened:
+    for connection in opened:
         with contextlib.suppress(CallTimedOut, WorkerDied):
-            box.probes().close(connection)
+            clock_box.probes().close(connection)
 
 
 def lease(conn, work_id: int) -> dict[str, Any]:

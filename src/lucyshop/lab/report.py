@@ -4,8 +4,9 @@
                                   [--no-measured] [--json FILE] [--test-timeout S] ...
 
 The learner and exercise suites run in pytest children side by side (each measured exercise in
-one of its own); the checkpoint runs beside them. Each row
-is one function (in the order of ``learner/ch13_leases.py``) or one exercise:
+one of its own, and exercise 7, ``ch13_postgres.py`` on a real PostgreSQL server, in another);
+the checkpoint runs beside them. Each row is one function (in the order of
+``learner/ch13_leases.py``) or one exercise:
 
 - NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub (then
   none of its tests runs: the count says how many it has);
@@ -14,7 +15,8 @@ is one function (in the order of ``learner/ch13_leases.py``) or one exercise:
 - PASSING: every test of it passed, and as many ran as a separate collection finds;
 - LEFT OUT: exercises 5 and 6 under ``--no-measured``. They run the measurement on the
   scripted stand-in (``lucyshop.lab.experiment.scripted``), never on timed real turns, so no
-  row waits for a model or depends on how loaded the machine is.
+  row waits for a model or depends on how loaded the machine is. Also exercise 7 where
+  PostgreSQL cannot run (the ``pg`` extra is not installed): its message says how to install it.
 
 Bounded, whatever the file does. Output of every child goes to a file, never a pipe. A test
 has 30 s (the measured exercises 120 s); past that it fails "timed out after 30 s in claim()",
@@ -84,6 +86,7 @@ from lucyshop.lab.guard import (
     sweep,
 )
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
+from lucyshop.lab.postgres import missing as postgres_missing
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
 
@@ -107,18 +110,28 @@ FUNCTIONS: tuple[str, ...] = (
     "reconcile",
     "cancel",
 )
-# The exercise book's answers (learner/exercises.py), each with its check module and its stubs.
-EXERCISES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("exercise 1", "test_exercise_1", ("exercise_1_reuse_owner_label",)),
-    ("exercise 2", "test_exercise_2", ("exercise_2_cancel_while_delayed",)),
-    ("exercise 3", "test_exercise_3", ("observe_without_fence", "exercise_3_remove_one_fence")),
-    ("exercise 4", "test_exercise_4", ("exercise_4_sessions_vs_ceiling",)),
-    ("exercise 5", "test_exercise_5", ("renew", "keep_renewing", "exercise_5_renewal")),
-    ("exercise 6", "test_exercise_6", ("records_message", "exercise_6_records")),
+# Exercise 7: the chapter's leases on PostgreSQL, in ch13_postgres.py beside the chapter file.
+# Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.
+PG_FILE = "ch13_postgres.py"
+PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
+PG_STUBS = tuple(f"{Path(PG_FILE).stem}.{name}" for name in PG_FUNCTIONS)
+PG_MODULES = tuple(f"test_pg_{name}" for name in PG_FUNCTIONS)  # tests/postgres's others: the kit's
+PG_EXERCISE = "exercise 7"
+# The exercise book's answers (learner/exercises.py), each with its check modules and its stubs,
+# then exercise 7.
+EXERCISES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("exercise 1", ("test_exercise_1",), ("exercise_1_reuse_owner_label",)),
+    ("exercise 2", ("test_exercise_2",), ("exercise_2_cancel_while_delayed",)),
+    ("exercise 3", ("test_exercise_3",), ("observe_without_fence", "exercise_3_remove_one_fence")),
+    ("exercise 4", ("test_exercise_4",), ("exercise_4_sessions_vs_ceiling",)),
+    ("exercise 5", ("test_exercise_5",), ("renew", "keep_renewing", "exercise_5_renewal")),
+    ("exercise 6", ("test_exercise_6",), ("records_message", "exercise_6_records")),
+    (PG_EXERCISE, PG_MODULES, PG_STUBS),
 )
 MEASURED = ("exercise 5", "exercise 6")  # a measurement, run on the scripted stand-in
 LEFT_OUT = ("LEFT OUT", "left out by --no-measured")
-SUITES = ("tests/learner", "tests/exercises")
+SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
+SUITE_OF = {PG_EXERCISE: SUITES[2]}  # an exercise's suite, when not tests/exercises
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
 CHECKPOINT_TIMEOUT = 600.0  # from the checkpoint's own start
@@ -165,10 +178,14 @@ def module_of(function: str) -> str:
     return "test_" + function.rpartition(".")[2]
 
 
-def subjects() -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """Every row of the table: (label, test directory, test module, the stubs that are its own)."""
-    rows = [(function, SUITES[0], module_of(function), (function,)) for function in FUNCTIONS]
-    return rows + [(label, SUITES[1], module, stubs) for label, module, stubs in EXERCISES]
+def subjects() -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """Every row of the table: (label, test directory, its test modules, the stubs that are its
+    own)."""
+    rows = [(function, SUITES[0], (module_of(function),), (function,)) for function in FUNCTIONS]
+    return rows + [
+        (label, SUITE_OF.get(label, SUITES[1]), modules, stubs)
+        for label, modules, stubs in EXERCISES
+    ]
 
 
 @dataclass
@@ -272,6 +289,30 @@ def stubs_in(path: Path) -> dict[str, str | None]:
     except (OSError, SyntaxError, ValueError):
         return {}
     return {name: stub_section(node) for name, node in functions_in(tree) if is_stub_node(node)}
+
+
+def all_stubs(path: Path) -> dict[str, str | None]:
+    """The stubs of a student's files: the chapter file's and ``exercises.py``'s by name, and
+    those of the ``ch13_postgres.py`` beside them as ``ch13_postgres.<name>``."""
+    pg = stubs_in(path.with_name(PG_FILE))
+    pg = {f"{Path(PG_FILE).stem}.{name}": section for name, section in pg.items()}
+    return stubs_in(path) | stubs_in(path.with_name("exercises.py")) | pg
+
+
+def held_rows(path: Path, measured: bool, stubs: dict[str, str | None]) -> dict[str, tuple]:
+    """The rows that run no test, each with its status and message: the measured exercises
+    under ``--no-measured``; exercise 7, once it is not a stub, without its file or PostgreSQL."""
+    held = {} if measured else dict.fromkeys(MEASURED, LEFT_OUT)
+    if any(stub in stubs for stub in PG_STUBS):
+        return held  # NOT STARTED by its syntax: nothing needs to run
+    if not path.with_name(PG_FILE).is_file():
+        held[PG_EXERCISE] = (
+            "FAILING",
+            f"no {PG_FILE} beside {shown(path)}: exercise 7 lives there",
+        )
+    elif reason := postgres_missing():
+        held[PG_EXERCISE] = (LEFT_OUT[0], f"left out: it needs PostgreSQL, and {reason}")
+    return held
 
 
 def not_started(section: str | None) -> str:
@@ -456,13 +497,17 @@ def run_side_by_side(
 
 def row_function(nodeid: str) -> str:
     module = Path(nodeid.split("::")[0]).stem
-    label = next((s[0] for s in subjects() if s[2] == module), module)
+    if module in PG_MODULES:  # exercise 7: one module per function
+        return module.removeprefix("test_pg_")
+    label = next((s[0] for s in subjects() if module in s[2]), module)
     return label.rpartition(".")[2]
 
 
 def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> Child:
     """Collect (never run) the same suites against the kit's own stubs, in another process."""
     argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "--impl", "learner"]
+    if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have
+        argv += ["-p", "pytest_timeout"]
     env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop(ENV, None)
     return Child(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
@@ -489,25 +534,25 @@ def build_rows(
     stubs: dict[str, str | None],
     counts: dict[str, int] | None,
     stopped: str | None = None,
-    held: tuple[str, str] | None = None,
+    held: dict[str, tuple[str, str]] | None = None,
     only: str | None = None,
 ) -> list[Row]:
-    """One row per function and exercise; ``held`` is the status and message of the measured
-    exercises when they did not run (LEFT OUT)."""
+    """One row per function and exercise; ``held`` maps a row that did not run to its status
+    and message (``held_rows``)."""
     hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
-    for record in results.values():
-        if record.get("hung"):
+    for record in results.values():  # exercise 7's functions share the chapter's names
+        if record.get("hung") and record.get("module") not in PG_MODULES:
             hangs.setdefault(record["hung"], record["message"])
     rows = []
-    for label, _directory, module, own_stubs in subjects():
+    for label, _directory, modules, own_stubs in subjects():
         if only is not None and label != only:
             continue
         kind = "exercise" if label.startswith("exercise") else "function"
-        if held and label in MEASURED:
-            rows.append(Row(label, kind, held[0], message=held[1]))
+        if held and label in held:
+            rows.append(Row(label, kind, held[label][0], message=held[label][1]))
             continue
-        tests = [r for r in results.values() if r.get("module") == module]
-        row = grade_row(label, kind, tests, own_stubs, spec, stubs, counts, module, stopped)
+        tests = [r for r in results.values() if r.get("module") in modules]
+        row = grade_row(label, kind, tests, own_stubs, spec, stubs, counts, modules, stopped)
         if row.status != "NOT STARTED" and label.rpartition(".")[2] in hangs:
             row.status, row.message = "FAILING", hangs[label.rpartition(".")[2]]
         rows.append(row)
@@ -522,13 +567,15 @@ def grade_row(
     spec: str,
     stubs: dict[str, str | None],
     counts: dict[str, int] | None,
-    module: str,
+    modules: tuple[str, ...],
     stopped: str | None,
 ) -> Row:
     passed = sum(r["outcome"] == "passed" for r in tests)
-    expected = counts.get(module) if counts else None
+    known = counts is not None and all(module in counts for module in modules)
+    expected = sum(counts[module] for module in modules) if known else None
     row = Row(label, kind, "PASSING", passed, expected or len(tests))
-    own = [r for r in tests if r.get("not_started") in own_stubs]
+    prefix = f"{Path(PG_FILE).stem}."  # a NotStarted names the function alone
+    own = [r for r in tests if r.get("not_started") in {s.removeprefix(prefix) for s in own_stubs}]
     failing = [r for r in tests if r["outcome"] == "failed"]
     row.failures = [
         Failure(r["nodeid"], failure_message(r, label), rerun_command(r["nodeid"], spec))
@@ -762,6 +809,38 @@ def check(
     return result
 
 
+def suite_paths(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
+    """What pytest is given to run ``suite`` less the ``left_out`` (directory, module) pairs:
+    the directory with an ``--ignore`` for each, or, for a directory that also holds the kit's
+    own tests (tests/postgres), its row modules by name. Empty when nothing of it is left."""
+    mine = {(d, m) for _label, d, modules, _own in subjects() if d == suite for m in modules}
+    if not mine - left_out:
+        return []
+    if suite in SUITE_OF.values():
+        return [f"{d}/{m}.py" for d, m in sorted(mine - left_out)]
+    return [suite, *(f"--ignore={d}/{m}.py" for d, m in sorted(mine & left_out))]
+
+
+def plan(stubs: dict[str, str | None], held: dict[str, tuple]) -> tuple[list[str], list[list]]:
+    """What the pristine collection is given, and the parts the suites run in.
+
+    A held row never runs; nor do the tests of a row still a stub by its syntax, which is NOT
+    STARTED whatever they report (the counts still name all its tests). Each suite runs in a
+    pytest child of its own, and each measured exercise (mostly waiting on its scripted turns
+    and leases) in another: the tests wait on the sandbox more than they compute, so side by
+    side they take the time of the longest. Exercise 7 is a suite of its own (tests/postgres,
+    with its own PostgreSQL server)."""
+    pairs = [(label, d, m, own) for label, d, modules, own in subjects() for m in modules]
+    held_out = {(d, m) for label, d, m, _own in pairs if label in held}
+    stubbed = {(d, m) for _label, d, m, own in pairs if any(s in stubs for s in own)}
+    paths = [p for suite in SUITES for p in suite_paths(suite, held_out)]
+    skipped = stubbed | held_out
+    alone = {(d, m) for label, d, m, _own in pairs if label in MEASURED} - skipped
+    parts = [suite_paths(suite, skipped | alone) for suite in SUITES]
+    parts = [part for part in parts if part] + [[f"{d}/{m}.py"] for d, m in sorted(alone)]
+    return paths, parts
+
+
 def run_check(
     result: Result,
     path: Path,
@@ -780,29 +859,13 @@ def run_check(
             f" {', '.join(edited)} (git diff shows how; git checkout -- FILE puts one back)"
         )
     result.say()
-    held = None if measured else LEFT_OUT
-    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
-    # A measured row that is held never runs; nor do the tests of a row still a stub by its
-    # syntax, which is NOT STARTED whatever they report (the counts still name all its tests).
-    held_out = {(d, m) for label, d, m, _own in subjects() if held and label in MEASURED}
-    stubbed = {(d, m) for _label, d, m, own in subjects() if any(s in stubs for s in own)}
-    paths = list(SUITES) + [f"--ignore={d}/{m}.py" for d, m in sorted(held_out)]
+    stubs = all_stubs(path)
+    held = held_rows(path, measured, stubs)
+    paths, parts = plan(stubs, held)
     running = None
     if with_checkpoint and (ROOT / CHECKPOINT).is_file():
         running = Checkpoint(path, env, tmp, marker, limits)
     collecting = pristine_counts(tmp, marker, paths)
-    # Each suite in a pytest child of its own, and each measured exercise (mostly waiting on
-    # its scripted turns and leases) in another: the tests wait on the sandbox more than they
-    # compute, so side by side they take the time of the longest.
-    skipped = stubbed | held_out
-    alone = {(d, m) for label, d, m, _own in subjects() if label in MEASURED} - skipped
-    parts = []
-    for suite in SUITES:
-        mine = {(d, m) for _label, d, m, _own in subjects() if d == suite}
-        if mine - skipped - alone:
-            left_out = sorted(mine & (skipped | alone))
-            parts.append([suite, *(f"--ignore={d}/{m}.py" for d, m in left_out)])
-    parts += [[f"{d}/{m}.py"] for d, m in sorted(alone)]
     run = run_side_by_side(path, env, tmp, marker, parts, limits)
     counts = read_counts(collecting)
     if run.problem:
@@ -841,11 +904,14 @@ def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> s
     """One row of the table, for a notebook's check cell: its status and every failing test."""
     spec = spec or os.environ.get(ENV) or "learner"
     path = impl_path(spec)
-    _label, directory, module, own_stubs = next(s for s in subjects() if s[0] == label)
-    stubs = stubs_in(path) | stubs_in(path.parent / "exercises.py")
+    _label, directory, modules, own_stubs = next(s for s in subjects() if s[0] == label)
+    stubs = all_stubs(path)
     stub = next((s for s in own_stubs if s in stubs), None)
     if stub is not None:  # still the stub, read from its syntax: there is nothing to run yet
         return f"{label}: NOT STARTED\n  {not_started(stubs[stub])}"
+    held = held_rows(path, True, stubs).get(label)
+    if held is not None:  # exercise 7 without its file or PostgreSQL
+        return f"{label}: {held[0]}\n  {held[1]}"
     marker = new_marker()
     with tempfile.TemporaryDirectory(prefix="lucyshop-verdict-") as tmp:
         try:
@@ -854,7 +920,7 @@ def verdict(label: str, spec: str | None = None, limits: Limits = Limits()) -> s
                 os.environ | {ENV: str(path)},
                 Path(tmp),
                 marker,
-                [f"{directory}/{module}.py"],
+                [f"{directory}/{module}.py" for module in modules],
                 limits,
             )
         finally:

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from lucyshop.lab.grade import feedback, gradebook, similarity, store
 from lucyshop.lab.grade.rubric import Rubric, load, score
 from lucyshop.lab.grade.store import Graded
-from lucyshop.lab.grade.submissions import Submission, stage
+from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
 from lucyshop.lab.grade.verdict import Verdict, judge
 
 __all__ = ["Graded", "Interrupted", "Options", "default_jobs", "feedback_text", "grade_class"]
@@ -96,8 +96,12 @@ def grade_one(
         feedback.scrubbed(verdict, staged.parent, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if submission.exercises is None:
-        feedback.not_submitted(verdict, rubric.exercises.points)
+    missing = [
+        name
+        for name, path in ((EXERCISES, submission.exercises), (POSTGRES, submission.postgres))
+        if path is None
+    ]
+    feedback.not_submitted(verdict, rubric, missing)
     return Graded(submission, verdict, like, score(verdict, rubric), flagged)
 
 

@@ -4,25 +4,35 @@ The check ran on a staged copy under the grader's scratch directory, so its feed
 paths that mean nothing to the student (``/tmp/lucyshop-grade-.../ch13_leases.py``) and some
 that are the instructor's own (the kit's checkout). ``scrub`` puts back the names a student
 has in their kit: ``learner/ch13_leases.py`` and ``learner/exercises.py``, so every rerun line
-can be pasted into their own terminal. A hand-in without ``exercises.py`` had the stubs
-staged beside it (so the check ran none of those tests); its six exercise rows become one
-NOT SUBMITTED line worth 0, instead of six rows that blame files the student never sent.
+can be pasted into their own terminal. A hand-in without ``exercises.py`` (or without
+``ch13_postgres.py``, exercise 7) had the stubs staged beside it (so the check ran none of
+those tests); the rows of the missing file become one NOT SUBMITTED line worth 0, instead of
+rows that blame files the student never sent.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, NOT_SUBMITTED, Rubric, lines
-from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES
+from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
 from lucyshop.lab.grade.verdict import Row, Verdict
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.report import EXERCISES as EXERCISE_ROWS
+from lucyshop.lab.report import PG_EXERCISE
 
 STUDENT_CHAPTER = f"learner/{CHAPTER}"
 STUDENT_EXERCISES = f"learner/{EXERCISES}"
-_EXERCISE_LINE = re.compile(r"^  exercise \d+ ")
+STUDENT_POSTGRES = f"learner/{POSTGRES}"
+# The exercise rows each file the student may leave out holds.
+ROWS_OF = {
+    EXERCISES: tuple(label for label, *_ in EXERCISE_ROWS if label != PG_EXERCISE),
+    POSTGRES: (PG_EXERCISE,),
+}
+_EXERCISE_LINE = re.compile(r"^  (exercise \d+) ")
 _SUMMARY_EXERCISES = re.compile(r"(· )exercises: .*$")
 
 
@@ -31,6 +41,7 @@ def scrub(text: str, staged: Path, work: Path) -> str:
     replacements = [
         (str(staged / CHAPTER), STUDENT_CHAPTER),
         (str(staged / EXERCISES), STUDENT_EXERCISES),
+        (str(staged / POSTGRES), STUDENT_POSTGRES),
         (str(staged), "learner"),
         (str(work), "$TMPDIR"),
         (f"{ROOT}/", ""),
@@ -52,26 +63,55 @@ def scrubbed(verdict: Verdict, staged: Path, work: Path) -> Verdict:
     return verdict
 
 
-def not_submitted(verdict: Verdict, points: float) -> Verdict:
-    """Mark a checked verdict's exercise rows NOT SUBMITTED, and say so once in its feedback."""
-    if verdict.status != "CHECKED":
+def not_submitted(verdict: Verdict, rubric: Rubric, missing: Sequence[str]) -> Verdict:
+    """Mark the exercise rows of each file in ``missing`` (``exercises.py``,
+    ``ch13_postgres.py``) NOT SUBMITTED in a checked verdict, and say so once in its feedback:
+    one line for those rows, with the points they were worth."""
+    labels = [label for file in missing for label in ROWS_OF[file]]
+    if verdict.status != "CHECKED" or not labels:
         return verdict
-    why = f"no {EXERCISES} was handed in"
+    worth = {line.label: line.available for line in lines(verdict, rubric)}
+    file_of = {label: file for file in missing for label in ROWS_OF[file]}
     verdict.rows = [
-        Row(r.label, r.kind, NOT_SUBMITTED, 0, 0, why) if r.kind == "exercise" else r
+        Row(r.label, r.kind, NOT_SUBMITTED, 0, 0, f"no {file_of[r.label]} was handed in")
+        if r.label in file_of
+        else r
         for r in verdict.rows
     ]
+    points = sum(worth.get(label, 0) for label in labels) / 100
+    line = f"  {span(labels):<20}{NOT_SUBMITTED}   {why(verdict)}: 0 of {points:g} points"
     kept: list[str] = []
-    for line in verdict.feedback.splitlines():
-        if _EXERCISE_LINE.match(line):
-            if not any(k.startswith("  exercises ") for k in kept):
-                kept.append(
-                    f"  exercises 1-6       {NOT_SUBMITTED}   {why}: 0 of {points:g} points"
-                )
+    for text in verdict.feedback.splitlines():
+        row = _EXERCISE_LINE.match(text)
+        if row and row.group(1) in file_of:
+            if line not in kept:
+                kept.append(line)
             continue
-        kept.append(_SUMMARY_EXERCISES.sub(rf"\1exercises: {NOT_SUBMITTED}", line))
+        if exercises_missing(verdict):
+            text = _SUMMARY_EXERCISES.sub(rf"\1exercises: {NOT_SUBMITTED}", text)
+        elif _SUMMARY_EXERCISES.search(text):
+            text += f" ({span(labels)} {NOT_SUBMITTED})"
+        kept.append(text)
     verdict.feedback = "\n".join(kept) + "\n"
     return verdict
+
+
+def span(labels: Sequence[str]) -> str:
+    """``exercise 7``, or ``exercises 1-6`` for several rows in a row."""
+    if len(labels) == 1:
+        return labels[0]
+    numbers = [label.rpartition(" ")[2] for label in labels]
+    return f"exercises {numbers[0]}-{numbers[-1]}"
+
+
+def why(verdict: Verdict) -> str:
+    """Which files were not handed in: ``no exercises.py was handed in``, or both."""
+    files = [
+        r.message.removeprefix("no ").removesuffix(" was handed in")
+        for r in verdict.rows
+        if r.kind == "exercise" and r.status == NOT_SUBMITTED
+    ]
+    return f"no {' or '.join(dict.fromkeys(files))} was handed in"
 
 
 def checkpoint_label(verdict: Verdict) -> str:

@@ -10,7 +10,7 @@ specification as a JSON Schema, and the tests validate every file written here a
 
 from __future__ import annotations
 
-from lucyshop.lab.grade.feedback import exercises_missing
+from lucyshop.lab.grade.feedback import exercises_missing, span, why
 from lucyshop.lab.grade.rubric import NOT_SUBMITTED, Line, Rubric, lines
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
@@ -52,11 +52,12 @@ def _tests(verdict: Verdict, rubric: Rubric) -> list[dict]:
         "exercise": rubric.exercises.visibility,
         "checkpoint": rubric.checkpoint_visibility,
     }
-    exercises = [line for line in found if line.kind == "exercise"]
-    if exercises_missing(verdict):  # one line, 0 points, not six rows blaming a missing file
-        found = [line for line in found if line.kind != "exercise"]
-        available = sum(line.available for line in exercises)
-        found.append(Line("exercise", f"exercises: {NOT_SUBMITTED}", 0, available))
+    missing = [line for line in found if line.row is not None and line.row.status == NOT_SUBMITTED]
+    if missing:  # one line, 0 points, not rows blaming a file that was not handed in
+        found = [line for line in found if line not in missing]
+        name = "exercises" if exercises_missing(verdict) else span([m.label for m in missing])
+        available = sum(line.available for line in missing)
+        found.append(Line("exercise", f"{name}: {NOT_SUBMITTED}", 0, available))
     return [_test(line, verdict, visibility[line.kind]) for line in found]
 
 
@@ -93,4 +94,4 @@ def _output(line: Line, verdict: Verdict) -> str:
         return line.case.message
     if line.kind == "checkpoint":
         return f"the checkpoint was {verdict.checkpoint}: this case earned nothing"
-    return f"no exercises.py was handed in: 0 of {line.available / 100:g} points"
+    return f"{why(verdict)}: 0 of {line.available / 100:g} points"

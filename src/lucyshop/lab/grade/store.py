@@ -61,9 +61,14 @@ def kit_version(root: Path = ROOT) -> str:
 
 
 def files_digest(submission: Submission) -> str:
-    """sha256 of what the student handed in: the chapter file and the exercises, if any."""
+    """sha256 of what the student handed in: the chapter file, the exercises and exercise 7's
+    file, if any."""
     digest = hashlib.sha256()
-    for name, path in (("chapter", submission.chapter), ("exercises", submission.exercises)):
+    for name, path in (
+        ("chapter", submission.chapter),
+        ("exercises", submission.exercises),
+        ("postgres", submission.postgres),
+    ):
         digest.update(name.encode() + b"\0")
         if path is not None and path.is_file():
             digest.update(path.read_bytes())

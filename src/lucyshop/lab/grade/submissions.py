@@ -1,9 +1,10 @@
 """A class's hand-ins: find them in a directory, and stage each one alone.
 
-A submission is ``DIR/<student>/ch13_leases.py`` (with an optional ``exercises.py`` beside
-it) or ``DIR/<student>.py``. Anything else in ``DIR`` that looks like a hand-in (a directory
-without the chapter file) is still a submission, with a problem that says what is missing, so
-it gets its own row instead of vanishing from the gradebook.
+A submission is ``DIR/<student>/ch13_leases.py`` (with an optional ``exercises.py`` and an
+optional ``ch13_postgres.py``, exercise 7, beside it) or ``DIR/<student>.py``. Anything else in
+``DIR`` that looks like a hand-in (a directory without the chapter file) is still a
+submission, with a problem that says what is missing, so it gets its own row instead of
+vanishing from the gradebook.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from lucyshop.lab.loader import IMPLEMENTATIONS
 
 CHAPTER = "ch13_leases.py"
 EXERCISES = "exercises.py"
+POSTGRES = "ch13_postgres.py"  # exercise 7
 STARTER_EXERCISES = IMPLEMENTATIONS["learner"].with_name(EXERCISES)
+STARTER_POSTGRES = IMPLEMENTATIONS["learner"].with_name(POSTGRES)
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Submission:
     chapter: Path | None
     exercises: Path | None = None
     problem: str = ""
+    postgres: Path | None = None  # exercise 7's ch13_postgres.py, when handed in
 
     @property
     def slug(self) -> str:
@@ -61,23 +65,25 @@ def find(directory: Path) -> list[Submission]:
 
 def _from_directory(entry: Path) -> Submission:
     chapter = entry / CHAPTER
-    exercises = entry / EXERCISES
+    exercises, postgres = entry / EXERCISES, entry / POSTGRES
     extra = exercises if exercises.is_file() else None
+    pg = postgres if postgres.is_file() else None
     if chapter.is_file():
-        return Submission(entry.name, chapter, extra)
+        return Submission(entry.name, chapter, extra, postgres=pg)
     others = sorted(p.name for p in entry.iterdir())[:5]
     seen = f" (it holds: {', '.join(others)})" if others else " (it is empty)"
-    return Submission(entry.name, None, extra, f"no {CHAPTER} in {entry.name}/{seen}")
+    return Submission(entry.name, None, extra, f"no {CHAPTER} in {entry.name}/{seen}", pg)
 
 
 def stage(submission: Submission, directory: Path) -> Path:
-    """Copy the hand-in into ``directory`` as ``ch13_leases.py`` and ``exercises.py``.
+    """Copy the hand-in into ``directory`` as ``ch13_leases.py``, ``exercises.py`` and
+    ``ch13_postgres.py``.
 
     The judge then reads a copy the grader owns, under the name the kit expects, whatever the
-    student called their file; the original is never touched. Without an ``exercises.py`` the
-    starter stubs go beside it: the check runs none of their tests (each row is NOT STARTED at
-    once, instead of every test failing on the missing file), and the grader marks the rows
-    NOT SUBMITTED.
+    student called their file; the original is never touched. Without an ``exercises.py`` (or
+    a ``ch13_postgres.py``) the starter stubs go beside it: the check runs none of their tests
+    (each row is NOT STARTED at once, instead of every test failing on the missing file), and
+    the grader marks the rows NOT SUBMITTED.
     """
     if submission.chapter is None:
         raise ValueError(f"nothing to stage: {submission.problem}")
@@ -85,4 +91,5 @@ def stage(submission: Submission, directory: Path) -> Path:
     target = directory / CHAPTER
     shutil.copyfile(submission.chapter, target)
     shutil.copyfile(submission.exercises or STARTER_EXERCISES, directory / EXERCISES)
+    shutil.copyfile(submission.postgres or STARTER_POSTGRES, directory / POSTGRES)
     return target

@@ -1,6 +1,6 @@
 """What the trusted side does inside a worker for exercise 7 (``tests/postgres``), where the
-student's ``ch13_postgres.py`` runs: open a connection of the worker's own, read the worker's
-clock (shifted or not), run statements on the worker's connection, and race claims from
+student's ``ch13_postgres.py`` runs: open a connection of the worker's own, read and shift
+the worker's clock, run statements on the worker's connection, and race claims from
 several threads.
 
 Nothing here is trusted: the student's code shares this process and may rewrite it. The
@@ -10,6 +10,7 @@ lies only lies about its own student's functions.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -27,6 +28,14 @@ def connect(dsn: str) -> Any:
 
 def clock() -> float:
     """The worker's wall clock (libfaketime may shift it)."""
+    return time.time()
+
+
+def shift(seconds: float) -> float:
+    """Shift this worker's wall clock by ``seconds`` from now on, in a worker started with
+    libfaketime preloaded and its cache off (``lucyshop.lab.skew.shifted_env``): it reads
+    ``$FAKETIME`` at every call. The clock it then reads."""
+    os.environ["FAKETIME"] = f"{seconds:+.3f}"
     return time.time()
 
 
