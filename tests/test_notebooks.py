@@ -101,6 +101,18 @@ def is_check(cell) -> bool:
 STOP = re.compile(r"^(?:[\w.]+\(\) is not started: |skipped \(|StepMissing: )", re.MULTILINE)
 
 
+def messages(text: str) -> list[str]:
+    """The lines a cell printed, each wrapped one joined again: the notebooks wrap a long line
+    at word boundaries (lucyshop.lab.inline.wrap), its continuation lines indented."""
+    joined: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("  ") and joined and not line.startswith("  read notebook"):
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
+
+
 def run(notebook: Path, impl: str, *, allow_errors: bool, env: dict | None = None):
     """Every cell of ``notebook`` executed by nbclient with ``LEASES_IMPL=impl``."""
     nb = nbformat.read(notebook, as_version=4)
@@ -131,6 +143,12 @@ def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, ow
     assert checks and all(": PASSING (" in text.splitlines()[0] for text in checks), checks
     shown = [outputs_text(c) for c in nb.cells if c.cell_type == "code"]
     assert not [text for text in shown if "not started" in text or "skipped (" in text]
+    from lucyshop.lab.inline import WIDTH
+
+    assert not [line for text in shown for line in text.splitlines() if len(line) > WIDTH]
+    if notebook.stem.startswith("13b"):  # recover_once, run in the kernel, on a real supplier
+        recovered = next(outputs_text(c) for c in nb.cells if "leases.recover_once(" in c.source)
+        assert "recover_once: DONE at generation 2 | receipts: ['ACCEPTED']" in recovered
 
 
 @pytest.mark.timeout(900)
@@ -143,9 +161,10 @@ def test_on_the_stubs_every_cell_runs_and_a_stopped_one_prints_one_line(notebook
     code = [c for c in nb.cells if c.cell_type == "code"]
     stopped = [outputs_text(c).strip() for c in code if STOP.search(outputs_text(c))]
     assert stopped
-    for text in stopped:  # the stop's one line, and nothing else
-        assert len(text.splitlines()) == 1, text
-        assert "replace the `raise NotStarted(...)` line" in text or "finish it" in text, text
+    for text in stopped:  # the stop's one line (wrapped at word boundaries), and nothing else
+        assert len(messages(text)) == 1, text
+        line = messages(text)[0]
+        assert "replace the `raise NotStarted(...)` line" in line or "finish it" in line, text
     assert all("NOT STARTED" in outputs_text(c) for c in code if is_check(c))
 
 
@@ -371,12 +390,13 @@ def test_13d_without_postgresql_says_so_in_one_line_and_runs_on(own_tmpdir):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [o for c in code for o in c.outputs if o.output_type == "error"] == []
     preflight = next(c for c in code if "postgres_or_stop" in c.source)
-    line = outputs_text(preflight).strip()
+    shown = messages(outputs_text(preflight).strip())
+    assert len(shown) == 1, shown
+    line = shown[0]
     assert line.startswith("StepMissing: PostgreSQL is not available here (") and "make lab" in line
-    assert len(line.splitlines()) == 1
-    skipped = [outputs_text(c).strip() for c in code if "skipped (" in outputs_text(c)]
+    skipped = [messages(outputs_text(c).strip()) for c in code if "skipped (" in outputs_text(c)]
     assert len(skipped) >= 4
-    assert all(len(t.splitlines()) == 1 and "PostgreSQL is not available" in t for t in skipped)
+    assert all(len(t) == 1 and "PostgreSQL is not available" in t[0] for t in skipped), skipped
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)
     assert "store      shift" in "".join(outputs_text(c) for c in code)
 
@@ -433,7 +453,7 @@ def test_a_function_edited_between_two_cells_is_used_as_it_is_on_disk(tmp_path, 
         os.environ.clear()
         os.environ.update(saved)
     assert before.startswith("percentile() is not started:"), before
-    assert after.splitlines() == [
+    assert messages(after) == [
         f"reloaded {chapter}: it changed on disk",
         "your percentile(): matches the receipt",
     ], after
@@ -484,7 +504,8 @@ def test_13d_check_fails_a_file_whose_observe_writes_nothing_naming_each_test(tm
         line.startswith("  test_a_superseded_writer_is_refused_and_writes_nothing")
         for line in shown
     ), shown
-    assert shown[-1].startswith("  .venv/bin/python -m pytest tests/postgres/test_pg_observe.py")
+    rerun = "  .venv/bin/python -m pytest tests/postgres/test_pg_observe.py"
+    assert [line for line in shown if line.startswith(rerun)], shown  # wrapped: ends " \\"
     assert str(pg_checker(ROOT / "learner" / "ch13_leases.py")("observe")).startswith(
         "exercise 7 observe: NOT STARTED"
     )
@@ -499,12 +520,14 @@ def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions()
     assert len(kits) == 2
     for cell in kits:
         assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, cell.source
-        assert "measured on the reference; it is not yours" in outputs_text(cell)
+        assert "measured on the reference; it is not yours" in " ".join(
+            messages(outputs_text(cell))
+        )
     mine = [c for c in cells if "receipt_check" in c.source]
     assert len(mine) == 2 and all("your receipt: NOT STARTED" in outputs_text(c) for c in mine)
 
 
-PREDICTIONS = {"13a": 6, "13b": 1, "13c": 0, "13d": 1}
+PREDICTIONS = {"13a": 16, "13b": 16, "13c": 0, "13d": 6}
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -529,7 +552,7 @@ def test_a_written_prediction_is_compared_in_one_line(capsys):
     lesson.predicted(12, 13, "false expiries of 20")
     lesson.predicted(5, 13, "false expiries of 20")
     lesson.predicted(0.07, 0.0739, "P(13 of 20)", source="computed")
-    assert capsys.readouterr().out.splitlines() == [
+    assert messages(capsys.readouterr().out) == [
         (
             "false expiries of 20: no prediction yet: write your number in the cell above and"
             " run both cells (measured: 13)"
@@ -602,3 +625,151 @@ def test_the_skew_plot_shows_late_takeovers_beside_false_ones(tmp_path):
     assert size(drawn) == (1080, 432)
     assert size(ROOT / "evidence" / "ch13-skew.png") == size(drawn)
     assert "late_takeovers" in inspect.getsource(skew.plot)
+
+
+# Headings that teach nothing of their own: a prediction cell is not asked of them.
+NOT_TAUGHT = ("Summary", "Vocabulary", "Active recall", "Appendix", "Check yourself")
+
+
+def sections(notebook: Path) -> dict[str, list]:
+    """Each ``## `` section of a notebook, by heading, with the cells under it."""
+    found: dict[str, list] = {}
+    heading = None
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("## "):
+                    heading = line[3:].strip()
+                    found[heading] = []
+        if heading is not None:
+            found[heading].append(cell)
+    return found
+
+
+@pytest.mark.parametrize(
+    "notebook", [p for p in NOTEBOOKS if p.stem[:3] in ("13a", "13b", "13d")], ids=lambda p: p.stem
+)
+def test_every_section_that_teaches_asks_for_a_prediction(notebook):
+    """Predict, then compute, in every main section of 13a, 13b and 13d, not in a few."""
+    taught = {h: cells for h, cells in sections(notebook).items() if not h.startswith(NOT_TAUGHT)}
+    assert len(taught) >= 6
+    missing = [
+        heading
+        for heading, cells in taught.items()
+        if not any("prediction" in c.metadata.get("tags", []) for c in cells)
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_stored_output_line_is_wider_than_the_notebook_wraps(notebook):
+    """JupyterLab breaks a longer output line mid-word (``word-break: break-all``): every line
+    a fresh clone shows fits, wrapped at word boundaries by the kit's printers."""
+    from lucyshop.lab.inline import WIDTH
+
+    wide = [
+        line
+        for cell in code_cells(notebook)
+        for line in outputs_text(cell).splitlines()
+        if len(line) > WIDTH
+    ]
+    assert wide == []
+
+
+def test_wrap_breaks_at_word_boundaries_and_indents_what_follows():
+    from lucyshop.lab.inline import WIDTH, wrap
+
+    text = "skipped (name 'db' is not defined): " + "an earlier cell stopped here; " * 8
+    shown = wrap(text).splitlines()
+    assert len(shown) > 1 and all(len(line) <= WIDTH for line in shown)
+    assert all(line.startswith("  ") and not line.startswith("   ") for line in shown[1:])
+    assert " ".join(line.strip() for line in shown) == text.strip()
+    assert wrap("short\n  kept as it is") == "short\n  kept as it is"
+    long_word = "x" * (WIDTH + 10)
+    assert wrap(f"see {long_word} here") == f"see\n  {long_word}\n  here"  # never split
+
+
+def test_fishers_exact_test_matches_known_values():
+    from lucyshop.lab import lesson
+
+    # SciPy 1.x: fisher_exact([[3, 7], [7, 3]]) p = 0.17889..., [[20, 20], [39, 21]] 0.15128
+    assert round(lesson.fisher_exact(3, 10, 7, 10), 5) == 0.17890
+    assert round(lesson.fisher_exact(20, 40, 39, 60), 5) == 0.15128
+    assert lesson.fisher_exact(5, 10, 5, 10) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        lesson.fisher_exact(11, 10, 0, 10)
+
+
+def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_lease():
+    """Issue 30: the reassurance rested on a Mann-Whitney test, which ignores the share of turns
+    beyond the median lease (the share false expiry counts). Now 13a compares that share, pilot
+    against trials, counted from the receipt's raw turns, with Fisher's exact test; Mann-Whitney
+    is only in the appendix, defined there."""
+    from lucyshop.lab import lesson
+
+    receipt = json.loads((ROOT / "evidence" / "ch13-leases-receipt.json").read_text())
+    shares = lesson.tail_shares(receipt)
+    lease = receipt["figures"]["false_expiry"]["median"]["lease"]
+    pilot = [t["seconds"] for t in receipt["observations"]["pilot"]]
+    trials = [
+        row["turn_seconds"]
+        for rule in ("median", "p90", "twice_max")
+        for row in receipt["observations"]["false_expiry"][rule]["trials"]
+    ]
+    assert shares["pilot"] == (sum(t > lease for t in pilot), len(pilot))
+    assert shares["trials"] == (sum(t > lease for t in trials), len(trials))
+    assert shares["p_value"] == lesson.fisher_exact(*shares["pilot"], *shares["trials"])
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
+    alike = sections(notebook)["Were the pilot and the trials measured alike?"]
+    source = "\n".join(c.source for c in alike)
+    assert "lesson.tail_shares(" in source and "Fisher's exact test" in source
+    assert "Mann-Whitney" not in source and "mann_whitney" not in source
+    appendix = next(cells for h, cells in sections(notebook).items() if h.startswith("Appendix"))
+    assert any("mann_whitney" in c.source for c in appendix)
+
+
+# Each term the chapter's notebooks use, where it must be defined (in bold) before any use.
+TERMS = {
+    "13a": ("reference blocker", "audit hook", "sign test", "Mann-Whitney", "Fisher's exact test"),
+    "13b": ("sandbox", "model-call reservation"),
+}
+
+
+@pytest.mark.parametrize("notebook", [p for p in NOTEBOOKS if p.stem[:3] in TERMS], ids=str)
+def test_every_term_is_defined_where_it_is_first_used(notebook):
+    text = "\n".join(
+        c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown"
+    )
+    text = " ".join(text.split())
+    for term in TERMS[notebook.stem[:3]]:
+        first = text.lower().find(term.lower())
+        assert first >= 0, term
+        assert "**" in text[max(0, first - 6) : first], (term, text[first - 80 : first + 40])
+
+
+def test_13b_states_the_caveats_the_chapter_makes():
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13b"))
+    text = " ".join(
+        " ".join(c.source.split())
+        for c in nbformat.read(notebook, as_version=4).cells
+        if c.cell_type == "markdown"
+    )
+    assert "Frozen is not a security boundary" in text
+    assert "A `BLOCKED` item is never retried" in text
+    assert "read-only research turn" in text and "**new model call**" in text
+    assert "a third: the **model-call reservation**" in text
+    # the cancel demo's refusal is the state check's, and the prose says so
+    cancel = sections(notebook)["Cancel through the operator"]
+    prose = " ".join(" ".join(c.source.split()) for c in cancel if c.cell_type == "markdown")
+    assert "the **state** (the work is finished, not running), not the generation" in prose
+
+
+def test_13b_calls_recover_once_in_the_kernel_and_a_stub_says_so_in_one_line():
+    notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13b"))
+    cell = next(c for c in code_cells(notebook) if "leases.recover_once(" in c.source)
+    shown = messages(outputs_text(cell).strip())
+    stub = (
+        "recover_once() is not started: read notebook 13b § Recover from records, not a model,"
+        " then replace the `raise NotStarted(...)` line in learner/ch13_leases.py"
+    )
+    assert shown == [stub]

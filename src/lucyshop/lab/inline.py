@@ -17,6 +17,7 @@ import ast
 import hashlib
 import os
 import re
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,13 +29,46 @@ from lucyshop.lab.stubs import NotStarted
 
 # Seconds one check may take before it is stopped: generous, as the machine may be busy.
 CHECK_TIMEOUT = 120.0
+# The widest line a notebook prints. JupyterLab breaks a longer output line at the panel's
+# edge, in the middle of a word (its output CSS says ``word-break: break-all``), so every
+# printer here wraps at word boundaries first.
+WIDTH = 96
+
+
+# A line that starts like this is a command to copy: it is broken with a shell continuation.
+COMMANDS = (".venv/bin/", "python ", "make ")
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    """``text`` with each line longer than ``width`` broken at word boundaries; a continuation
+    line is indented two spaces past its line's own indent. Words are never split (a path
+    longer than the width stays whole on a line of its own). A command line is broken with
+    `` \\`` at each line's end, so that it still runs when copied into a shell."""
+    lines = []
+    for line in str(text).split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        command = line.lstrip().startswith(COMMANDS)
+        broken = textwrap.wrap(
+            line,
+            width - 2 if command else width,
+            subsequent_indent=indent + ("    " if command else "  "),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [line]
+        if command:
+            broken = [piece + " \\" for piece in broken[:-1]] + broken[-1:]
+        lines += broken
+    return "\n".join(lines)
 
 
 class StepMissing(RuntimeError):
     """An earlier step did not produce what this cell needs; one line says what to finish."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
+        return wrap(f"{type(self).__name__}: {self}").split("\n")
 
 
 class Verdict(str):
@@ -63,7 +97,7 @@ class Checker:
             text = verdict(label, spec=self.spec, limits=Limits(suite=self.timeout))
         finally:
             self.last_seconds = time.monotonic() - started
-        return Verdict(text)
+        return Verdict(wrap(text))
 
 
 def checker(leases: ModuleType) -> Checker:
@@ -119,7 +153,7 @@ def stopped(error: BaseException) -> bool:
     cascade = isinstance(error, NameError) and _first_stub
     if not (isinstance(error, NotStarted | StepMissing) or cascade):
         return False
-    print(_one_line(error))
+    print(wrap(_one_line(error)))
     return True
 
 
@@ -193,13 +227,15 @@ def reload_changed(namespace: dict[str, Any]) -> None:
         except Exception as error:  # noqa: BLE001 a syntax error, an import that fails: say so, go on
             _loaded[id(module)] = (path, now)
             print(
-                f"{shown} changed but does not load ({type(error).__name__}: {error});"
-                " the cells go on with the version loaded before"
+                wrap(
+                    f"{shown} changed but does not load ({type(error).__name__}: {error});"
+                    " the cells go on with the version loaded before"
+                )
             )
             continue
         _loaded[id(fresh)] = (path, now)
         namespace[name] = fresh
-        print(f"reloaded {shown}: it changed on disk")
+        print(wrap(f"reloaded {shown}: it changed on disk"))
 
 
 def _before_cell(info: Any = None) -> None:
@@ -295,7 +331,7 @@ class PgChecker:
         rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
         stub = stub_nodes(self.file).get(name)
         if stub is not None:
-            return Verdict(f"{label}: NOT STARTED\n  read notebook {stub_section(stub)}")
+            return Verdict(wrap(f"{label}: NOT STARTED\n  read notebook {stub_section(stub)}"))
         argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
         argv += ["-p", "no:cacheprovider", "-n", "0"]
         try:
@@ -308,11 +344,13 @@ class PgChecker:
                 timeout=self.timeout,
             )
         except subprocess.TimeoutExpired:
-            return Verdict(f"{label}: FAILING\n  timed out after {self.timeout:g} s\n  {rerun}")
+            return Verdict(
+                wrap(f"{label}: FAILING\n  timed out after {self.timeout:g} s\n  {rerun}")
+            )
         counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(done.stdout)}
         passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
         if done.returncode == 0 and passed and not failed:
-            return Verdict(f"{label}: PASSING ({passed}/{passed} checks)")
+            return Verdict(wrap(f"{label}: PASSING ({passed}/{passed} checks)"))
         lines = [
             line.split("::", 1)[-1][:160]
             for line in done.stdout.splitlines()
@@ -321,7 +359,9 @@ class PgChecker:
         if not lines:  # nothing collected, or pytest itself failed: its last line says why
             lines = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no test ran"]
         body = "\n".join(f"  {_without_root(line)}" for line in lines)
-        return Verdict(f"{label}: FAILING ({passed}/{passed + failed} checks)\n{body}\n  {rerun}")
+        return Verdict(
+            wrap(f"{label}: FAILING ({passed}/{passed + failed} checks)\n{body}\n  {rerun}")
+        )
 
 
 def pg_checker(chapter: Path) -> PgChecker:

@@ -15,12 +15,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
 from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
 
 STORED = ROOT / "notebooks" / "stored"
 # Set by ``python -m lucyshop.lab.notebooks``: a live turn's replies are stored for replay.
 RECORD = "LUCYSHOP_RECORD_REPLIES"
+
+
+def say(*parts: Any) -> None:
+    """``print(*parts)``, wrapped at word boundaries to the notebook's width (``WIDTH``)."""
+    print(wrap(" ".join(str(part) for part in parts)))
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
@@ -247,7 +253,7 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status.main([str(path), "--impl", impl])
-    print(without_paths(out.getvalue(), **places), end="")
+    print(wrap(without_paths(out.getvalue(), **places)), end="")
 
 
 def receipt_check(mine: Path, leases: Any) -> None:
@@ -258,10 +264,10 @@ def receipt_check(mine: Path, leases: Any) -> None:
     if mine.is_file():
         problems = check_receipt(mine, leases)
         verdict = "PASSING: every figure recomputed" if not problems else f"FAILING: {problems}"
-        print(f"your receipt ({mine.name}): {verdict}")
-        print("\n".join(headline(json.loads(mine.read_text()))))
+        say(f"your receipt ({mine.name}): {verdict}")
+        say("\n".join(headline(json.loads(mine.read_text()))))
         return
-    print(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
+    say(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
 
 
 def kit_receipt(kit: Path) -> None:
@@ -269,8 +275,8 @@ def kit_receipt(kit: Path) -> None:
     made (13c keeps this cell's output folded)."""
     from lucyshop.lab.exercise_receipts import headline
 
-    print(f"the kit's receipt ({kit.name}), measured on the reference; it is not yours:")
-    print("\n".join(headline(json.loads(kit.read_text()))))
+    say(f"the kit's receipt ({kit.name}), measured on the reference; it is not yours:")
+    say("\n".join(headline(json.loads(kit.read_text()))))
 
 
 # ------------------------------------------------ evidence that needs no learner code
@@ -295,14 +301,17 @@ def compare(yours: Any, receipt: Any) -> str:
             return [x for item in value for x in flat(item)]
         return [float(value)]
 
+    shown = repr(yours)
+    if len(shown) > 2 * WIDTH:  # a curve of 201 points: its start is enough to see what differs
+        shown = shown[: 2 * WIDTH] + " ..."
     try:
         mine, theirs = flat(yours), flat(receipt)
     except (TypeError, ValueError):
-        return f"differs from the receipt: yours {yours!r}"
+        return f"differs from the receipt: yours {shown}"
     same = len(mine) == len(theirs) and all(
         math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(mine, theirs, strict=False)
     )
-    return "matches the receipt" if same else f"differs from the receipt: yours {yours!r}"
+    return "matches the receipt" if same else f"differs from the receipt: yours {shown}"
 
 
 def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
@@ -310,12 +319,12 @@ def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str
     run, saying so in one line, so that the diagram is drawn either way."""
     found = (evidence or {}).get("cases", {}).get(name) or {}
     if found.get("result") == "pass":
-        print(f"your checkpoint run, case {name!r}")
+        say(f"your checkpoint run, case {name!r}")
         return evidence
     why = found.get("result") or "no evidence"
     if why == "not started":
         why = f"stopped at {found.get('function')}(), not started"
-    print(
+    say(
         f"the reference's recorded run, case {name!r} (yours: {why}; it is drawn from your run"
         " once the case passes)"
     )
@@ -363,16 +372,31 @@ def predicted(
 ) -> None:
     """One line comparing the learner's number, written in the cell above, with the measured
     one (``source="computed"`` for a small task's answer)."""
+    unit = unit.replace(" ", "\u00a0")  # a number and its unit stay on one line when wrapped
     if guess is None:
-        print(
+        say(
             f"{what}: no prediction yet: write your number in the cell above and run both cells"
-            f" ({source}: {measured:.3g}{unit})"
+            f" ({source}: {_figure(measured)}{unit})"
         )
         return
     off = measured - guess
     near = math.isclose(guess, measured, rel_tol=0.1, abs_tol=1e-9)
-    verdict = "within 10%" if near else f"off by {off:+.3g}{unit}"
-    print(f"{what}: your {guess:.3g}{unit}, {source} {measured:.3g}{unit}: {verdict}")
+    verdict = "within 10%" if near else f"off by {_figure(off, sign=True)}{unit}"
+    say(f"{what}: your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}: {verdict}")
+
+
+def _figure(value: float, *, sign: bool = False) -> str:
+    """A whole number as it is (2700, not 2.7e+03); any other to three significant digits."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):+d}" if sign else f"{int(value)}"
+    return f"{value:+.3g}" if sign else f"{value:.3g}"
+
+
+def reference_event(case: str, event: str) -> Mapping[str, Any]:
+    """One event of the reference's recorded checkpoint run (``notebooks/stored``): what a
+    prediction in 13b is compared with while the learner's own run has not passed."""
+    timeline = json.loads(REFERENCE_CHECKPOINT.read_text())["timeline"]
+    return next(e for e in timeline if e.get("case") == case and e.get("event") == event)
 
 
 def reference_kill_to_done(case: str = "killed") -> float:
@@ -392,3 +416,51 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# ------------------------------------------------ were the pilot and the trials alike?
+
+
+def beyond(turns: Sequence[float], lease: float) -> int:
+    """How many of ``turns`` take longer than ``lease``: the turns a lease would cut off."""
+    return sum(turn > lease for turn in turns)
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Fisher's exact test of two shares, k1 of n1 against k2 of n2, two-sided.
+
+    Suppose both samples come from one population: then the k1 + k2 "long" turns are spread
+    over the n1 + n2 turns at random, and the number that lands in the first sample is
+    hypergeometric. The p-value is the probability of every split no more likely than the one
+    seen (the usual two-sided rule, as SciPy's ``fisher_exact``). Exact at any n; no SciPy.
+    """
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2 and n1 > 0 and n2 > 0):
+        raise ValueError(f"need 0 <= k <= n and n > 0: {k1}/{n1}, {k2}/{n2}")
+    longs, total = k1 + k2, n1 + n2
+
+    def chance(first: int) -> float:
+        return math.comb(n1, first) * math.comb(n2, longs - first) / math.comb(total, longs)
+
+    seen = chance(k1)
+    splits = range(max(0, longs - n2), min(n1, longs) + 1)
+    return min(1.0, sum(p for p in map(chance, splits) if p <= seen * (1 + 1e-7)))
+
+
+def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
+    """The share of turns longer than the median lease, pilot against trials, from a receipt's
+    raw observations: the part of the turn-time distribution that false expiry depends on."""
+    observed = receipt["observations"]
+    lease = receipt["figures"]["false_expiry"]["median"]["lease"]
+    pilot = [turn["seconds"] for turn in observed["pilot"]]
+    trials = [
+        row["turn_seconds"]
+        for phase in observed["false_expiry"].values()
+        for row in phase["trials"]
+    ]
+    k1, k2 = beyond(pilot, lease), beyond(trials, lease)
+    return {
+        "lease": lease,
+        "pilot": (k1, len(pilot)),
+        "trials": (k2, len(trials)),
+        "p_value": fisher_exact(k1, len(pilot), k2, len(trials)),
+    }
