@@ -1,0 +1,83 @@
+"""A hostile ch13_postgres.py (exercise 7) against ``make check``: its code runs in the sandbox
+and reaches PostgreSQL only as a role of its own, through a relay's socket.
+
+One real check of a student's directory whose chapter file and exercises are the stubs (their
+rows run nothing) and whose ``ch13_postgres.py`` is ``hostile/pg_escape.py``: at its first call
+it tries every route to the reference and out of its scratch, through its process and through
+the database (the superuser's login, ``pg_read_file``, ``lo_import``, ``COPY ... PROGRAM``,
+``COPY TO``, making itself a superuser). What it reads of the reference it executes, so a route
+that worked would make the row pass; what it writes carries a token we look for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from hostile_checks import (
+    LEARNER,
+    MARKS,
+    hand_in,
+    hostile,
+    leftovers,
+    run_check,
+    short_tmpdir,
+)
+from judge_files import ROOT, SOLUTIONS
+
+from lucyshop.lab import postgres
+from lucyshop.lab.report import PG_EXERCISE
+
+pytestmark = [
+    *MARKS,
+    pytest.mark.skipif(postgres.missing() is not None, reason=f"{postgres.missing()}"),
+]
+
+FAST = ("--no-measured", "--no-checkpoint", "--test-timeout=30")
+ROUTES = (
+    *("own", "mine", "file", "su", "authid", "escalate", "pgfile", "lo", "prog"),
+    *("copyto", "progto", "kit", "relay", "snoop"),
+)
+
+
+def reference_lines(count: int = 12) -> list[str]:
+    """Lines of the reference ch13_postgres.py that appear in neither the stubs nor the tests."""
+    elsewhere = (LEARNER / "ch13_postgres.py").read_text(encoding="utf-8")
+    elsewhere += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
+    lines = []
+    for line in (SOLUTIONS / "ch13_postgres.py").read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if len(text) >= 30 and text not in elsewhere and not text.startswith(("#", '"')):
+            lines.append(text)
+    assert lines
+    return lines[:: max(1, len(lines) // count)][:count]
+
+
+def test_a_hostile_ch13_postgres_reaches_neither_the_reference_nor_outside_its_scratch(tmp_path):
+    token = f"hostile-pg-{uuid.uuid4().hex[:12]}"
+    with short_tmpdir() as tmpdir:
+        text = hostile("pg_escape", token=token, root=str(ROOT), tmp=str(tmpdir))
+        chapter = hand_in(tmp_path / "student", (LEARNER / "ch13_leases.py").read_text())
+        chapter.with_name("ch13_postgres.py").write_text(text, encoding="utf-8")
+        checked = run_check(chapter, tmpdir, *FAST)
+        written = [tmpdir / f"pg-{token}", ROOT / "learner" / f"pg-{token}"]
+        written += [Path("/tmp") / f"pg-{token}", Path("/tmp") / f"pg-prog-{token}"]
+        landed = [str(path) for path in written if path.exists()]
+        left = leftovers(checked.marker, str(tmpdir))
+    for path in written:  # should one have landed, it goes
+        path.unlink(missing_ok=True)
+    rows = checked.rows()
+    assert rows[PG_EXERCISE]["status"] == "FAILING", checked.output[-3000:]
+    others = {row["status"] for label, row in rows.items() if label != PG_EXERCISE}
+    assert others == {"NOT STARTED", "LEFT OUT"}, others  # the stubs, and --no-measured
+    message = rows[PG_EXERCISE]["failures"][0]["message"]
+    for route in ROUTES:
+        assert f" {route}=" in message, message  # tried ...
+    assert " own=ok " in message and " mine=ok " in message, message  # ... from a working start
+    for route in ROUTES[2:]:
+        assert f" {route}=no" in message or f" {route}=none" in message, message  # ... in vain
+    assert landed == [], f"written outside the sandbox's scratch: {landed}"
+    shown = checked.everything()
+    assert [line for line in reference_lines() if line in shown] == []
+    assert left == [], left
