@@ -175,7 +175,7 @@ def test_a_check_follows_every_function_section(notebook):
         "13a": set(FUNCTIONS[:6]),  # Part A: the arithmetic
         "13b": set(FUNCTIONS[6:]),  # Part B: the shop
         "13c": {f"exercise {n}" for n in range(1, 5)},
-        "13d": set(PG_TESTS),  # exercise 7: its tests on the file (not a make check row yet)
+        "13d": set(PG_TESTS),  # exercise 7: one function's tests on the file at a time
     }[notebook.stem[:3]]
     assert checked == expected
 

@@ -311,7 +311,8 @@ class PgChecker:
     """``check("claim")`` in 13d: that function's tests on the ``ch13_postgres.py`` beside the
     chapter file, on a real PostgreSQL server the tests start. NOT STARTED while it is a stub
     (read from its syntax, so its tests do not run), else PASSING or FAILING (each failing test,
-    one line) with the command that reruns it. ``make check`` has no exercise 7 row yet."""
+    one line) with the command that reruns it. ``make check``'s "exercise 7" row runs the same
+    four test files together."""
 
     def __init__(self, chapter: Path, timeout: float = 300.0) -> None:
         from lucyshop.lab.loader import ROOT
