@@ -83,7 +83,7 @@ GRADE_OPTIONS = $(if $(call given,NO_CHECKPOINT),--no-checkpoint) \
   $(if $(call given,ARCHIVE),--archive "$(ARCHIVE)") $(if $(call given,ROSTER),--roster "$(ROSTER)") \
   $(if $(call given,BOM),--bom) $(if $(call given,UNISOLATED),--unisolated) $(GRADE_ARGS)
 
-grade: $(VENV)/.dev ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
+grade: $(VENV)/.dev $(VENV)/.pg ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1 ROSTER= ARCHIVE= FORCE=1 ...] -> grades.csv, feedback, Gradescope files
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "make grade: name the class, e.g. make grade SUBMISSIONS=hand-ins/"; exit 2; fi
 	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS) $(strip $(GRADE_OPTIONS))
 

@@ -20,6 +20,7 @@ import pytest
 from lucyshop.lab import postgres
 from lucyshop.lab import report as check_report
 from lucyshop.lab.experiment.renewer import load_answers
+from lucyshop.lab.inline import pg_checker
 from lucyshop.lab.report import (
     CHECKPOINT,
     MEASURED,
@@ -307,6 +308,7 @@ def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_te
     assert exercise.startswith("exercise 3: NOT STARTED\n  read notebook 13c § "), exercise
     postgres = verdict(PG_EXERCISE, "learner")
     assert postgres.startswith("exercise 7: NOT STARTED\n  read notebook 13d § "), postgres
+    assert str(pg_checker(STUBS)(PG_EXERCISE)) == postgres  # 13d's check("exercise 7")
 
 
 def test_a_notebook_check_of_a_written_function_runs_its_tests():
