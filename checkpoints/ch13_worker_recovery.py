@@ -68,7 +68,24 @@ ASSIGNMENT = "Order six tubs of vanilla for the weekend"
 class CheckFailed(AssertionError):
     def __init__(self, check: str, expected: Any, seen: Any) -> None:
         self.check, self.expected, self.seen = check, expected, seen
-        super().__init__(f"{check}: expected {expected}, saw {seen}")
+        super().__init__(f"{check}: {self.difference()}")
+
+    def difference(self) -> str:
+        """What differs: for two dicts, each differing field by name (``generation expected 2,
+        saw 1``), else the two values whole."""
+        expected, seen = self.expected, self.seen
+        if isinstance(expected, dict) and isinstance(seen, dict):
+            keys = [key for key in expected if expected[key] != seen.get(key)]
+            keys += [key for key in seen if key not in expected]
+            return "; ".join(
+                f"{key} expected {expected.get(key)!r}, saw {seen.get(key)!r}" for key in keys
+            )
+        return f"expected {expected!r}, saw {seen!r}"
+
+
+def claimed(held: Any) -> dict[str, Any]:
+    """What a claim took, by name: which work, at which generation."""
+    return {"work_id": held.work_id, "generation": held.generation}
 
 
 def expect(check: str, seen: Any, expected: Any) -> None:
@@ -140,14 +157,14 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     second = leases.enqueue(queue, "fence-2", "session-a", "turn two")
     t0, ttl = 1_000_000.0, 30.0
     old = leases.claim(db, OWNER, ttl=ttl, now=t0)
-    expect("first claim generation", (old.work_id, old.generation), (first, 1))
+    expect("first claim", claimed(old), {"work_id": first, "generation": 1})
     expect(
         "competing claim while the lease is alive",
         leases.claim(db, "rival", ttl=ttl, now=t0 + 1),
         None,
     )
     new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl)  # injected: the instant it expires
-    expect("same owner reacquires expired work", (new.work_id, new.generation), (first, 2))
+    expect("same owner reacquires expired work", claimed(new), {"work_id": first, "generation": 2})
     refused = {}
     for boundary, write in (
         (
@@ -168,7 +185,7 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     leases.observe(db, new, {"role": "assistant", "text": "current"}, now=t0 + ttl + 2)
     leases.finish(db, new, "DONE", {"by": "generation 2"}, now=t0 + ttl + 3)
     nxt = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 4)
-    expect("next turn claimed", (nxt.work_id, nxt.generation), (second, 1))
+    expect("next turn claimed", claimed(nxt), {"work_id": second, "generation": 1})
     generations = [
         r[0] for r in db.execute("SELECT generation FROM transcript WHERE work_id = ?", (first,))
     ]
@@ -176,7 +193,8 @@ def case_fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     outcome = db.execute(
         "SELECT generation, status FROM outcomes WHERE work_id = ?", (first,)
     ).fetchone()
-    expect("outcome written by generation 2", tuple(outcome), (2, "DONE"))
+    written = None if outcome is None else {"generation": outcome[0], "status": outcome[1]}
+    expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
     run.event("fence", "stale generation refused", **refused)
     return {
         "time": "injected with now=",
@@ -251,7 +269,9 @@ def case_paused(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         before = approval.account(shop.db)
         waited = shop.wait_for_expiry(ready)
         takeover = leases.claim(shop.db, OWNER, ttl=30)
-        expect("replacement takes over", (takeover.work_id, takeover.generation), (shop.work_id, 2))
+        expect(
+            "replacement takes over", claimed(takeover), {"work_id": shop.work_id, "generation": 2}
+        )
         run.event("paused", "replacement holds the work", generation=takeover.generation)
         signal_inside(child, signal.SIGCONT)
         run.event("paused", "holder continued", pid=child.pid)
@@ -316,7 +336,9 @@ def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
             approval.get_order(shop.db, ready[k]) for k in ("order_id", "second_order_id")
         )
         expect(
-            "orders before the cancel", (sent["status"], unsent["status"]), ("UNKNOWN", "APPROVED")
+            "orders before the cancel",
+            {"sent": sent["status"], "unsent": unsent["status"]},
+            {"sent": "UNKNOWN", "unsent": "APPROVED"},
         )
         cancelled = leases.cancel(
             shop.db,
@@ -355,8 +377,8 @@ def case_cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         money = approval.account(shop.db)
         expect(
             "money after reconcile",
-            (money["reserved_cents"], money["spent_cents"]),
-            (0, sent["amount_cents"]),
+            {"reserved_cents": money["reserved_cents"], "spent_cents": money["spent_cents"]},
+            {"reserved_cents": 0, "spent_cents": sent["amount_cents"]},
         )
         return {
             "child_pid": ready["pid"],
@@ -462,7 +484,11 @@ class Shop:
             generation=recovery.generation,
             model_calls=guard.calls,
         )
-        expect("recovery", (recovery.status, recovery.generation), ("DONE", 2))
+        expect(
+            "recovery",
+            {"status": recovery.status, "generation": recovery.generation},
+            {"status": "DONE", "generation": 2},
+        )
         expect("model calls during recovery", guard.calls, 0)
         return recovery, waited, guard.calls
 
@@ -476,9 +502,9 @@ class Shop:
         after = approval.account(self.db)
         amount = approval.get_order(self.db, ready["order_id"])["amount_cents"]
         expect(
-            "reserved before -> after",
-            (before["reserved_cents"], after["reserved_cents"]),
-            (amount, 0),
+            "reserved cents",
+            {"before": before["reserved_cents"], "after": after["reserved_cents"]},
+            {"before": amount, "after": 0},
         )
         expect("spent after", after["spent_cents"] - before["spent_cents"], amount)
         work = self.db.execute(
@@ -670,12 +696,9 @@ def run_case(
             "check": failed.check,
             "expected": repr(failed.expected),
             "seen": repr(failed.seen),
-            "message": f"{failed.check}: expected {failed.expected!r}, saw {failed.seen!r}",
+            "message": str(failed),
         }
-        return record, (
-            f"FAIL  {number} {name}: {failed.check}\n      expected {failed.expected!r}\n"
-            f"      saw      {failed.seen!r}\n{again}"
-        )
+        return record, f"FAIL  {number} {name}: {failed}\n{again}"
     # A student's code may raise anything, SystemExit included: fail this case and say where.
     except BaseException as error:
         if INTERRUPTED:

@@ -3,6 +3,7 @@ the stubs, fails every mutant, leaves nothing behind."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -241,3 +242,21 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
         and "lucy-worker#2" in after
         and "reserved 0, spent 2700" in after
     )
+
+
+def test_a_failed_check_names_each_field_that_differs():
+    """``expected (1, 2) saw (2, 1)`` said nothing of what 1 and 2 were: a failed check on
+    named fields names the ones that differ, and other values are shown whole."""
+    spec = importlib.util.spec_from_file_location("ch13_checkpoint_for_test", CHECKPOINT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    failed = module.CheckFailed(
+        "replacement takes over", {"work_id": 1, "generation": 2}, {"work_id": 1, "generation": 1}
+    )
+    assert str(failed) == "replacement takes over: generation expected 2, saw 1"
+    whole = module.CheckFailed("supplier ledger", ["op-1"], [])
+    assert str(whole) == "supplier ledger: expected ['op-1'], saw []"
