@@ -3,10 +3,10 @@ at least eight processes runnable on top of it: every score, row and checkpoint 
 
 A grade must not depend on how fast or how loaded the grading machine is (issue 29): exercises
 5 and 6 run on the scripted stand-in, and every deadline inside a check is wide of what the
-work takes. The hand-ins: the reference with its exercises (every row runs, the checkpoint
-too) and a mutant that loses points in its function rows and in the checkpoint. The burner's
-load is read from ``/proc/loadavg``'s runnable count while the loaded grading runs, so the test
-fails if the load it claims was never there.
+work takes. The hand-ins: the reference with its exercises and exercise 7's file (every row
+runs, the checkpoint too) and a mutant that loses points in its function rows and in the
+checkpoint. The burner's load is read from ``/proc/loadavg``'s runnable count while the loaded
+grading runs, so the test fails if the load it claims was never there.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SPIN = "while True:\n    pass\n"
 def hand_ins(directory: Path) -> list[submissions.Submission]:
     reference = directory / "reference"
     reference.mkdir(parents=True)
-    for name in ("ch13_leases.py", "exercises.py"):
+    for name in ("ch13_leases.py", "exercises.py", "ch13_postgres.py"):
         (reference / name).write_bytes((ROOT / "solutions" / name).read_bytes())
     mutant = directory / "mutant"
     mutant.mkdir()
