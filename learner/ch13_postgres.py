@@ -10,7 +10,10 @@ Check your work (a real PostgreSQL server is started for the tests and stopped a
     .venv/bin/python -m pytest tests/postgres/test_pg_{claim,assert_current,observe,finish}.py \
         --impl learner
 
-(the other files under ``tests/postgres`` test the kit itself, not your file).
+(the other files under ``tests/postgres`` test the kit itself, not your file). ``make check``
+shows the four as one row, ``exercise 7``: NOT STARTED until all four are written. Your
+file runs in a sandbox there, as in these tests: it reaches the server only through the
+connection it is passed, as a role that may use that test's tables and nothing else.
 
 Given, in ``lucyshop.lab.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
 ``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.

@@ -58,6 +58,20 @@ def test_without_the_pg_extra_the_reason_says_how_to_install_it(monkeypatch, abs
         pass
 
 
+def test_without_libfaketime_exercise_7s_tests_say_so(monkeypatch):
+    """The server can run, but the four clock tests cannot shift a worker's clock: exercise 7's
+    row says why (make check leaves it out) instead of four tests failing on an import."""
+    real = postgres.importlib.util.find_spec
+    monkeypatch.setattr(
+        postgres.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "libfaketime" else real(name, *args),
+    )
+    assert postgres.missing() is None
+    reason = postgres.missing_for_tests()
+    assert reason.startswith("libfaketime is not installed") and "'.[pg]'" in reason, reason
+
+
 @pytest.mark.slow
 def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_server, own_tmpdir):
     """A notebook kernel killed mid-lesson: its server shuts down, and the next start deletes

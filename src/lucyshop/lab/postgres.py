@@ -103,6 +103,19 @@ def missing() -> str | None:
     return None
 
 
+def missing_for_tests() -> str | None:
+    """Why exercise 7's tests cannot run here, or None: ``missing()``, or no libfaketime (four
+    of them shift a worker's wall clock with it)."""
+    if reason := missing():
+        return reason
+    if importlib.util.find_spec("libfaketime") is None:
+        return (
+            "libfaketime is not installed (the tests shift a worker's clock with it):"
+            " pip install -e '.[pg]' (or make .venv/.pg)"
+        )
+    return None
+
+
 @contextmanager
 def postgres_server() -> Iterator[Server]:
     """The server named by ``$LUCYSHOP_PG_DSN``, else a fresh embedded one, stopped on exit."""

@@ -86,7 +86,7 @@ from lucyshop.lab.guard import (
     sweep,
 )
 from lucyshop.lab.loader import ENV, ROOT, SOLUTIONS, ImplementationError, impl_path
-from lucyshop.lab.postgres import missing as postgres_missing
+from lucyshop.lab.postgres import missing_for_tests as postgres_missing
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.stubs import functions_in, is_stub_node, stub_section
 
