@@ -320,3 +320,21 @@ def test_the_committed_run_passed_within_gradescopes_defaults():
     assert max(run["peak_cgroup_bytes"] or 0, run["peak_tree_rss_bytes"]) <= 0.75 * GIB
     assert found["results"]["full_score"] and found["results"]["valid"]
     assert found["kit"]["commit"]
+
+
+def test_the_hand_in_is_the_chapter_file_nearest_the_top_with_its_two_neighbours(tmp_path):
+    """Exercise 7's ch13_postgres.py is graded when it is handed in beside the chapter file
+    (a proof on the bare image once graded it NOT SUBMITTED: only exercises.py was looked for)."""
+    deep, top = tmp_path / "a" / "b", tmp_path / "mine"
+    for folder in (deep, top):
+        folder.mkdir(parents=True)
+        for name in ("ch13_leases.py", "exercises.py", "ch13_postgres.py"):
+            (folder / name).write_text("# handed in\n")
+    found = autograder.submission_in(tmp_path)
+    assert (found.chapter, found.exercises, found.postgres) == (
+        top / "ch13_leases.py",
+        top / "exercises.py",
+        top / "ch13_postgres.py",
+    )
+    (top / "ch13_postgres.py").unlink()
+    assert autograder.submission_in(tmp_path).postgres is None

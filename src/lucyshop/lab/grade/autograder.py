@@ -27,7 +27,7 @@ from pathlib import Path
 from lucyshop.lab.grade import gradescope
 from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import feedback_text, grade_one
-from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, Submission
+from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES, Submission
 from lucyshop.lab.loader import ROOT
 
 KIT = ("pyproject.toml", "README.md", "src", "tests", "checkpoints", "learner", "solutions")
@@ -124,13 +124,19 @@ def _baked(built: Path, name: str, pattern: str) -> str:
 
 
 def submission_in(directory: Path) -> Submission:
-    """The hand-in Gradescope put in ``directory``: its ``ch13_leases.py``, wherever it is."""
+    """The hand-in Gradescope put in ``directory``: its ``ch13_leases.py``, wherever it is, with
+    the ``exercises.py`` and ``ch13_postgres.py`` beside it."""
     found = sorted(directory.rglob(CHAPTER), key=lambda p: (len(p.parts), str(p)))
     if not found:
         return Submission("submission", None, problem=f"no {CHAPTER} in the submission; upload it")
     chapter = found[0]
-    exercises = chapter.with_name(EXERCISES)
-    return Submission("submission", chapter, exercises if exercises.is_file() else None)
+    exercises, postgres = chapter.with_name(EXERCISES), chapter.with_name(POSTGRES)
+    return Submission(
+        "submission",
+        chapter,
+        exercises if exercises.is_file() else None,
+        postgres=postgres if postgres.is_file() else None,
+    )
 
 
 def run(root: Path, timeout: float = GRADESCOPE_TIMEOUT) -> dict:

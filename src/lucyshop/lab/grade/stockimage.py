@@ -13,7 +13,7 @@ Gradescope builds its image by running the zip's ``setup.sh`` on Ubuntu 22.04, t
 2. the zip unpacked as ``/autograder/source`` and ``setup.sh`` run in it as root, with the
    image as the whole filesystem (``pivot_root``, as a container has it) of a PID and mount
    namespace of its own: nothing mounted or running outlives it;
-3. the reference solutions handed in as ``/autograder/submission``, and ``run_autograder`` run
+3. the reference's three files handed in as ``/autograder/submission``, and ``run_autograder`` run
    under half a core and 768 MiB (a cgroup), timed, its peak memory taken from the cgroup and
    from the process tree's resident sizes (``--isolation user`` forces the sandbox's mode for
    a container without user namespaces);
@@ -57,7 +57,9 @@ EVIDENCE = ROOT / "evidence" / "gradescope-run.json"
 ENTER = autograder.TEMPLATES / "enter-image.sh"
 TEMPLATES = (autograder.TEMPLATES / "setup.sh", autograder.TEMPLATES / "run_autograder")
 RESULTS_SCHEMA = ROOT / "grading" / "results.schema.json"
-SUBMISSION = (ROOT / "solutions" / "ch13_leases.py", ROOT / "solutions" / "exercises.py")
+SUBMISSION = tuple(
+    ROOT / "solutions" / name for name in ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
+)
 SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
 # Certificate authorities this machine adds to Debian's (a network that re-signs TLS): copied
 # into the image, where installing ca-certificates trusts them, so that pip reaches PyPI.
@@ -67,7 +69,7 @@ CGROUPS = Path("/sys/fs/cgroup")
 GRADESCOPE_MEMORY = 768 * 2**20  # bytes: Gradescope's default, a Docker limit of 768m
 CPU_PERIOD_US = 100_000
 DEBOOTSTRAP_SECONDS = 900.0
-SETUP_SECONDS = 2400.0  # apt, pip and, with the model, a C++ build of llama-cpp-python
+SETUP_SECONDS = 2400.0  # apt and pip, from cold
 SAMPLE_SECONDS = 0.2  # between looks at the process tree's resident size
 KILL_WAIT = 10.0
 SCHEMA = "gradescope-run/1"
