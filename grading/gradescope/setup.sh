@@ -6,8 +6,8 @@
 # The kit needs Python 3.11 or newer (tomllib, datetime.UTC): where the image's python3 is
 # older, Python 3.11 comes from the distribution itself (Ubuntu 22.04: universe, jammy-updates;
 # Debian 12: main); no third-party archive. Only what grading needs is installed: the kit's
-# `grade` extra (pytest, pytest-timeout, and for exercise 7 a PostgreSQL server in a wheel and
-# psycopg). No model and no compiler: the measured exercises are graded on the kit's scripted
+# `grade` extra (pytest, pytest-timeout, and for exercise 7 a PostgreSQL server in a wheel,
+# psycopg and libfaketime). No model and no compiler: the measured exercises are graded on the kit's scripted
 # stand-in (lucyshop.lab.experiment.scripted).
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
