@@ -135,10 +135,10 @@ def start_renewer(
 ) -> Renewer | None:
     """With ``--answers``: the answers' renewer for ``held``, started (bounded by ``--bound``
     when ``bounded``); without, None."""
-    if not args.answers:
+    if args.renews is None:
         return None
     renewer = Renewer(
-        load_answers(args.answers),
+        args.renews,
         directory / SHOP,
         held,
         ttl=args.lease,
@@ -342,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1, help="hung: steps before the hang")
     parser.add_argument("--name", default="", help="hung: unbounded or bounded")
     args = parser.parse_args(argv)
+    # The answers are loaded once, before any claim: loading them between a claim and its
+    # renewer's first renewal could outlast a short lease on a starved machine.
+    args.renews = load_answers(args.answers) if args.answers else None
     return ROLES[args.role](args, load_impl())
 
 
