@@ -199,9 +199,15 @@ class Jail:
                 "cannot drop to an unprivileged user: the kit's protected parts"
                 f" ({', '.join(PROTECTED)}) are readable by others (chmod o-rwx them)"
             )
+        # A preload (a shifted clock's libfaketime) is set by ``env`` for the last exec alone:
+        # bwrap, prlimit and setpriv run as root first, and libfaketime in them would make a
+        # root-owned semaphore that the unprivileged code, told its name, then cannot open.
+        preload = {name: env[name] for name in ("LD_PRELOAD",) if name in env}
+        if preload:
+            command = ["/usr/bin/env", *(f"{k}={v}" for k, v in preload.items()), *command]
         return subprocess.Popen(
             self.argv(command, shown),
-            env=self.env(env),
+            env=self.env({k: v for k, v in env.items() if k not in preload}),
             start_new_session=True,
             **kwargs,
         )
