@@ -173,14 +173,19 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
     assert "Traceback" not in result.stdout
 
     # The command it prints (as a shell would run it) reruns exactly that one failing test.
+    reruns_one_failing_test(reruns[0])
+
+
+def reruns_one_failing_test(command: str) -> None:
+    """The printed rerun command, run as a shell would, fails exactly one test."""
     again = subprocess.run(
-        reruns[0] + " -q --color=no",
+        command + " -q --color=no",
         shell=True,
         check=False,
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert again.returncode == 1 and "1 failed" in again.stdout.strip().splitlines()[-1], (
         again.stdout[-2000:]
@@ -316,12 +321,9 @@ def test_a_notebook_check_of_a_written_function_runs_its_tests():
     assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text
 
 
-@pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
-def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
-    """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
-    suite run (none at all for the untouched stubs), every other module still runs."""
-    text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
-    chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
+def suites_run_by_a_check(chapter, tmp_path, monkeypatch, *, measured: bool) -> tuple:
+    """A check of ``chapter`` (no checkpoint) whose suite runs are recorded, never run: its
+    result, and the paths each pytest child would have been given."""
     runs = []
     monkeypatch.setattr(
         check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
@@ -329,8 +331,18 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
     result = check_report.Result(impl=str(chapter))
     env = os.environ | {check_report.ENV: str(chapter)}
     check_report.run_check(
-        result, chapter, env, tmp_path, "marker", False, False, check_report.Limits()
+        result, chapter, env, tmp_path, "marker", False, measured, check_report.Limits()
     )
+    return result, runs
+
+
+@pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
+def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
+    """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
+    suite run (none at all for the untouched stubs), every other module still runs."""
+    text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
+    chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
+    _result, runs = suites_run_by_a_check(chapter, tmp_path, monkeypatch, measured=False)
     capsys.readouterr()
     if not written:
         assert runs == [], "nothing is written: no test may run"
@@ -379,18 +391,7 @@ def test_exercise_7_fails_alone_naming_each_failing_test_with_a_rerun(tmp_path):
     assert len(reruns) == total - passed, result.stdout
     assert all("tests/postgres/test_pg_observe.py::test_" in r for r in reruns), reruns
     assert statuses(result.stdout)["percentile"][0] == "NOT STARTED"
-    again = subprocess.run(
-        reruns[0] + " -q --color=no",
-        shell=True,
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert again.returncode == 1 and "1 failed" in again.stdout.strip().splitlines()[-1], (
-        again.stdout[-2000:]
-    )
+    reruns_one_failing_test(reruns[0])
 
 
 @pytest.mark.parametrize("missing", ["postgresql", "file"])
@@ -410,15 +411,7 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     else:
         (tmp_path / PG_FILE).unlink()
         expected = ("FAILING", f"no {PG_FILE} beside {chapter}: exercise 7 lives there")
-    runs = []
-    monkeypatch.setattr(
-        check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
-    )
-    result = check_report.Result(impl=str(chapter))
-    env = os.environ | {check_report.ENV: str(chapter)}
-    check_report.run_check(
-        result, chapter, env, tmp_path, "marker", False, True, check_report.Limits()
-    )
+    result, runs = suites_run_by_a_check(chapter, tmp_path, monkeypatch, measured=True)
     printed = capsys.readouterr().out
     row = {r.label: r for r in result.rows}[PG_EXERCISE]
     assert (row.status, row.message) == expected
