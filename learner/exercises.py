@@ -109,9 +109,9 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
     Returns ``{"delayed_turn": ..., "accepted_order": ...}``. Each part has ``shop`` and
     ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and for the
     order also ``send_again``: ``'PermissionError: why'`` each). The order part also has
-    ``ledger_file`` (the supplier's ledger file: ``.database`` of what ``supplier_process`` yields),
+    ``ledger_file`` (the ledger file: ``.database`` of what ``supplier_process`` yields),
     ``operation``, ``amount_cents``, ``after_cancel`` and ``after_unreachable`` (each
-    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once the supplier answered).
+    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once answered).
 
     Explain in your own words (replace this paragraph with your answer): how does a worker
     that is still running learn it was cancelled, why is its late completion refused, and

@@ -169,9 +169,9 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
     Returns ``{"delayed_turn": ..., "accepted_order": ...}``. Each part has ``shop`` and
     ``work_id``, and ``worker`` with what the worker's late writes got (``completion``, and for the
     order also ``send_again``: ``'PermissionError: why'`` each). The order part also has
-    ``ledger_file`` (the supplier's ledger file: ``.database`` of what ``supplier_process`` yields),
+    ``ledger_file`` (the ledger file: ``.database`` of what ``supplier_process`` yields),
     ``operation``, ``amount_cents``, ``after_cancel`` and ``after_unreachable`` (each
-    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once the supplier answered).
+    ``{"order": status, "account": {...}}``) and ``reconcile`` (its rows once answered).
 
     What it shows: cancelling is a write to the records, not a message to the worker. It
     finishes the work and moves the generation on, so the worker, still running, finds out only
