@@ -462,14 +462,3 @@ def test_without_the_pg_extra_a_real_check_leaves_exercise_7_out_in_one_line(tmp
     assert {s for label, (s, _m) in rows.items() if label != PG_EXERCISE} == {"NOT STARTED"}
     assert "Traceback" not in result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1].endswith("6 of 7 not started, 1 left out")
-
-
-def test_a_test_that_starts_processes_has_a_deadline_of_its_own():
-    """The contention test starts four sandboxed processes at once: seconds of start-up on a
-    loaded machine, so 30 s would make its verdict depend on the load."""
-    from lucyshop.lab.collect import LEARNER_TIMEOUT, MEASURED_TIMEOUT, deadline_of
-
-    claim = "tests/learner/test_claim.py::test_"
-    assert deadline_of(claim + "claims_are_atomic_under_contention") == MEASURED_TIMEOUT
-    assert deadline_of(claim + "oldest_first") == LEARNER_TIMEOUT
-    assert deadline_of("tests/exercises/test_exercise_5.py::test_renew[x]") == MEASURED_TIMEOUT

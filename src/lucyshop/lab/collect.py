@@ -42,21 +42,13 @@ BACKSTOP = 5.0  # pytest-timeout's margin past a test's deadline (the sandbox's 
 # The measured exercises run a whole measurement (processes, leases, the stand-in's scripted
 # turns: about 12 s on a quiet machine) in one test: theirs get longer.
 MEASURED_TIMEOUT = 120.0
-# Whole modules, or one test (module::name): the measured exercises, and the test that starts
-# four sandboxed processes at once (seconds of start-up each on a loaded machine).
-LONG_TESTS = {
-    "test_exercise_5": MEASURED_TIMEOUT,
-    "test_exercise_6": MEASURED_TIMEOUT,
-    "test_claim::test_claims_are_atomic_under_contention": MEASURED_TIMEOUT,
-}
+LONG_TESTS = {"test_exercise_5": MEASURED_TIMEOUT, "test_exercise_6": MEASURED_TIMEOUT}
 _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
 
 
 def deadline_of(nodeid: str, default: float = LEARNER_TIMEOUT) -> float:
     """The deadline of one test, in seconds (the report's watchdog uses the same)."""
-    module = Path(nodeid.split("::")[0]).stem
-    test = nodeid.split("::")[-1].split("[")[0]
-    return LONG_TESTS.get(f"{module}::{test}", LONG_TESTS.get(module, default))
+    return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, default)
 
 
 class TimedOutBefore(RuntimeError):
