@@ -273,6 +273,12 @@ def verdict_cell(*lines: str) -> nbformat.NotebookNode:
     return cell
 
 
+def printed_cell(text: str) -> nbformat.NotebookNode:
+    """A cell that printed ``text``."""
+    output = nbformat.v4.new_output("stream", name="stdout", text=text)
+    return nbformat.v4.new_code_cell("print(...)", outputs=[output])
+
+
 def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     tmp_path, monkeypatch
 ):
@@ -285,30 +291,12 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
         verdict_cell("percentile: NOT STARTED", "  read notebook 13a § Percentiles of a turn"),
         verdict_cell("claim: PASSING (42/42 checks)"),
         verdict_cell("exercise 2: FAILING (0/0 checks)", "  no test ran"),
-        nbformat.v4.new_code_cell(
-            "print(...)",
-            outputs=[
-                nbformat.v4.new_output(
-                    "stream",
-                    name="stdout",
-                    text="your receipt (exercise5-receipt.json): PASSING: every figure\n",
-                )
-            ],
-        ),
+        printed_cell("your receipt (exercise5-receipt.json): PASSING: every figure\n"),
         nbformat.v4.new_code_cell(
             "leases.claim(db)",
             outputs=[nbformat.v4.new_output("error", ename="KeyError", evalue="'x'")],
         ),
-        nbformat.v4.new_code_cell(
-            "print(...)",
-            outputs=[
-                nbformat.v4.new_output(
-                    "stream",
-                    name="stdout",
-                    text="your receipt: NOT STARTED: no exercise5-receipt.json yet\n",
-                )
-            ],
-        ),
+        printed_cell("your receipt: NOT STARTED: no exercise5-receipt.json yet\n"),
     ]
     assert notebooks.not_storable(ran) == [
         "claim: PASSING (42/42 checks)",

@@ -44,6 +44,19 @@ def without_venv() -> dict[str, str]:
     return env
 
 
+def by_hand(argv: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+    """``argv`` run from the kit's root as a student types it, outside an activated venv."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=without_venv(),
+        check=False,
+    )
+
+
 def student(tmp_path: Path, source: Path) -> Path:
     """A student's folder holding the exercises and chapter files of ``source``."""
     folder = tmp_path / "student"
@@ -67,7 +80,7 @@ def test_a_learners_receipt_goes_beside_their_file_and_only_the_reference_writes
 def test_an_out_inside_evidence_is_refused_before_anything_runs(tmp_path):
     folder = student(tmp_path, ROOT / "learner")
     before = evidence_digest()
-    done = subprocess.run(
+    done = by_hand(
         [
             sys.executable,
             str(folder / "exercises.py"),
@@ -76,12 +89,7 @@ def test_an_out_inside_evidence_is_refused_before_anything_runs(tmp_path):
             "--out",
             str(EVIDENCE / RECEIPT),
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
-        cwd=ROOT,
-        env=without_venv(),
-        check=False,
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "evidence/ holds the kit's receipts" in done.stderr
@@ -98,28 +106,14 @@ def test_a_measured_run_by_hand_writes_under_the_students_folder_and_says_where(
         pytest.skip("exercise 5 measures real model turns: make model")
     folder = student(tmp_path, ROOT / "solutions")
     before = evidence_digest()
-    done = subprocess.run(
-        [sys.executable, str(folder / "exercises.py"), "5", "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=540,
-        cwd=ROOT,
-        env=without_venv(),
-        check=False,
-    )
+    done = by_hand([sys.executable, str(folder / "exercises.py"), "5", "--quick"], timeout=540)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     written = folder / "runs" / RECEIPT
     assert written.is_file()
     assert re.search(rf"^receipt written to {re.escape(str(written))}$", done.stdout, re.MULTILINE)
     assert evidence_digest() == before
-    check = subprocess.run(
-        [sys.executable, str(folder / "exercises.py"), "check", str(written)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=without_venv(),
-        check=False,
+    check = by_hand(
+        [sys.executable, str(folder / "exercises.py"), "check", str(written)], timeout=120
     )
     assert check.returncode == 0 and "receipt check passed" in check.stdout, check.stdout
 
