@@ -248,3 +248,23 @@ def test_user_mode_refuses_while_the_protected_parts_are_open(tmp_path, monkeypa
         "--regid=65534",
         "--clear-groups",
     ]
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "user"])
+def test_a_preload_reaches_the_sandboxed_python_alone(mode, tmp_path, monkeypatch):
+    """bwrap, prlimit and setpriv run as root before the code: a preload (a shifted clock's
+    libfaketime) loaded in them left root-owned semaphores the unprivileged code could not open.
+    It is set by ``env`` just before the Python, never in the environment they start with."""
+    from lucyshop.lab.sandbox import jail
+
+    started = {}
+    monkeypatch.setattr(jail, "protected_paths_closed", lambda: True)
+    monkeypatch.setattr(
+        jail.subprocess, "Popen", lambda argv, env, **_kw: started.update(argv=argv, env=env)
+    )
+    box = jail.Jail(tmp_path, (tmp_path,), mode=mode)
+    box.popen(["python", "-c", "pass"], env={"LD_PRELOAD": "/lib/faketime.so", "FAKETIME": "+5"})
+    argv = started["argv"]
+    assert "LD_PRELOAD" not in started["env"] and started["env"]["FAKETIME"] == "+5"
+    at = argv.index("/usr/bin/env")
+    assert argv[at : at + 3] == ["/usr/bin/env", "LD_PRELOAD=/lib/faketime.so", "python"]
