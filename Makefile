@@ -66,11 +66,11 @@ setup: $(VENV)/.dev ## create .venv with the kit and its dev tools
 model: $(VENV)/.model ## build the embedded model (llama-cpp-python, once): exercises 5 and 6, live notebook turns
 
 demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference solutions
-	@$(PY) -m lucyshop.lab.demo
+	@$(PY) -m lucyshop.lab.checkpoint.demo
 
 # Exit 3 means "nothing failing, some work not started yet": not a make error.
 check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file, ARGS=--no-measured)
-	@$(PY) -m lucyshop.lab.report --impl $(IMPL) $(ARGS) || [ $$? -eq 3 ]
+	@$(PY) -m lucyshop.lab.check --impl $(IMPL) $(ARGS) || [ $$? -eq 3 ]
 
 # make grade's options, each passed through when named on make's command line (a variable of
 # the same name in the environment is not taken for one): NO_CHECKPOINT=1 TIMEOUT=s RUBRIC=file
@@ -92,12 +92,12 @@ grade: $(VENV)/.dev $(VENV)/.pg ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1
 AUTOGRADER_TIMEOUT ?= 600
 
 autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograder (setup.sh, run_autograder)
-	@$(PY) -m lucyshop.lab.grade.autograder build --out build/autograder.zip --timeout $(AUTOGRADER_TIMEOUT)
+	@$(PY) -m lucyshop.lab.grade.gradescope.autograder build --out build/autograder.zip --timeout $(AUTOGRADER_TIMEOUT)
 
 # As root, on Linux: a bare Debian image (debootstrap, cached in build/stockimage/), setup.sh in
 # it, then one submission graded under half a core and 768 MiB: minutes, the first run longer.
 autograder-proof: autograder ## prove build/autograder.zip on a bare Debian image under Gradescope's limits -> evidence/gradescope-run.json
-	@$(PY) -m lucyshop.lab.grade.stockimage --zip build/autograder.zip
+	@$(PY) -m lucyshop.lab.grade.gradescope.stockimage --zip build/autograder.zip
 
 test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
 	@LEASES_IMPL=solutions $(PY) -m pytest -q $(PARALLEL) $(ONCE)
@@ -107,7 +107,7 @@ test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the
 	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
 
 test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/test-time.json and bench.json (output in test-time.log; quiet machine)
-	@$(PY) -m lucyshop.lab.testtime --out evidence/test-time.json --bench evidence/bench.json \
+	@$(PY) -m lucyshop.lab.evidence.testtime --out evidence/test-time.json --bench evidence/bench.json \
 	  --log test-time.log -- $(PARALLEL) $(ONCE)
 
 lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreSQL for 13d)
@@ -115,10 +115,10 @@ lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreS
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.experiment --impl solutions --out evidence/ch13-leases-receipt.json
-	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.evidence.plots evidence/ch13-leases-receipt.json
 
 plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
-	@$(PY) -m lucyshop.lab.plots evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.evidence.plots evidence/ch13-leases-receipt.json
 
 bench: $(VENV)/.bench ## the kit beside litequeue and persist-queue, fence cost, checkpoint time (~10 min)
 	@$(PY) -m lucyshop.lab.bench --impl solutions --out evidence/bench.json

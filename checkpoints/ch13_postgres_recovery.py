@@ -31,12 +31,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab import pg_shop
+from lucyshop.lab.given import pg_shop
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, block_reference, impl_path
-from lucyshop.lab.postgres import missing, postgres_server, scratch_schema
-from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
-from lucyshop.lab.stubs import NotStarted
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.postgres import missing, postgres_server, scratch_schema
+from lucyshop.lab.services.processes import (
+    Children,
+    wait_exit,
+    wait_for_file,
+    wait_until,
+    write_ready,
+)
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()

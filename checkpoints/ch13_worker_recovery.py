@@ -46,18 +46,24 @@ from urllib.parse import urlsplit
 import psutil
 
 from lucyshop import approval, atomic
-from lucyshop.lab import receipts
-from lucyshop.lab.checkpoint_holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
-from lucyshop.lab.judge import kept_directory, supplier_directory
+from lucyshop.lab.checkpoint.holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
+from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
+from lucyshop.lab.evidence import receipts
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, ROOT, ReferenceBlocked, impl_path
-from lucyshop.lab.processes import Children, wait_exit, wait_for_file, wait_until, write_ready
 from lucyshop.lab.sandbox import Remote, Sandbox, describe, sandboxed_shop
 from lucyshop.lab.sandbox.jail import inside_pids, signal_inside
 from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
 from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
 from lucyshop.lab.sandbox.relay import Relay
-from lucyshop.lab.stubs import NotStarted
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.processes import (
+    Children,
+    wait_exit,
+    wait_for_file,
+    wait_until,
+    write_ready,
+)
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
 
 HERE = Path(__file__).resolve()
@@ -421,7 +427,7 @@ class Shop:
         """Start a worker child; return it once its ready record says it holds approved work."""
         ready_file = self.directory / "ready.json"
         box = self.leases._sandbox
-        argv = [sys.executable, "-m", "lucyshop.lab.checkpoint_holder", mode]
+        argv = [sys.executable, "-m", "lucyshop.lab.checkpoint.holder", mode]
         argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
         argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
         argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]

@@ -15,7 +15,7 @@ shows the four as one row, ``exercise 7``: NOT STARTED until all four are writte
 file runs in a sandbox there, as in these tests: it reaches the server only through the
 connection it is passed, as a role that may use that test's tables and nothing else.
 
-Given, in ``lucyshop.lab.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
+Given, in ``lucyshop.lab.given.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
 ``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.
 
 The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
@@ -39,7 +39,7 @@ import json  # noqa: F401  (you will need it)
 from typing import Any
 
 from lucyshop.lab import NotStarted
-from lucyshop.lab.pg_shop import PgClaim
+from lucyshop.lab.given.pg_shop import PgClaim
 
 STATUSES = ("DONE", "BLOCKED", "CANCELED")
 MAX_TTL = 3600.0

@@ -15,8 +15,8 @@ Check your work at any time:
 Each check calls your function, then judges what it returned *and* what the databases hold
 (it opens the files whose paths you return). Exercises 5 and 6 are measurements, and the
 measuring is given: you write the ideas (``renew`` and ``keep_renewing``, the renewer; and
-``records_message``), and ``lucyshop.lab.exercise_runs`` measures them with the Part A
-experiment's workers and phases, writing a receipt that ``lucyshop.lab.exercise_receipts``
+``records_message``), and ``lucyshop.lab.exercises.runs`` measures them with the Part A
+experiment's workers and phases, writing a receipt that ``lucyshop.lab.exercises.receipts``
 recomputes. The checks run them in ``quick`` form. Run one answer on its own with
 ``.venv/bin/python learner/exercises.py N`` (``--quick`` for 5 and 6): a receipt goes to
 ``learner/runs/`` (the run prints where; ``--out FILE`` names another place), never into the
@@ -25,12 +25,12 @@ kit's ``evidence/``, and ``.venv/bin/python learner/exercises.py check FILE`` re
 Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the file
 ``$LEASES_IMPL`` names), never ``import solutions``: the checks run with the reference
 blocked. You may also use the runtime (``lucyshop.store``, ``lucyshop.approval``,
-``lucyshop.supplier``) and what the lab gives the answers (``lucyshop.lab.exercise_kit``:
-``attempt``, rows read back, ``HeldTurn``, ``dead_endpoint``; ``lucyshop.lab.processes``).
+``lucyshop.supplier``) and what the lab gives the answers (``lucyshop.lab.given.exercise_kit``:
+``attempt``, rows read back, ``HeldTurn``, ``dead_endpoint``; ``lucyshop.lab.services.processes``).
 
 Two given pieces the docstrings below name, with what they hold:
 
-* ``lucyshop.lab.suppliers.supplier_process(directory)``, a ``with`` block that runs a real
+* ``lucyshop.lab.services.suppliers.supplier_process(directory)``, a ``with`` block that runs a real
   supplier process and ends it. What it yields has ``.client(timeout=...)`` (a
   ``SupplierClient`` for ``approval.execute`` and ``reconcile``), ``.set_faults(drop_next=1)``
   or ``.set_faults(delay_next=1, delay_seconds=S)`` (its next reply lost, or held back S
@@ -41,7 +41,7 @@ Two given pieces the docstrings below name, with what they hold:
   generation, progress, progressed_at, renewed_at, expires)``, one row per granted renewal.
   ``seq`` numbers the rows; ``progress`` is the count ``renew`` was given; ``progressed_at``
   is when this execution's ``progress`` last grew; ``renewed_at`` is the renewal's ``now``;
-  ``expires`` is the lease's new end (``lucyshop.lab.renewals``).
+  ``expires`` is the lease's new end (``lucyshop.lab.given.renewals``).
 """
 
 from __future__ import annotations
@@ -54,12 +54,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop.lab import (
-    NotStarted,
-    exercise_runs,  # noqa: F401  (given: it measures exercises 5 and 6)
-)
-from lucyshop.lab import exercise_kit as kit
-from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
+from lucyshop.lab import NotStarted
+from lucyshop.lab.exercises import runs as exercise_runs  # noqa: F401  (given: it measures exercises 5 and 6)
+from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 
 HERE = Path(__file__).resolve()
 
@@ -254,7 +252,7 @@ def exercise_5_renewal(
     renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
     running, one unbounded and one bounded. ``out`` gets the receipt (checked by
-    ``lucyshop.lab.exercise_receipts``); ``workdir`` (default a temporary directory) keeps the
+    ``lucyshop.lab.exercises.receipts``); ``workdir`` (default a temporary directory) keeps the
     shops to read back.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
@@ -296,7 +294,7 @@ def exercise_6_records(
     """Give the replacement the records: the recovery measurement again, with and without them.
 
     Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
-    (``lucyshop.lab.exercise_runs``). First the records are made for real: a shop
+    (``lucyshop.lab.exercises.runs``). First the records are made for real: a shop
     whose worker sent the order to a real supplier process that committed it and lost the
     reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
     holds the order. Then each model answers the experiment's crashed transcript (its
@@ -305,7 +303,7 @@ def exercise_6_records(
     ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
     and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
     placed again, looked up with the right key, neither. ``out`` gets the receipt
-    (``lucyshop.lab.exercise_receipts`` checks it).
+    (``lucyshop.lab.exercises.receipts`` checks it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
@@ -320,6 +318,6 @@ def exercise_6_records(
 # ================================================================ command line
 
 if __name__ == "__main__":
-    from lucyshop.lab.exercise_book import main
+    from lucyshop.lab.exercises.book import main
 
     sys.exit(main(__file__))

@@ -1,7 +1,8 @@
 """Exercise 7, the reference: leases on a PostgreSQL server, whose clock decides expiry.
 
 The complete twin of ``learner/ch13_postgres.py`` (a test keeps signatures and docstrings in
-step). The schema, ``PgClaim`` and the connection helpers are given in ``lucyshop.lab.pg_shop``.
+step). The schema, ``PgClaim`` and the connection helpers are given in
+``lucyshop.lab.given.pg_shop``.
 
 The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lucyshop.lab.pg_shop import PgClaim
+from lucyshop.lab.given.pg_shop import PgClaim
 
 STATUSES = ("DONE", "BLOCKED", "CANCELED")
 MAX_TTL = 3600.0

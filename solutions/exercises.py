@@ -8,9 +8,9 @@ Every answer uses the chapter functions through ``chapter()`` (``$LEASES_IMPL``,
 ``ch13_leases.py`` beside this file), never ``import solutions``. Each returns what it
 observed, read back from the shop (and the supplier's ledger), and its docstring ends with
 "What it shows:". Exercises 5 and 6 are measurements: the answers are the ideas (``renew``,
-``keep_renewing``, ``records_message``); ``lucyshop.lab.exercise_runs`` measures them with the
+``keep_renewing``, ``records_message``); ``lucyshop.lab.exercises.runs`` measures them with the
 Part A experiment's workers and phases and writes a receipt that
-``lucyshop.lab.exercise_receipts`` recomputes. ``tests/exercises`` judges them all.
+``lucyshop.lab.exercises.receipts`` recomputes. ``tests/exercises`` judges them all.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from types import ModuleType
 from typing import Any
 
 from lucyshop import approval, validate
-from lucyshop.lab import exercise_kit as kit
-from lucyshop.lab import exercise_runs
-from lucyshop.lab.processes import wait_until
-from lucyshop.lab.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.exercises import runs as exercise_runs
+from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
+from lucyshop.lab.services.processes import wait_until
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders
 
@@ -685,7 +685,7 @@ def exercise_5_renewal(
     renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
     running, one unbounded and one bounded. ``out`` gets the receipt (checked by
-    ``lucyshop.lab.exercise_receipts``); ``workdir`` (default a temporary directory) keeps the
+    ``lucyshop.lab.exercises.receipts``); ``workdir`` (default a temporary directory) keeps the
     shops to read back.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
@@ -755,7 +755,7 @@ def exercise_6_records(
     """Give the replacement the records: the recovery measurement again, with and without them.
 
     Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
-    (``lucyshop.lab.exercise_runs``). First the records are made for real: a shop
+    (``lucyshop.lab.exercises.runs``). First the records are made for real: a shop
     whose worker sent the order to a real supplier process that committed it and lost the
     reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
     holds the order. Then each model answers the experiment's crashed transcript (its
@@ -764,7 +764,7 @@ def exercise_6_records(
     ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
     and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
     placed again, looked up with the right key, neither. ``out`` gets the receipt
-    (``lucyshop.lab.exercise_receipts`` checks it).
+    (``lucyshop.lab.exercises.receipts`` checks it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
@@ -794,7 +794,7 @@ def exercise_6_records(
     )
 
 
-if __name__ == "__main__":  # the command line the docstring shows: lucyshop.lab.exercise_book
-    from lucyshop.lab.exercise_book import main
+if __name__ == "__main__":  # the command line the docstring shows: lucyshop.lab.exercises.book
+    from lucyshop.lab.exercises.book import main
 
     sys.exit(main(__file__))

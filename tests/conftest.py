@@ -13,11 +13,11 @@ import pytest
 from impls import IMPL_PATH, chapter_of
 from schedule import TESTS, rank
 
+from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
-from lucyshop.lab.processes import descendants
-from lucyshop.lab.receipts import shown
 from lucyshop.lab.sandbox import Sandbox
 from lucyshop.lab.sandbox.remote import sandbox_pids
+from lucyshop.lab.services.processes import descendants
 
 SUITES = ("runtime", "learner", "exercises")
 # a directory each; the modules beside them: kit

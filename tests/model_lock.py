@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab.processes import wait_until
+from lucyshop.lab.services.processes import wait_until
 
 WAIT = 900.0  # seconds: longer than any one measured run the lock is held for
 POLL = 0.2

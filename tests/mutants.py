@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from lucyshop.lab.stubs import functions_in
+from lucyshop.lab.given.stubs import functions_in
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "ch13_leases.py"
 

@@ -29,7 +29,7 @@ import pytest
 
 from lucyshop import approval
 from lucyshop.lab.loader import MODULE, ImplementationError, load_impl
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.queue import WorkQueue
 from lucyshop.store import connect
 from lucyshop.supplier import (

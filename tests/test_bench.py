@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from lucyshop.lab import receipts
-from lucyshop.lab.bench import cli, feedback, grading, queues
+from lucyshop.lab.bench import cli
 from lucyshop.lab.bench.engines import peers_installed
+from lucyshop.lab.bench.sections import feedback, grading, queues
+from lucyshop.lab.evidence import receipts
 
 
 @pytest.mark.slow
@@ -27,7 +28,7 @@ def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(t
     assert report["provenance"]["command"][1:] == ["-m", "lucyshop.lab.bench", *argv]
     measured = report["provenance"]["code"]  # a change to any of these makes the report stale
     assert {"solutions/ch13_leases.py", "src/lucyshop/store.py"} <= set(measured)
-    assert "src/lucyshop/lab/bench/queues.py" in measured
+    assert "src/lucyshop/lab/bench/sections/queues.py" in measured
     rows = report["queues"]["rows"]
     kit = [r for r in rows if r["engine"] == "kit"]
     assert len(kit) == 2 * 2 * 2, "two kit cycles x two synchronous settings x two process counts"

@@ -1,4 +1,4 @@
-"""``make check`` (``python -m lucyshop.lab.report``): one row per function, the right status,
+"""``make check`` (``python -m lucyshop.lab.check``): one row per function, the right status,
 exit codes.
 
 Each case runs the report as a student would, in a child process, and reads its printed table.
@@ -17,11 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab import postgres
-from lucyshop.lab import report as check_report
-from lucyshop.lab.experiment.renewer import load_answers
-from lucyshop.lab.inline import pg_checker
-from lucyshop.lab.report import (
+from lucyshop.lab.check import report as check_report
+from lucyshop.lab.check.report import (
     CHECKPOINT,
     MEASURED,
     PG_EXERCISE,
@@ -31,6 +28,9 @@ from lucyshop.lab.report import (
     verdict,
     without_reference_source,
 )
+from lucyshop.lab.experiment.renewer import load_answers
+from lucyshop.lab.lesson.inline import pg_checker
+from lucyshop.lab.services import postgres
 
 # Module fixtures run whole suites (a whole report): past the 120 s default.
 pytestmark = pytest.mark.timeout(900)
@@ -70,7 +70,7 @@ def stubs_with_percentile_written() -> str:
 
 def report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "lucyshop.lab.report", *args],
+        [sys.executable, "-m", "lucyshop.lab.check", *args],
         check=False,
         cwd=ROOT,
         capture_output=True,

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
-from lucyshop.lab import receipts
-from lucyshop.lab.demo import EVIDENCE
-from lucyshop.lab.processes import processes_mentioning
-from lucyshop.lab.receipts import validate
+from lucyshop.lab.checkpoint.demo import EVIDENCE
+from lucyshop.lab.evidence import receipts
+from lucyshop.lab.evidence.receipts import validate
+from lucyshop.lab.services.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
@@ -49,9 +49,9 @@ def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.Co
 @pytest.fixture(scope="module")
 def demo_run() -> subprocess.CompletedProcess:
     """``make demo``: the checkpoint against the reference (every case, ``--keep``, its evidence
-    written to ``lucyshop.lab.demo.EVIDENCE``), then the recovered shop's report."""
+    written to ``lucyshop.lab.checkpoint.demo.EVIDENCE``), then the recovered shop's report."""
     return subprocess.run(
-        [sys.executable, "-m", "lucyshop.lab.demo"],
+        [sys.executable, "-m", "lucyshop.lab.checkpoint.demo"],
         check=False,
         cwd=ROOT,
         capture_output=True,
@@ -184,7 +184,7 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
     cheat.write_text(
         source.replace(
             "    _check_owner(owner)\n",
-            "    if 'checkpoint_holder' in ' '.join(__import__('sys').argv):\n"
+            "    if '/checkpoint/holder.py' in ' '.join(__import__('sys').argv):\n"
             "        __import__('runpy').run_path("
             f"{str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
             "    _check_owner(owner)\n",

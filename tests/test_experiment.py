@@ -22,7 +22,7 @@ from model_lock import one_model_at_a_time
 from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
 from lucyshop.lab.loader import ENV, ROOT, load_impl
-from lucyshop.lab.processes import wait_until
+from lucyshop.lab.services.processes import wait_until
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
@@ -210,7 +210,7 @@ def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path)
             sys.executable,
             "-m",
             "lucyshop.lab.blocked",
-            "lucyshop.lab.plots",
+            "lucyshop.lab.evidence.plots",
             str(quick_receipt),
             "--out-dir",
             str(tmp_path),
@@ -228,7 +228,7 @@ def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: P
         [
             sys.executable,
             "-m",
-            "lucyshop.lab.plots",
+            "lucyshop.lab.evidence.plots",
             str(quick_receipt),
             "--out-dir",
             str(tmp_path),

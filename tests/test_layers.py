@@ -144,7 +144,12 @@ def test_the_layer_contract_breaks_on_an_import_of_the_lab(tmp_path):
     shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
     shutil.copy(SRC.parent / "pyproject.toml", tmp_path)
     store = tmp_path / "src" / "lucyshop" / "store.py"
-    store.write_text(store.read_text() + "\n\ndef _late():\n    import lucyshop.lab.processes\n")
+    store.write_text(
+        store.read_text() + "\n\ndef _late():\n    import lucyshop.lab.services.processes\n"
+    )
     result = lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "BROKEN" in result.stdout and "lucyshop.store -> lucyshop.lab.processes" in result.stdout
+    assert (
+        "BROKEN" in result.stdout
+        and "lucyshop.store -> lucyshop.lab.services.processes" in result.stdout
+    )

@@ -21,9 +21,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from lucyshop.lab import notebooks, postgres
-from lucyshop.lab.inline import PG_TESTS
-from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.lesson import notebooks
+from lucyshop.lab.lesson.inline import PG_TESTS
+from lucyshop.lab.services import postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
@@ -96,14 +97,14 @@ def is_check(cell) -> bool:
     return cell.source.startswith("check(")
 
 
-# The one line a cell stopped by a stub prints (lucyshop.lab.inline.guard): a stub, a cell
+# The one line a cell stopped by a stub prints (lucyshop.lab.lesson.inline.guard): a stub, a cell
 # skipped because an earlier one stopped, or a step that an earlier cell did not produce.
 STOP = re.compile(r"^(?:[\w.]+\(\) is not started: |skipped \(|StepMissing: )", re.MULTILINE)
 
 
 def messages(text: str) -> list[str]:
     """The lines a cell printed, each wrapped one joined again: the notebooks wrap a long line
-    at word boundaries (lucyshop.lab.inline.wrap), its continuation lines indented."""
+    at word boundaries (lucyshop.lab.lesson.inline.wrap), its continuation lines indented."""
     joined: list[str] = []
     for line in text.splitlines():
         if line.startswith("  ") and joined and not line.startswith("  read notebook"):
@@ -143,7 +144,7 @@ def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, ow
     assert checks and all(": PASSING (" in text.splitlines()[0] for text in checks), checks
     shown = [outputs_text(c) for c in nb.cells if c.cell_type == "code"]
     assert not [text for text in shown if "not started" in text or "skipped (" in text]
-    from lucyshop.lab.inline import WIDTH
+    from lucyshop.lab.lesson.inline import WIDTH
 
     assert not [line for text in shown for line in text.splitlines() if len(line) > WIDTH]
     if notebook.stem.startswith("13b"):  # recover_once, run in the kernel, on a real supplier
@@ -249,7 +250,7 @@ def test_jupyterlab_draws_every_diagram_and_plot(tmp_path):
 def test_without_the_model_a_turn_replays_the_stored_replies(monkeypatch):
     """`make lab` alone installs no model: the owned loop's cell replays what the model said
     when the notebook was executed, and says how to build it."""
-    from lucyshop.lab import lesson
+    from lucyshop.lab.lesson import show as lesson
     from lucyshop.models import ModelUnavailable
 
     def not_built(**_):
@@ -282,7 +283,7 @@ def printed_cell(text: str) -> nbformat.NotebookNode:
 def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     tmp_path, monkeypatch
 ):
-    """``python -m lucyshop.lab.notebooks`` once stored the reference's run: every check read
+    """``python -m lucyshop.lab.lesson.notebooks`` once stored the reference's run: every check read
     PASSING on a fresh clone, for work the learner had not done. Now it stores the stubs' run,
     and refuses to write one where a check says anything but NOT STARTED, any output says
     PASSING, or a cell ended in an error."""
@@ -472,7 +473,7 @@ def test_13d_check_fails_a_file_whose_observe_writes_nothing_naming_each_test(tm
     FAILING, each failing test on its own line, and the command that reruns them."""
     if reason := postgres.missing():
         pytest.skip(f"exercise 7 needs PostgreSQL: {reason}")
-    from lucyshop.lab.inline import pg_checker
+    from lucyshop.lab.lesson.inline import pg_checker
 
     for name in ("ch13_leases.py", "ch13_postgres.py"):
         shutil.copy(ROOT / "solutions" / name, tmp_path / name)
@@ -534,7 +535,7 @@ def test_a_prediction_cell_comes_before_the_number_it_predicts(notebook):
 
 
 def test_a_written_prediction_is_compared_in_one_line(capsys):
-    from lucyshop.lab import lesson
+    from lucyshop.lab.lesson import show as lesson
 
     lesson.predicted(None, 13, "false expiries of 20")
     lesson.predicted(12, 13, "false expiries of 20")
@@ -586,7 +587,7 @@ def test_the_trade_off_plot_shows_both_errors_with_intervals_on_its_counts():
     """13a's "whole trade-off in one picture" drew false expiry only, and its n = 20 dots had
     no intervals: now detection delay is on a second axis (formula and the measured mean), and
     each count has its 95% Wilson interval (13 of 20: 0.433 to 0.819; 0 of 20: 0 to 0.161)."""
-    from lucyshop.lab import lesson
+    from lucyshop.lab.lesson import show as lesson
 
     assert [round(x, 3) for x in lesson.wilson(13, 20)] == [0.433, 0.819]
     assert [round(x, 3) for x in lesson.wilson(0, 20)] == [0.0, 0.161]
@@ -653,7 +654,7 @@ def test_every_section_that_teaches_asks_for_a_prediction(notebook):
 def test_no_stored_output_line_is_wider_than_the_notebook_wraps(notebook):
     """JupyterLab breaks a longer output line mid-word (``word-break: break-all``): every line
     a fresh clone shows fits, wrapped at word boundaries by the kit's printers."""
-    from lucyshop.lab.inline import WIDTH
+    from lucyshop.lab.lesson.inline import WIDTH
 
     wide = [
         line
@@ -665,7 +666,7 @@ def test_no_stored_output_line_is_wider_than_the_notebook_wraps(notebook):
 
 
 def test_wrap_breaks_at_word_boundaries_and_indents_what_follows():
-    from lucyshop.lab.inline import WIDTH, wrap
+    from lucyshop.lab.lesson.inline import WIDTH, wrap
 
     text = "skipped (name 'db' is not defined): " + "an earlier cell stopped here; " * 8
     shown = wrap(text).splitlines()
@@ -678,7 +679,7 @@ def test_wrap_breaks_at_word_boundaries_and_indents_what_follows():
 
 
 def test_fishers_exact_test_matches_known_values():
-    from lucyshop.lab import lesson
+    from lucyshop.lab.lesson import show as lesson
 
     # SciPy 1.x: fisher_exact([[3, 7], [7, 3]]) p = 0.17889..., [[20, 20], [39, 21]] 0.15128
     assert round(lesson.fisher_exact(3, 10, 7, 10), 5) == 0.17890
@@ -693,7 +694,7 @@ def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_l
     beyond the median lease (the share false expiry counts). Now 13a compares that share, pilot
     against trials, counted from the receipt's raw turns, with Fisher's exact test; Mann-Whitney
     is only in the appendix, defined there."""
-    from lucyshop.lab import lesson
+    from lucyshop.lab.lesson import show as lesson
 
     receipt = json.loads((ROOT / "evidence" / "ch13-leases-receipt.json").read_text())
     shares = lesson.tail_shares(receipt)

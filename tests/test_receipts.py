@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from lucyshop.lab import receipts
+from lucyshop.lab.evidence import receipts
+from lucyshop.lab.evidence.stats import binomial_two_sided, mann_whitney, median_interval
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.stats import binomial_two_sided, mann_whitney, median_interval
 
 EVIDENCE = ROOT / "evidence"
 COMMITTED = {  # every receipt the kit commits, and the schema it must have
@@ -27,7 +27,7 @@ COMMITTED = {  # every receipt the kit commits, and the schema it must have
     "test-time.json": "testtime",
     "gradescope-run.json": "gradescope-run",  # make autograder-proof
     # the same proof with the sandbox forced to its unprivileged-user mode (a container
-    # without user namespaces): python -m lucyshop.lab.grade.stockimage --isolation user
+    # without user namespaces): python -m lucyshop.lab.grade.gradescope.stockimage --isolation user
     "gradescope-run-user.json": "gradescope-run",
 }
 OPTIONAL = {"test-time.json"}  # written by `make test-time`, itself a whole make test run

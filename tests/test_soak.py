@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mutants import BY_NAME
 
-from lucyshop.lab.processes import processes_mentioning
+from lucyshop.lab.services.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 INVARIANTS = (

@@ -36,7 +36,7 @@ from lucyshop.approval import (
     propose,
 )
 from lucyshop.lab.loader import load_impl
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
 
 EXPECTED = Path(__file__).parent / "expected"

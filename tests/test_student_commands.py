@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab import exercise_book
+from lucyshop.lab.exercises import book as exercise_book
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "evidence"

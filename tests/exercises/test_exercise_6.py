@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from lucyshop.lab.exercise_receipts import check_receipt
-from lucyshop.lab.experiment.backend import GRADED
+from lucyshop.lab.exercises.receipts import check_receipt
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.model.backend import GRADED
 from lucyshop.supplier import ledger_orders
 
 EXERCISE = "exercise_6_records"

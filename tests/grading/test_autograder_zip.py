@@ -27,9 +27,9 @@ import psutil
 import pytest
 from grading_class import HANGS, stubs_with
 
-from lucyshop.lab import receipts
-from lucyshop.lab.grade import autograder, stockimage
+from lucyshop.lab.evidence import receipts
 from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.grade.gradescope import autograder, stockimage
 from lucyshop.lab.loader import ROOT
 
 DEV_TOOLS = ("jupyterlab", "selenium", "ruff", "nbval", "nbclient", "ipykernel", "matplotlib")

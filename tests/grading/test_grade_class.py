@@ -20,11 +20,12 @@ import jsonschema
 import pytest
 from grading_class import build
 
-from lucyshop.lab.grade import gradescope, rubric, submissions
+from lucyshop.lab.check.report import EXERCISES, FUNCTIONS, Limits
+from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS, column
+from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import EXERCISES, FUNCTIONS, Limits
 
 WITH_CHECKPOINT = {"reference", "stubs", "mutant observe_fence"}
 MUTANTS = ("mutant observe_fence", "mutant_expiry", "mutant_percentile")

@@ -20,13 +20,16 @@ import pytest
 from grading_class import HANGS, INDEPENDENT, REFERENCE, STUBS, renamed_reference, stubs_with
 from mutants import BY_NAME
 
-from lucyshop.lab.grade import autograder, gradescope, rubric, similarity, submissions
+from lucyshop.lab.check.report import EXERCISES, FUNCTIONS, Limits
+from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS
+from lucyshop.lab.grade.gradescope import autograder
+from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.similar import fingerprints as similarity
 from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
-from lucyshop.lab.processes import processes_mentioning
-from lucyshop.lab.report import EXERCISES, FUNCTIONS, Limits
+from lucyshop.lab.services.processes import processes_mentioning
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
 
@@ -355,7 +358,7 @@ def test_the_autograder_zip_has_gradescopes_layout_and_the_kit(tmp_path):
     assert all(modes[n] & stat.S_IXUSR for n in ("setup.sh", "run_autograder"))
     for needed in (
         "kit/pyproject.toml",
-        "kit/src/lucyshop/lab/grade/autograder.py",
+        "kit/src/lucyshop/lab/grade/gradescope/autograder.py",
         "kit/tests/learner/conftest.py",
         "kit/checkpoints/ch13_worker_recovery.py",
         "kit/solutions/ch13_leases.py",

@@ -21,9 +21,10 @@ import jsonschema
 import pytest
 from grading_class import STUBS
 
-from lucyshop.lab import postgres
-from lucyshop.lab.grade import gradescope, rubric
+from lucyshop.lab.grade import rubric
+from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services import postgres
 
 pytestmark = [
     pytest.mark.slow,

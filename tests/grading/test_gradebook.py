@@ -19,13 +19,14 @@ import jsonschema
 import pytest
 from grading_class import REFERENCE
 
-from lucyshop.lab.grade import feedback, gradebook, gradescope, rubric, submissions
+from lucyshop.lab.check.report import EXERCISES, FUNCTIONS
+from lucyshop.lab.grade import feedback, gradebook, rubric, submissions
 from lucyshop.lab.grade.classroom import Options
+from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import EXERCISES, FUNCTIONS
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
 EXERCISE_LABELS = [label for label, _module, _stubs in EXERCISES]

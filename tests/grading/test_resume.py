@@ -24,7 +24,7 @@ from lucyshop.lab.grade import rubric, store, submissions
 from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.processes import processes_mentioning
+from lucyshop.lab.services.processes import processes_mentioning
 
 SLEEPS = "import time\n\ntime.sleep(600)\n"  # at import: the check hangs until it is ended
 WAIT = 60.0  # seconds any one wait below may take

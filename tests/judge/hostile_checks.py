@@ -27,8 +27,8 @@ import psutil
 import pytest
 from judge_files import ROOT, SOLUTIONS
 
-from lucyshop.lab.guard import MARKER
-from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.check.guard import MARKER
+from lucyshop.lab.check.report import FUNCTIONS
 from lucyshop.lab.sandbox import isolation
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
@@ -121,12 +121,12 @@ def run_check(
     timeout: float = 600,
     through_cat: bool = False,
 ) -> Checked:
-    """``python -m lucyshop.lab.report --impl PATH --json FILE ARGS`` with ``tmpdir`` as its
+    """``python -m lucyshop.lab.check --impl PATH --json FILE ARGS`` with ``tmpdir`` as its
     ``TMPDIR`` and a marker of our own in its environment (every process it starts carries
     it, so ``leftovers`` can find them); ``through_cat`` pipes its output through ``cat``."""
     target = tmpdir / "check.json"
     marker = uuid.uuid4().hex
-    argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(path)]
+    argv = [sys.executable, "-m", "lucyshop.lab.check", "--impl", str(path)]
     argv += ["--json", str(target), *args]
     environment = os.environ | {"TMPDIR": str(tmpdir), MARKER: marker} | (env or {})
     if through_cat:  # the marker on the check alone: its sweep would end the shell and cat

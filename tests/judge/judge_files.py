@@ -24,10 +24,19 @@ def student_copy(directory: Path, appended: str = "") -> Path:
 
 
 def check(path: Path, tmp: Path, *args: str, timeout: float = 900) -> tuple[int, dict, str]:
-    """``python -m lucyshop.lab.report --impl PATH --json``: (exit, the JSON, what it printed)."""
+    """``python -m lucyshop.lab.check --impl PATH --json``: (exit, the JSON, what it
+    printed)."""
     target = tmp / "check.json"
     result = subprocess.run(
-        [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(path), "--json", str(target)]
+        [
+            sys.executable,
+            "-m",
+            "lucyshop.lab.check",
+            "--impl",
+            str(path),
+            "--json",
+            str(target),
+        ]
         + list(args),
         check=False,
         cwd=ROOT,

@@ -8,8 +8,8 @@ import pytest
 from conftest import CASE_SECONDS, TEST_SECONDS
 from judge_files import rows
 
-from lucyshop.lab.collect import BACKSTOP
-from lucyshop.lab.report import LEFT_OUT
+from lucyshop.lab.check.collect import BACKSTOP
+from lucyshop.lab.check.report import LEFT_OUT
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ from hostile_checks import (
     with_bodies,
 )
 
-from lucyshop.lab.judge import CASES
-from lucyshop.lab.report import FUNCTIONS
+from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.checkpoint.judge import CASES
 
 pytestmark = MARKS
 

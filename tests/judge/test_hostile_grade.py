@@ -31,9 +31,9 @@ from hostile_checks import (
 )
 from judge_files import ROOT
 
+from lucyshop.lab.check.report import FUNCTIONS
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
-from lucyshop.lab.report import FUNCTIONS
 
 pytestmark = MARKS
 

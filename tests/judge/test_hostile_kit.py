@@ -41,7 +41,7 @@ from hostile_checks import (
 )
 from judge_files import ROOT
 
-from lucyshop.lab.report import DISK_LIMIT, FUNCTIONS
+from lucyshop.lab.check.report import DISK_LIMIT, FUNCTIONS
 from lucyshop.lab.sandbox.jail import TMP_BYTES
 
 pytestmark = MARKS
@@ -60,7 +60,9 @@ def planted_paths(token: str) -> dict[str, Path]:
         "conftest": ROOT / "conftest.py",
         "shlex": ROOT / "shlex.py",
         "pth": Path(sysconfig.get_paths()["purelib"]) / f"zz_{token}.pth",
-        "pycache": Path(importlib.util.cache_from_source(str(ROOT / "src/lucyshop/lab/report.py"))),
+        "pycache": Path(
+            importlib.util.cache_from_source(str(ROOT / "src/lucyshop/lab/check/report.py"))
+        ),
         "hook": ROOT / ".git" / "hooks" / "post-checkout",
     }
 

@@ -26,8 +26,8 @@ from hostile_checks import (
 )
 from judge_files import ROOT, SOLUTIONS
 
-from lucyshop.lab import postgres
-from lucyshop.lab.report import PG_EXERCISE
+from lucyshop.lab.check.report import PG_EXERCISE
+from lucyshop.lab.services import postgres
 
 pytestmark = [
     *MARKS,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from judge_files import ROOT
 
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.sandbox import (
     CallTimedOut,
     CannotIsolate,
@@ -23,7 +24,6 @@ from lucyshop.lab.sandbox import (
     wire,
 )
 from lucyshop.lab.sandbox.remote import checked_file
-from lucyshop.lab.stubs import NotStarted
 
 needs_bwrap = pytest.mark.skipif(
     jail.isolation() != "bwrap", reason="bubblewrap is not usable here (.ci/run installs it)"

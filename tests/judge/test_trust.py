@@ -13,9 +13,9 @@ import psutil
 import pytest
 from judge_files import ROOT, check, rows, student_copy, tree
 
-from lucyshop.lab import judge
-from lucyshop.lab.guard import MARKER, KitFiles, kit_changes, new_marker, sweep
-from lucyshop.lab.report import stubs_in
+from lucyshop.lab.check.guard import MARKER, KitFiles, kit_changes, new_marker, sweep
+from lucyshop.lab.check.report import stubs_in
+from lucyshop.lab.checkpoint import judge
 
 
 def test_a_file_that_exits_0_while_imported_cannot_be_checked(tmp_path):
@@ -97,7 +97,7 @@ def test_a_stub_is_not_started_whatever_its_tests_report(tmp_path):
 @pytest.mark.slow
 def test_a_stub_file_that_patches_the_grader_is_not_passing(tmp_path):
     patch = """
-import lucyshop.lab.collect as collect
+import lucyshop.lab.check.collect as collect
 
 collect.Outcomes.write = lambda self, record: collect.Outcomes.__dict__  # swallow failures
 _real = collect.describe

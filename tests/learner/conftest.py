@@ -28,9 +28,9 @@ from impls import IMPL_PATH
 from sandboxes import budget, sandbox_for
 
 from lucyshop.approval import SpendingPolicy, approve, propose
+from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
-from lucyshop.lab.stubs import placeholders, stub_nodes
 
 # The test modules import the helpers below as ``from learner_support import ...``. The name
 # ``conftest`` is shared by every conftest.py and means whichever pytest loaded last, so

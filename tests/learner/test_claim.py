@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from learner_support import finish_by_sql, lease, refuses, rows, sandboxed_shop, snapshot, work
 
-from lucyshop.lab.processes import Children, wait_exit, wait_for_file
+from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file
 from lucyshop.store import immediate
 
 T = 1_000.0
@@ -213,7 +213,7 @@ CLAIMER = '''
 import sys, time
 from pathlib import Path
 from lucyshop.lab.loader import load_impl
-from lucyshop.lab.processes import write_ready
+from lucyshop.lab.services.processes import write_ready
 
 path, owner, go, ready, out = sys.argv[1:6]  # after -c, sys.argv[0] is "-c"
 impl = load_impl()  # $LEASES_IMPL: the file under test, inside a sandbox of its own

@@ -9,7 +9,7 @@ import pytest
 from learner_support import VANILLA_CENTS, approved_order, dead_endpoint, snapshot
 
 from lucyshop.approval import account, approve, execute, get_order, propose
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 

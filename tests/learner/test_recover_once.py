@@ -22,7 +22,7 @@ from learner_support import (
 )
 
 from lucyshop.approval import account, execute, get_order, propose
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 

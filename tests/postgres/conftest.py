@@ -10,7 +10,7 @@ One server for the whole run (``$LUCYSHOP_PG_DSN``, else an embedded one that is
 afterwards); each test gets a schema of its own with the shop's tables in it. Where the
 ``pg`` extra is not installed the suite skips, saying so.
 
-The student's ``ch13_postgres.py`` runs in a sandboxed worker (``lucyshop.lab.pg_sandbox``),
+The student's ``ch13_postgres.py`` runs in a sandboxed worker (``lucyshop.lab.sandbox.pg_sandbox``),
 never in this process. It reaches the server through a relay's Unix socket, as a role that
 may use the test's schema and nothing else; ``conn`` is our own connection to that schema,
 paired with the worker's: handed to a student's function, it is the worker's connection the
@@ -36,9 +36,12 @@ import pytest
 from impls import IMPL_PATH
 from sandboxes import budget
 
-from lucyshop.lab import pg_shop
-from lucyshop.lab.pg_sandbox import PG_FILE, PgSandbox, paired, pg_sandbox
-from lucyshop.lab.postgres import (
+from lucyshop.lab.evidence.receipts import shown
+from lucyshop.lab.given import pg_shop
+from lucyshop.lab.given.stubs import placeholders, stub_nodes
+from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
+from lucyshop.lab.sandbox.pg_sandbox import PG_FILE, PgSandbox, paired, pg_sandbox
+from lucyshop.lab.services.postgres import (
     missing,
     missing_for_tests,
     postgres_server,
@@ -46,9 +49,6 @@ from lucyshop.lab.postgres import (
     scratch_schema,
     student_role,
 )
-from lucyshop.lab.receipts import shown
-from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
-from lucyshop.lab.stubs import placeholders, stub_nodes
 
 # The test modules import the helpers below as ``from pg_support import ...`` (see the same
 # line in tests/learner/conftest.py for why not ``from conftest import``).

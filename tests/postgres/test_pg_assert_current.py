@@ -8,7 +8,7 @@ import time
 import pytest
 from pg_support import expire, transaction
 
-from lucyshop.lab import pg_shop
+from lucyshop.lab.given import pg_shop
 
 
 @pytest.fixture

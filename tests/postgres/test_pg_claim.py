@@ -7,7 +7,7 @@ import math
 import pytest
 from pg_support import expire, lease, snapshot, state
 
-from lucyshop.lab import pg_shop
+from lucyshop.lab.given import pg_shop
 
 
 def test_the_oldest_pending_work_is_taken_at_generation_one(pg, conn, add_work):

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lucyshop.lab import postgres
+from lucyshop.lab.services import postgres
 
 
 @pytest.mark.slow
@@ -78,7 +78,7 @@ def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_serv
     the directory it left (in the test's own temporary directory: another test's server start
     would sweep it first from the system's)."""
     code = (
-        "import time; from lucyshop.lab.postgres import embedded_server\n"
+        "import time; from lucyshop.lab.services.postgres import embedded_server\n"
         "with embedded_server() as server:\n"
         "    print(server.pid, server.dsn, flush=True); time.sleep(60)"
     )

@@ -25,7 +25,7 @@ from lucyshop.approval import (
     record_receipt,
     revoke,
 )
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 OPERATOR = "lucy"  # the conftest policy's only operator

@@ -9,7 +9,7 @@ import sys
 
 import psutil
 
-from lucyshop.lab.processes import (
+from lucyshop.lab.services.processes import (
     Children,
     descendants,
     is_alive,
@@ -22,7 +22,7 @@ from lucyshop.lab.processes import (
 SLEEP = "import time; time.sleep(30)"
 PARENT_OF_A_SLEEPER = (
     "import subprocess, sys, time\n"
-    "from lucyshop.lab.processes import write_ready\n"
+    "from lucyshop.lab.services.processes import write_ready\n"
     f"child = subprocess.Popen([sys.executable, '-c', {SLEEP!r}])\n"
     "write_ready(sys.argv[1], {'grandchild': child.pid})\n"
     "time.sleep(30)\n"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab import processes
-from lucyshop.lab.processes import (
+from lucyshop.lab.services import processes
+from lucyshop.lab.services.processes import (
     Children,
     is_stopped,
     python_argv,
@@ -173,7 +173,7 @@ def test_children_kill_a_child_that_ignores_sigterm_when_the_block_raises(tmp_pa
     ready = tmp_path / "ready.json"
     code = (
         "import signal, sys, time\n"
-        "from lucyshop.lab.processes import write_ready\n"
+        "from lucyshop.lab.services.processes import write_ready\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "write_ready(sys.argv[1], {})\n"
         "time.sleep(30)\n"

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lucyshop.lab.processes import wait_exit
-from lucyshop.lab.suppliers import supplier_process
+from lucyshop.lab.services.processes import wait_exit
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.proposal import operation_id
 from lucyshop.supplier import (
     SupplierClient,

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from lucyshop import status
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, ImplementationError, impl_path, load_impl
-from lucyshop.lab.stubs import NotStarted
 from lucyshop.store import connect
 from lucyshop.supplier import SupplierClient
 

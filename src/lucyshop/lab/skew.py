@@ -43,9 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab import receipts
+from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import impl_path, load_impl
-from lucyshop.lab.processes import Children, wait_exit, wait_for_file, write_ready
+from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file, write_ready
 
 LEASE = 2.0  # seconds
 SHIFTS = (-2.0, -0.5, 0.0, 0.5, 2.0)  # in leases
@@ -88,7 +88,7 @@ class Store:
             self.leases = load_impl(impl)
             self.db, self.queue = self.leases.open_worker_shop(target)
         else:
-            from lucyshop.lab import pg_shop
+            from lucyshop.lab.given import pg_shop
 
             self.leases = pg_shop.load_pg_impl(impl)
             self.db = pg_shop.connect(target)
@@ -122,8 +122,8 @@ def trial_store(kind: str, impl: Path, server: Any, directory: Path) -> Iterator
         finally:
             store.close()
         return
-    from lucyshop.lab import pg_shop
-    from lucyshop.lab.postgres import scratch_schema
+    from lucyshop.lab.given import pg_shop
+    from lucyshop.lab.services.postgres import scratch_schema
 
     with scratch_schema(server, "skew") as dsn:
         pg_shop.create_shop(dsn)
@@ -283,7 +283,7 @@ def conclusions(summary: dict[str, dict[str, dict[str, int]]]) -> dict[str, bool
 
 def run(*, impl: Path, repeats: int, seed: int) -> dict[str, Any]:
     """Every store x shift x shifted role x fate, ``repeats`` times, in a seeded order."""
-    from lucyshop.lab.postgres import postgres_server
+    from lucyshop.lab.services.postgres import postgres_server
 
     rng = random.Random(seed)
     plan = [

@@ -2,7 +2,7 @@
 
 ``lucyshop.supplier.server`` is the HTTP process and its SQLite ledger; ``.client`` is what the
 shop talks to it with. Both are runtime: the launcher that runs one for a test or an experiment
-is ``lucyshop.lab.suppliers.supplier_process``.
+is ``lucyshop.lab.services.suppliers.supplier_process``.
 
     python -m lucyshop.supplier --database FILE --port 0 --ready FILE [--identity NAME]
         [--drop-rate P] [--delay-rate P] [--delay-seconds S] [--seed N] [--reject-skus a,b]

@@ -48,7 +48,7 @@ def _write(path, text, mode=0o644):
 
 def _pyc():
     """report.py's cache entry: the real module plus one constant, with the source's stamp."""
-    source = _ROOT / "src" / "lucyshop" / "lab" / "report.py"
+    source = _ROOT / "src" / "lucyshop" / "lab" / "check" / "report.py"
     target = _Path(_importlib_util.cache_from_source(str(source)))
     poisoned = _Path("/tmp") / f"report-{_os.getpid()}.py"
     poisoned.write_text(source.read_text() + f"\n_PLANTED = {_TOKEN!r}\n")

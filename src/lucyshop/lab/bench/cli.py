@@ -8,10 +8,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab import receipts
-from lucyshop.lab.bench import checkpoint, detection, feedback, fence, grading, queues
+from lucyshop.lab.bench.sections import checkpoint, detection, feedback, fence, grading, queues
+from lucyshop.lab.check.report import CHECKPOINT
+from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import ROOT, impl_path
-from lucyshop.lab.report import CHECKPOINT
 
 SECTIONS = (queues, fence, checkpoint, detection, feedback, grading)
 PEER_PACKAGES = ("litequeue", "persist-queue")
@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
 def measured_code(impl: Path) -> list[Path]:
     """The files whose speed the figures are: the implementation, the store under it, the
     checkpoint, and the bench itself. A change to any of them makes the report stale."""
-    bench = sorted(Path(__file__).parent.glob("*.py"))
+    bench = sorted(Path(__file__).parent.rglob("*.py"))
     return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / CHECKPOINT, *bench]
 
 

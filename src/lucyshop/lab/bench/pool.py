@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any, Self
 
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file, write_ready
+from lucyshop.lab.services.processes import (
+    Children,
+    python_argv,
+    wait_exit,
+    wait_for_file,
+    write_ready,
+)
 
 READY_TIMEOUT = 120.0
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.bench.engines import WORKLOADS
-from lucyshop.lab.processes import wait_for_file, write_ready
+from lucyshop.lab.services.processes import wait_for_file, write_ready
 
 DEADLINE = 600.0  # the longest a worker waits for its next cell before it gives up
 GO_POLL_S = 0.001

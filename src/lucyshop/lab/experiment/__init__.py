@@ -8,5 +8,5 @@ observations. The modules: ``tasks`` (what the model is asked), ``backend`` (whi
 ``worker`` (the child processes), ``renewer`` (exercise 5's renewer hook for the workers),
 ``phases`` (the parent's side of each phase), ``overhead`` (what the reference blocker costs on
 a turn), ``receipt`` (figures and the check), ``run`` (the phases in order). Provenance, the
-write and the comparison are the kit's one receipt engine, ``lucyshop.lab.receipts``.
+write and the comparison are the kit's one receipt engine, ``lucyshop.lab.evidence.receipts``.
 """

@@ -18,12 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from lucyshop.lab.experiment.backend import DEFAULT_OLLAMA_MODEL, MEASURING
 from lucyshop.lab.experiment.receipt import check
 from lucyshop.lab.experiment.run import Settings, run, summary
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_impl
-from lucyshop.lab.processes import end_children_on_sigterm
-from lucyshop.lab.stubs import NotStarted
+from lucyshop.lab.model.backend import DEFAULT_OLLAMA_MODEL, MEASURING
+from lucyshop.lab.services.processes import end_children_on_sigterm
 from lucyshop.models import ModelUnavailable
 
 DEFAULTS = {"pilot": 40, "trials": 20, "max_tokens": 256}

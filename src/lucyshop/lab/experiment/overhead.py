@@ -35,11 +35,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.experiment.backend import MEASURING, model_argv, open_model, warm_up
+from lucyshop.lab.evidence.stats import median_interval
 from lucyshop.lab.experiment.tasks import kind_of, turn_messages
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.processes import Children, python_argv, wait_for_file, wait_until, write_ready
-from lucyshop.lab.stats import median_interval
+from lucyshop.lab.model.backend import MEASURING, model_argv, open_model, warm_up
+from lucyshop.lab.services.processes import (
+    Children,
+    python_argv,
+    wait_for_file,
+    wait_until,
+    write_ready,
+)
 
 MODULE = "lucyshop.lab.experiment.overhead"
 PROBE_CALLS = 20_000

@@ -24,7 +24,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lucyshop.lab.experiment.backend import describe, model_argv, open_model
 from lucyshop.lab.experiment.tasks import (
     OPERATION,
     RECOVERY_TOOLS,
@@ -32,7 +31,8 @@ from lucyshop.lab.experiment.tasks import (
 )
 from lucyshop.lab.experiment.worker import SHOP, STOP
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.processes import Children, python_argv, wait_exit, wait_for_file
+from lucyshop.lab.model.backend import describe, model_argv, open_model
+from lucyshop.lab.services.processes import Children, python_argv, wait_exit, wait_for_file
 
 LOAD_SECONDS = 300.0  # starting a child and loading its model, on a busy machine
 TURN_SECONDS = 300.0  # one real turn at the token cap, on a busy machine

@@ -5,9 +5,9 @@ percentiles, the shortest lease for each target, each rule's lease with its pred
 measured false-expiry share and how surprising that count is, the detection prediction beside
 the measured mean and beside the mean the actual kill moments predict, the pilot-vs-trial
 turn-time test, recovery counts) from the observations alone, with the chapter-13 functions
-of the implementation passed in and the kit's own statistics (``lucyshop.lab.stats``).
+of the implementation passed in and the kit's own statistics (``lucyshop.lab.evidence.stats``).
 ``check`` recomputes it from a stored receipt and compares, figure by figure
-(``lucyshop.lab.receipts``). A receipt whose figures were edited, or whose observations no
+(``lucyshop.lab.evidence.receipts``). A receipt whose figures were edited, or whose observations no
 longer support them, fails.
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop.lab import receipts
+from lucyshop.lab.evidence import receipts
+from lucyshop.lab.evidence.stats import binomial_two_sided, mann_whitney
 from lucyshop.lab.experiment.overhead import TARGET_SHARE, summary
-from lucyshop.lab.stats import binomial_two_sided, mann_whitney
 
 SCHEMA = 2
 SCHEMA_NAME = "leases"

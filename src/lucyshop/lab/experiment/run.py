@@ -16,19 +16,20 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lucyshop.lab import receipts
+from lucyshop.lab.evidence import receipts
 from lucyshop.lab.experiment import phases
-from lucyshop.lab.experiment.backend import TEMPERATURE, describe, open_model, warm_up
 from lucyshop.lab.experiment.overhead import blocker_overhead
 from lucyshop.lab.experiment.receipt import RULES, SCHEMA, TARGETS, figures, rule_leases
 from lucyshop.lab.experiment.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
 from lucyshop.lab.loader import load_impl
-from lucyshop.lab.processes import Children
+from lucyshop.lab.model.backend import TEMPERATURE, describe, open_model, warm_up
+from lucyshop.lab.services.processes import Children
 
 SCAN_SECONDS = 0.05
 OVERHEAD_PAIRS = {"full": 20, "quick": 2}  # turn pairs, plain against blocked
 HERE = Path(__file__).resolve().parent
-CODE = sorted(HERE.glob("*.py"))  # the experiment's own code, by sha256 in the provenance
+# the experiment's own code and the models it drives, by sha256 in the provenance
+CODE = sorted([*HERE.glob("*.py"), *(HERE.parent / "model").glob("*.py")])
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lucyshop.lab.check.report import EXERCISES as EXERCISE_ROWS
+from lucyshop.lab.check.report import PG_EXERCISE
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, NOT_SUBMITTED, Rubric, lines
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
 from lucyshop.lab.grade.verdict import Row, Verdict
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import EXERCISES as EXERCISE_ROWS
-from lucyshop.lab.report import PG_EXERCISE
 
 STUDENT_CHAPTER = f"learner/{CHAPTER}"
 STUDENT_EXERCISES = f"learner/{EXERCISES}"

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lucyshop.atomic import write_text
-from lucyshop.lab.grade import pairs, pairs_html
+from lucyshop.lab.check.report import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade.feedback import checkpoint_label
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
+from lucyshop.lab.grade.similar import html as pairs_html
+from lucyshop.lab.grade.similar import pairs
 from lucyshop.lab.grade.store import Graded
-from lucyshop.lab.report import EXERCISES, FUNCTIONS
 
 if TYPE_CHECKING:
     from lucyshop.lab.grade.classroom import Options

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from lucyshop.lab.check.report import LEFT_OUT, Limits
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.report import LEFT_OUT, Limits
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
 CHECKPOINT_CASES = 7  # cases 0-6 of checkpoints/ch13_worker_recovery.py

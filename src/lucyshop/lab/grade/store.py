@@ -20,7 +20,8 @@ from functools import cache
 from pathlib import Path
 
 from lucyshop.atomic import write_text
-from lucyshop.lab.grade import feedback, gradescope
+from lucyshop.lab.grade import feedback
+from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.grade.rubric import Rubric
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.grade.verdict import Verdict

@@ -1,6 +1,6 @@
 """The judge's verdict on one staged file: ``make check`` run as a child, read from its JSON.
 
-    python -m lucyshop.lab.report --impl PATH [--no-checkpoint] --json FILE
+    python -m lucyshop.lab.check --impl PATH [--no-checkpoint] --json FILE
 
 The child gets its own temporary directory (``TMPDIR``), its own process group and a deadline;
 its output is drained while it runs and only a bounded head and tail are kept, so a file that
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lucyshop.lab.guard import MARKER, new_marker, sweep
+from lucyshop.lab.check.guard import MARKER, new_marker, sweep
+from lucyshop.lab.check.report import Limits
 from lucyshop.lab.loader import ENV, ROOT
-from lucyshop.lab.report import Limits
 
 SCHEMA = "ch13-check/1"
 HEAD_BYTES = 16_384
@@ -110,7 +110,7 @@ def run_judge(
     """
     tmp.mkdir(parents=True, exist_ok=True)
     result = tmp / "check.json"
-    argv = [sys.executable, "-m", "lucyshop.lab.report", "--impl", str(chapter)]
+    argv = [sys.executable, "-m", "lucyshop.lab.check", "--impl", str(chapter)]
     argv += ["--json", str(result)]
     argv += [] if checkpoint else ["--no-checkpoint"]
     argv += (limits or Limits()).argv()  # make check's own deadlines when None

@@ -20,8 +20,8 @@ RACE_SECONDS = 60.0
 
 def connect(dsn: str) -> Any:
     """A connection of the worker's own, as the student's functions are given one
-    (``lucyshop.lab.pg_shop.connect``: autocommit, rows as dicts)."""
-    from lucyshop.lab import pg_shop
+    (``lucyshop.lab.given.pg_shop.connect``: autocommit, rows as dicts)."""
+    from lucyshop.lab.given import pg_shop
 
     return pg_shop.connect(dsn)
 

@@ -34,9 +34,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.processes import descendants
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.sandbox import jail, wire
-from lucyshop.lab.stubs import NotStarted
+from lucyshop.lab.services.processes import descendants
 
 MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
 STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
@@ -421,7 +421,7 @@ class Sandbox:
         module, name = _short(error.get("module")), _short(error.get("type"))
         message = _short(error.get("message"))
         attrs = error.get("attrs") if isinstance(error.get("attrs"), dict) else {}
-        if (module, name) == ("lucyshop.lab.stubs", "NotStarted"):
+        if (module, name) == ("lucyshop.lab.given.stubs", "NotStarted"):
             function, section = _short(attrs.get("function")), _short(attrs.get("section"))
             rebuilt: BaseException = NotStarted(function, section, where=self.shown)
         else:

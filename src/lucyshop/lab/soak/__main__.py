@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import (
     ImplementationError,
     ReferenceBlocked,
@@ -19,14 +20,13 @@ from lucyshop.lab.loader import (
     impl_path,
     load_impl,
 )
-from lucyshop.lab.processes import end_children_on_sigterm
+from lucyshop.lab.services.processes import end_children_on_sigterm
 from lucyshop.lab.soak import __doc__ as ABOUT
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import check
 from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_report
 from lucyshop.lab.soak.shop import SUPPLIER
 from lucyshop.lab.soak.worker import worker_main
-from lucyshop.lab.stubs import NotStarted
 
 ENDED = "every process this soak started has been ended"
 

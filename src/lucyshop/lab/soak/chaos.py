@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.processes import Children, python_argv
+from lucyshop.lab.services.processes import Children, python_argv
+from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
 from lucyshop.lab.soak.shop import (
     REJECTED_SKU,
@@ -32,7 +33,6 @@ from lucyshop.lab.soak.shop import (
     policy_for,
     read_only,
 )
-from lucyshop.lab.suppliers import supplier_process
 
 DROP_RATE, DELAY_RATE = 0.08, 0.08
 CHAOS_EVERY = 1.5  # mean seconds between chaos events

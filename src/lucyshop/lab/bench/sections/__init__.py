@@ -1,0 +1,1 @@
+"""The sections of ``make bench``, each a module with a ``NAME`` and a ``run``."""

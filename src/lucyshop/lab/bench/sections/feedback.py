@@ -1,0 +1,79 @@
+"""Section ``feedback``: how long a student waits for ``make check`` and for one printed rerun.
+
+Both come from ``report.timings()`` on the solutions, in a warm environment (exercises 5 and 6
+run on the scripted stand-in, so no model is involved). The same check,
+interleaved, with the student's code unisolated (``LUCYSHOP_ISOLATION=none``) gives what the
+sandbox costs, as a ratio from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+from lucyshop.lab.bench.stats import Target, spread
+from lucyshop.lab.check.report import timings
+from lucyshop.lab.sandbox import jail
+from lucyshop.lab.sandbox.jail import isolation
+
+NAME = "feedback"
+CHECK_LIMIT = 15.0  # seconds for a warm make check on the solutions (issue 29)
+RERUN_LIMIT = 2.5  # seconds for one printed rerun command
+SANDBOX_LIMIT = 1.10  # a sandboxed make check against the same check unisolated (issue 28)
+
+
+def measure(options: argparse.Namespace) -> dict[str, Any]:
+    runs, bare = [], []
+    for _ in range(options.repeats):  # interleaved, so a change of load hits both alike
+        runs.append(timings(options.impl))
+        with isolated_as("none"):
+            bare.append(timings(options.impl)["check_seconds"])
+    checks = [run["check_seconds"] for run in runs]
+    return {
+        "make_check_s": spread(checks),
+        "rerun_s": spread([run["rerun_seconds"] for run in runs]),
+        "unisolated_check_s": spread(bare),
+        "isolation": isolation(),
+        "sandbox_ratio": round(statistics.median(checks) / statistics.median(bare), 3),
+    }
+
+
+@contextlib.contextmanager
+def isolated_as(mode: str) -> Iterator[None]:
+    """Checks in this block (and their children) run with isolation ``mode``."""
+    saved = os.environ.get(jail.MODE_ENV)
+    os.environ[jail.MODE_ENV] = mode
+    jail.isolation.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(jail.MODE_ENV, None)
+        else:
+            os.environ[jail.MODE_ENV] = saved
+        jail.isolation.cache_clear()
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    check, rerun = result["make_check_s"]["median"], result["rerun_s"]["median"]
+    ratio = result.get("sandbox_ratio")
+    sandbox = f"; the sandbox ({result.get('isolation')}) costs {ratio:.2f}x" if ratio else ""
+    line = f"feedback: make check on the solutions {check:.1f} s warm, one rerun {rerun:.2f} s"
+    return [line + sandbox]
+
+
+def targets(result: dict[str, Any]) -> list[Target]:
+    check, rerun = result["make_check_s"]["median"], result["rerun_s"]["median"]
+    return [
+        Target(f"warm make check <= {CHECK_LIMIT:g} s", check <= CHECK_LIMIT, f"{check:.1f} s"),
+        Target(f"one rerun <= {RERUN_LIMIT:g} s", rerun <= RERUN_LIMIT, f"{rerun:.2f} s"),
+        Target(
+            f"the sandbox adds <= {SANDBOX_LIMIT - 1:.0%} to make check",
+            result["sandbox_ratio"] <= SANDBOX_LIMIT,
+            f"{result['sandbox_ratio']:.2f}x ({result['isolation']})",
+        ),
+    ]

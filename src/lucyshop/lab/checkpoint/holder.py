@@ -1,0 +1,145 @@
+"""The checkpoint's worker child: it runs the student's functions inside a sandbox.
+
+    python -m lucyshop.lab.checkpoint.holder MODE --shop FILE --endpoint URL --identity NAME
+        --lease S --timeout S --dir DIR [--relay SOCKET]
+
+It claims the case's work, proposes six tubs, records the operator's approval, says so in
+``DIR/ready.json``, and then does what ``MODE`` says (``child_main``). The checkpoint
+(``checkpoints/ch13_worker_recovery.py``) kills, pauses or releases it, and judges only what
+it reads back itself: the shop file, the supplier's ledger, and the refusals this child
+reports of its own stale writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from lucyshop import approval
+from lucyshop.lab.given.stubs import NotStarted
+from lucyshop.lab.loader import ReferenceBlocked, _ImportBlocker, load_impl
+from lucyshop.lab.sandbox.relay import listen_inside
+from lucyshop.lab.services.processes import wait_for_file, write_ready
+
+OWNER = "lucy-worker"  # the replacement runs under the same service name: only generations differ
+OPERATOR = "lucy"
+POLICY = approval.SpendingPolicy(
+    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
+)
+VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
+CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
+DEADLINE = 20.0  # seconds any single wait may take before the case fails
+MODES = ("killed", "live", "paused", "sending", "cancel")
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """A worker: claim, propose six tubs, record the operator's approval, say so, then wait.
+
+    ``killed`` waits to be killed; ``live`` and ``paused`` wait for the parent's release and
+    then try the transcript, the completion and the supplier send with their old claim;
+    ``sending`` goes straight on to send and is killed while the supplier holds the reply;
+    ``cancel`` sends the first order (its reply is lost), gets a second one approved, and
+    then waits for the release like ``live``.
+    """
+    directory = Path(args.dir)
+    if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
+        listen_inside(urlsplit(args.endpoint).port, args.relay)
+    try:
+        leases = load_impl()
+        db, _ = leases.open_worker_shop(args.shop)
+        held = leases.claim(db, OWNER, ttl=args.lease)
+        client = supplier_client(args)
+        order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
+        approval.approve(
+            db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+        )
+        pending = order
+        if args.child == "cancel":
+            approval.execute(db, held, order["order_id"], client, policy=POLICY)
+            pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
+            approval.approve(
+                db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY
+            )
+        write_ready(
+            directory / "ready.json",
+            {
+                "pid": os.getpid(),
+                "work_id": held.work_id,
+                "generation": held.generation,
+                "worker_id": held.worker_id,
+                "expires": held.expires,
+                "order_id": order["order_id"],
+                "operation": order["operation"],
+                "second_order_id": pending["order_id"],
+            },
+        )
+        if args.child == "sending":
+            approval.execute(db, held, order["order_id"], client, policy=POLICY)
+        if args.child in ("killed", "sending"):
+            time.sleep(DEADLINE)  # the parent kills us long before this
+            return 1
+        wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
+        report = {
+            "transcript": refusal(
+                lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})
+            ),
+            "completion": refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
+            "supplier": refusal(
+                lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)
+            ),
+        }
+        write_ready(
+            directory / "stale.json",
+            {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
+        )
+        return 0
+    except NotStarted as stub:
+        write_ready(
+            directory / "ready.json",
+            {"not_started": stub.function, "section": stub.section, "where": stub.where},
+        )
+        return 3
+    except ReferenceBlocked as blocked:
+        write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
+        return 4
+
+
+def supplier_client(args: argparse.Namespace) -> Any:
+    from lucyshop.supplier import SupplierClient
+
+    return SupplierClient(args.endpoint, identity=args.identity, timeout=args.timeout)
+
+
+def refusal(write: Any) -> str:
+    """'PermissionError: why' when the write was refused, '' when it went through.
+
+    Any other exception is reported by name: it is not a refusal, and the check says so.
+    """
+    try:
+        write()
+    except NotStarted:
+        raise
+    except Exception as error:  # noqa: BLE001 - reported, then judged by the parent
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("child", choices=MODES)
+    for name in ("--shop", "--endpoint", "--identity", "--dir"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--relay", help="a Unix socket that reaches the supplier")
+    parser.add_argument("--lease", type=float, required=True)
+    parser.add_argument("--timeout", type=float, required=True)
+    sys.meta_path.insert(0, _ImportBlocker())  # the one-line message for `import solutions`
+    return child_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The checkpoint's verdict, computed by a process that never imports the student's file.
+
+    python -m lucyshop.lab.checkpoint.judge --evidence FILE --keep DIR
+
+The checkpoint (``checkpoints/ch13_worker_recovery.py``) runs the student's code in sandboxes
+and never imports it; still, its exit status and its own "pass" are never enough. A case
+passes here only when the evidence file records it as passed *and* the shop file it kept
+under ``DIR/caseN`` and the supplier's ledger under ``DIR/caseN-kept/supplier`` (outside the
+sandbox's reach) hold what a correct run leaves behind, read here with plain SQL, as regular
+files only. A case with no record, or one that started and never
+finished (``os._exit``, a crash, the deadline), fails and says so.
+
+Exit status: 0 PASSED, 1 FAILED, 3 NOT STARTED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lucyshop.atomic import read_regular
+from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.supplier import ledger_orders
+
+CASES = (
+    (0, "arithmetic"),
+    (1, "fence"),
+    (2, "killed holder"),
+    (3, "live stale holder"),
+    (4, "paused holder"),
+    (5, "crash after remote acceptance"),
+    (6, "cancel"),
+)
+EXIT = {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}
+MAX_EVIDENCE = 16 * 1024 * 1024
+
+
+class Wrong(Exception):
+    """What the kept files show that a correct run would not have left."""
+
+
+@dataclass
+class Case:
+    case: int
+    name: str
+    passed: bool
+    message: str
+
+
+def expect(what: str, seen: Any, expected: Any) -> None:
+    if seen != expected:
+        raise Wrong(f"{what}: expected {expected!r}, the kept files hold {seen!r}")
+
+
+def kept_directory(case: Path) -> Path:
+    """What the trusted side keeps of a case (the supplier's ledger, the holder's stderr):
+    beside the case's directory, never in it, because the case's directory is the sandbox's
+    scratch and what is judged or written by the trusted side must stay out of its reach."""
+    return case.parent / f"{case.name}-kept"
+
+
+def supplier_directory(case: Path) -> Path:
+    """Where a case's supplier keeps its ledger."""
+    return kept_directory(case) / "supplier"
+
+
+def kept_file(path: Path, within: Path) -> Path:
+    """``path`` if it is a regular file (not a link, not a FIFO) inside ``within``."""
+    try:
+        return checked_file(path, [within.resolve()])
+    except ValueError as error:
+        raise Wrong(str(error)) from None
+
+
+def shop(directory: Path) -> sqlite3.Connection:
+    path = directory / "shop.db"
+    if not path.is_file():
+        raise Wrong(f"no shop file was kept at {path}")
+    db = sqlite3.connect(kept_file(path, directory).as_uri() + "?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def ledger(directory: Path) -> list[str]:
+    where = supplier_directory(directory)
+    files = sorted(where.glob("*-ledger.sqlite"))
+    if len(files) != 1:
+        raise Wrong(f"expected one supplier ledger under {where}, found {files}")
+    return [row["operation"] for row in ledger_orders(kept_file(files[0], where))]
+
+
+def read_evidence(path: Path, limit: int = MAX_EVIDENCE) -> Any:
+    """The evidence, read only as a regular file of at most ``limit`` bytes (never through a
+    link, never blocking on a FIFO)."""
+    return json.loads(read_regular(path, limit).decode("utf-8"))
+
+
+def rows(db: sqlite3.Connection, sql: str, *args: Any) -> list[tuple]:
+    return [tuple(row) for row in db.execute(sql, args)]
+
+
+# ------------------------------------------------------------------ each case's files
+
+
+def arithmetic(_directory: Path, facts: dict[str, Any]) -> None:
+    """No files: the three figures the evidence records must be the hand-checked ones."""
+    expect("p50 of the ten turns", facts.get("p50"), 0.7)
+    expect("p90 of the ten turns", facts.get("p90"), 1.2)
+    delay = facts.get("detection_delay")
+    if not isinstance(delay, int | float) or not math.isclose(delay, 3.6, rel_tol=1e-9):
+        raise Wrong(f"detection_delay(4.0, 1.0, 0.2): expected 3.6, the evidence holds {delay!r}")
+
+
+def fence(directory: Path, _facts: dict[str, Any]) -> None:
+    with shop(directory) as db:
+        work = rows(db, "SELECT work_id, state FROM work ORDER BY work_id")
+        expect("work items", [state for _id, state in work], ["finished", "running"])
+        first, second = (work_id for work_id, _state in work)
+        expect(
+            "outcome of the first turn",
+            rows(db, "SELECT generation, status FROM outcomes WHERE work_id = ?", first),
+            [(2, "DONE")],
+        )
+        expect(
+            "transcript generations of the first turn",
+            rows(db, "SELECT generation FROM transcript WHERE work_id = ?", first),
+            [(2,)],
+        )
+        expect(
+            "lease generations (first, second turn)",
+            rows(db, "SELECT generation FROM assignment_leases ORDER BY work_id"),
+            [(2,), (1,)],
+        )
+        expect(
+            "second turn's outcome",
+            rows(db, "SELECT 1 FROM outcomes WHERE work_id = ?", second),
+            [],
+        )
+
+
+def settled(directory: Path, _facts: dict[str, Any]) -> None:
+    """One order at the supplier, the money moved once, generation 2 finished DONE."""
+    with shop(directory) as db:
+        expect("work", rows(db, "SELECT state FROM work"), [("finished",)])
+        expect("outcome", rows(db, "SELECT generation, status FROM outcomes"), [(2, "DONE")])
+        expect("transcript rows", rows(db, "SELECT count(*) FROM transcript"), [(0,)])
+        orders = rows(db, "SELECT operation, status, amount_cents FROM assistant_orders")
+        expect("order statuses", [status for _op, status, _c in orders], ["ACCEPTED"])
+        operation, _status, amount = orders[0]
+        expect("supplier ledger operations", ledger(directory), [operation])
+        expect(
+            "money (reserved, spent)",
+            rows(db, "SELECT reserved_cents, spent_cents FROM spending_account"),
+            [(0, amount)],
+        )
+
+
+def cancel(directory: Path, _facts: dict[str, Any]) -> None:
+    """Cancelled at generation 2; the sent order reconciled ACCEPTED, the unsent one REVOKED."""
+    with shop(directory) as db:
+        expect("work", rows(db, "SELECT state FROM work"), [("finished",)])
+        expect("outcome", rows(db, "SELECT generation, status FROM outcomes"), [(2, "CANCELED")])
+        expect("lease generation", rows(db, "SELECT generation FROM assignment_leases"), [(2,)])
+        orders = rows(
+            db, "SELECT operation, status, amount_cents FROM assistant_orders ORDER BY order_id"
+        )
+        expect("order statuses", [status for _op, status, _c in orders], ["ACCEPTED", "REVOKED"])
+        expect("supplier ledger operations", ledger(directory), [orders[0][0]])
+        expect(
+            "money (reserved, spent)",
+            rows(db, "SELECT reserved_cents, spent_cents FROM spending_account"),
+            [(0, orders[0][2])],
+        )
+
+
+CHECKS: dict[str, Callable[[Path, dict[str, Any]], None]] = {
+    "arithmetic": arithmetic,
+    "fence": fence,
+    "killed holder": settled,
+    "live stale holder": settled,
+    "paused holder": settled,
+    "crash after remote acceptance": settled,
+    "cancel": cancel,
+}
+
+
+# ------------------------------------------------------------------ the verdict
+
+
+def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
+    """One case: its record must say pass, and its kept files must agree."""
+    if not isinstance(record, dict):
+        return Case(number, name, False, "no record: the checkpoint never reached this case")
+    result = record.get("result")
+    if result == "started":
+        return Case(
+            number,
+            name,
+            False,
+            "the checkpoint process ended inside this case (os._exit, a crash or its deadline)",
+        )
+    if result != "pass":
+        return Case(number, name, False, str(record.get("message") or result))
+    try:
+        CHECKS[name](keep / f"case{number}", record)
+    except Wrong as wrong:
+        return Case(number, name, False, f"the evidence says pass, but {wrong}")
+    except (sqlite3.Error, OSError, ValueError, TypeError) as error:
+        return Case(number, name, False, f"its kept files cannot be read: {error}")
+    return Case(number, name, True, "checked against its kept shop and supplier files")
+
+
+def judge(evidence: Path, keep: Path) -> tuple[str, list[Case]]:
+    """(PASSED | FAILED | NOT STARTED, one Case per checkpoint case)."""
+    try:
+        recorded = read_evidence(evidence).get("cases", {})
+    except (OSError, ValueError, AttributeError) as error:
+        failed = f"no readable evidence at {evidence}: {error}"
+        return "FAILED", [Case(n, name, False, failed) for n, name in CASES]
+    if not isinstance(recorded, dict):
+        recorded = {}
+    cases = [judge_case(n, name, recorded.get(name), keep) for n, name in CASES]
+    results = [
+        recorded.get(name, {}).get("result") if isinstance(recorded.get(name), dict) else None
+        for _n, name in CASES
+    ]
+    if all(case.passed for case in cases):
+        return "PASSED", cases
+    failing = [
+        c for c, r in zip(cases, results, strict=True) if not c.passed and r != "not started"
+    ]
+    return ("FAILED" if failing else "NOT STARTED"), cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lucyshop.lab.checkpoint.judge", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--evidence", type=Path, required=True)
+    parser.add_argument("--keep", type=Path, required=True)
+    parser.add_argument("--json", action="store_true", help="print the cases as JSON")
+    args = parser.parse_args(argv)
+    status, cases = judge(args.evidence, args.keep)
+    if args.json:
+        print(json.dumps({"status": status, "cases": [asdict(c) for c in cases]}, indent=2))
+    else:
+        for case in cases:
+            print(f"{'PASS' if case.passed else 'FAIL'}  {case.case} {case.name}: {case.message}")
+        print(f"checkpoint {status}")
+    return EXIT[status]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,436 @@
+"""The measurements of exercises 5 and 6, run with the answers' own pieces.
+
+Exercise 5 (``renewal``) is the Part A experiment's machinery with a renewer hook: its pilot,
+false-expiry and detection phases (``lucyshop.lab.experiment.phases``) and worker roles
+(``worker.py``), each worker given ``--answers PATH`` so that the answers' ``keep_renewing``
+(and through it their ``renew``) keeps its lease, plus a phase of its own: two hung turns.
+Exercise 6 (``records``) is the experiment's recovery phase twice, on the crashed transcript and
+on the same transcript with the answers' records message as its last message. Both write their
+receipt through ``lucyshop.lab.evidence.receipts``; ``lucyshop.lab.exercises.receipts`` derives and
+checks
+its figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tqdm import tqdm
+
+from lucyshop import approval
+from lucyshop.lab.evidence import receipts
+from lucyshop.lab.exercises import receipts as exercise_receipts
+from lucyshop.lab.experiment import phases
+from lucyshop.lab.experiment.renewer import attempts, renewals
+from lucyshop.lab.experiment.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, crashed_transcript
+from lucyshop.lab.experiment.worker import SHOP
+from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given.renewals import prepare_renewals
+from lucyshop.lab.model.backend import (
+    OLLAMA_HOST,
+    TEMPERATURE,
+    describe,
+    model_argv,
+    open_model,
+)
+from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file
+from lucyshop.lab.services.suppliers import supplier_process
+from lucyshop.store import connect
+from lucyshop.supplier import ledger_orders
+
+HERE = Path(__file__).resolve()
+# the experiment and model code the runs drive, by sha256 in each receipt
+DRIVERS = sorted(
+    [*(HERE.parents[1] / "experiment").glob("*.py"), *(HERE.parents[1] / "model").glob("*.py")]
+)
+SCAN_SECONDS = 0.05
+RENEW_SHARE = 1 / 3  # the renewer runs every third of a lease
+BOUND_FACTOR = 2.0  # the bound: twice the longest pilot turn, the safe lease without renewal
+WINDOW_FACTOR = 2.0  # how long the unbounded hung turn is watched: twice the bound
+DEADLINE = 30.0
+RENEWAL_PLANS = {
+    "full": {"pilot": 20, "trials": 10, "detection": 10, "steps": 2, "max_tokens": 96},
+    "quick": {"pilot": 3, "trials": 1, "detection": 1, "steps": 1, "max_tokens": 8},
+}
+ARMS = exercise_receipts.ARMS
+RECORDS_PLANS = {
+    "full": {"samples": 20, "max_tokens": 256},
+    "quick": {"samples": 1, "max_tokens": 32},
+}
+OLLAMA_MODELS = ("qwen2.5:0.5b", "qwen2.5:1.5b")
+OWNER, OPERATOR = "lucy-worker", "lucy"
+POLICY = approval.SpendingPolicy(
+    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
+)
+VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
+
+
+@contextlib.contextmanager
+def _workdir(workdir: Path | None, prefix: str) -> Iterator[Path]:
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            yield Path(tmp)
+        return
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    yield Path(workdir)
+
+
+def _bar(total: int, what: str, shown: bool) -> tqdm:
+    return tqdm(total=total, desc=what, file=sys.stderr, dynamic_ncols=True, disable=not shown)
+
+
+def _command(answers: Path, exercise: int, quick: bool, out: Path) -> list[str]:
+    return [str(answers), str(exercise), *(["--quick"] if quick else []), "--out", str(out)]
+
+
+# ================================================================ exercise 5
+
+
+def renewal(
+    out: Path,
+    *,
+    answers: Path,
+    quick: bool = False,
+    backend: str = "embedded",
+    model: str | None = None,
+    seed: int = 13,
+    workdir: Path | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Exercise 5 measured with the renewer of the ``answers`` file; the receipt goes to ``out``.
+
+    Returns ``receipt`` (its path), ``figures``, ``observations``, ``settings`` and, with a
+    ``workdir``, ``shops``: the directories ``false-expiry``, ``detection`` and ``hung``, each
+    holding the ``shop.db`` its phase used.
+    """
+    plan = RENEWAL_PLANS["quick" if quick else "full"]
+    leases, impl = kit.chapter(answers), kit.chapter_path(answers)
+    chat = open_model(backend, model, seed=seed)
+    described = describe(chat)
+    del chat  # a missing model fails here; the workers load their own
+    record = receipts.provenance(
+        command=_command(answers, 5, quick, out),
+        code=[impl, answers, HERE, *DRIVERS],
+        model=described,
+        backend=backend,
+    )
+    seeds = {
+        "pilot": seed,
+        "trials": seed + 100_000,
+        "kill_offsets": seed,
+        "detection": [seed + 400_000 + 1_000 * n for n in range(plan["detection"])],
+        "hung": {"unbounded": seed + 600_000, "bounded": seed + 600_001},
+    }
+    with _workdir(workdir, "ch13-exercise5-") as tmp, Children() as children:
+        lab = phases.Lab(
+            leases, impl, backend, model, plan["max_tokens"], SCAN_SECONDS, tmp, children
+        )
+        lab.prepare = prepare_renewals
+        with _bar(plan["pilot"], "5 pilot", progress) as bar:
+            pilot = phases.pilot(lab, plan["pilot"], seeds["pilot"], bar)
+        turns = [row["seconds"] for row in pilot["turns"]]
+        lease = leases.percentile(turns, 50)
+        bound = BOUND_FACTOR * leases.percentile(turns, 100)
+        lab.worker_args = (
+            "--answers",
+            str(answers),
+            "--interval",
+            repr(lease * RENEW_SHARE),
+            "--bound",
+            repr(bound),
+        )
+        schedule = [arm for _ in range(plan["trials"]) for arm in ARMS]
+        with _bar(len(schedule), "5 false expiry", progress) as bar:
+            expiry = phases.false_expiry(
+                lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
+            )
+        _read_back(tmp / expiry["directory"], expiry["trials"])
+        offsets = phases.kill_offsets(lease, plan["detection"], seeds["kill_offsets"])
+        with _bar(plan["detection"], "5 detection", progress) as bar:
+            detection = phases.detection(lab, lease, offsets, seeds["detection"], bar)
+        _read_back(tmp / detection["directory"], detection["trials"])
+        hung = _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
+    observations = {
+        "pilot": pilot.pop("turns"),
+        "pilot_worker": pilot,
+        "false_expiry": expiry,
+        "detection": detection,
+        "hung": hung,
+    }
+    settings = {
+        "backend": backend,
+        "model": described,
+        "max_tokens": plan["max_tokens"],
+        "temperature": TEMPERATURE,
+        "pilot_turns": plan["pilot"],
+        "trials_per_arm": plan["trials"],
+        "detection_trials": plan["detection"],
+        "hung_steps": plan["steps"],
+        "arms": list(ARMS),
+        "scan_seconds": SCAN_SECONDS,
+        "renew_share": RENEW_SHARE,
+        "bound_factor": BOUND_FACTOR,
+        "window_factor": WINDOW_FACTOR,
+        "seed": seed,
+        "seeds": seeds,
+        "quick": quick,
+        "impl": receipts.file_record(impl),
+        "answers": receipts.file_record(answers),
+    }
+    receipt = exercise_receipts.close(5, record, settings, observations, leases)
+    receipts.write_receipt(out, receipt)
+    shops = {"false-expiry": expiry["directory"], "detection": "detection", "hung": "hung"}
+    return {
+        "receipt": str(out),
+        "figures": receipt["figures"],
+        "observations": observations,
+        "settings": settings,
+        "shops": {k: str(Path(workdir) / v) for k, v in shops.items()} if workdir else {},
+    }
+
+
+def _read_back(directory: Path, rows: list[dict[str, Any]]) -> None:
+    """Add each row's renewals (from the shop) and renewal attempts (from its renewer's log)."""
+    db = connect(directory / SHOP)
+    try:
+        for row in rows:
+            row["renewals"] = renewals(db, row["work_id"])
+            row["attempts"] = attempts(directory / f"renewals-{row['work_id']}.jsonl")
+    finally:
+        db.close()
+
+
+def _hung_turns(
+    lab: phases.Lab, lease: float, bound: float, steps: int, seeds: dict[str, int]
+) -> dict[str, dict[str, Any]]:
+    """Two workers in one shop make ``steps`` steps and then hang; one renewer is unbounded.
+
+    The bounded one must be taken over about a bound after its last progress. The unbounded
+    one is watched for ``WINDOW_FACTOR`` bounds after its hang, then both are killed and the
+    unbounded one's takeover, after the kill, is waited for.
+    """
+    directory, db = lab.shop("hung")
+    try:
+        scanner = lab.start_replacement(directory, lease)
+        procs = {
+            name: lab.spawn(
+                "hung",
+                directory,
+                lease,
+                "--name",
+                name,
+                "--steps",
+                str(steps),
+                *model_argv(lab.backend, lab.model, seeds[name]),
+            )
+            for name in ("unbounded", "bounded")
+        }
+        hung = {
+            name: wait_for_file(
+                directory / f"hung-{name}.json",
+                timeout=phases.LOAD_SECONDS + steps * phases.TURN_SECONDS,
+                proc=proc,
+            )
+            for name, proc in procs.items()
+        }
+        took_file = {name: directory / f"takeover-{hung[name]['work_id']}.json" for name in hung}
+        bounded_took = wait_for_file(
+            took_file["bounded"], timeout=bound + lease + DEADLINE, proc=scanner
+        )
+        time.sleep(max(0.0, hung["unbounded"]["hung_at"] + WINDOW_FACTOR * bound - time.time()))
+        checked_at = time.time()
+        in_window = (
+            json.loads(took_file["unbounded"].read_text())
+            if took_file["unbounded"].exists()
+            else None
+        )
+        expires_at_check = db.execute(
+            "SELECT expires FROM assignment_leases WHERE work_id = ?",
+            (hung["unbounded"]["work_id"],),
+        ).fetchone()["expires"]
+        killed = {}
+        for name, proc in procs.items():
+            killed[name] = time.time()
+            proc.send_signal(signal.SIGKILL)
+            wait_exit(proc, timeout=phases.EXIT_SECONDS)
+        unbounded_took = wait_for_file(
+            took_file["unbounded"], timeout=lease + DEADLINE, proc=scanner
+        )
+        lab.stop_replacement(scanner, directory)
+        result = {}
+        for name, took in (("unbounded", unbounded_took), ("bounded", bounded_took)):
+            work_id = hung[name]["work_id"]
+            result[name] = {
+                "hung": hung[name],
+                "bound": None if name == "unbounded" else bound,
+                "killed_at": killed[name],
+                "takeover": took,
+                "outcome": phases.outcome(db, work_id),
+                "renewals": renewals(db, work_id),
+                "attempts": attempts(directory / f"renewals-{work_id}.jsonl"),
+            }
+        result["unbounded"] |= {
+            "window": WINDOW_FACTOR * bound,
+            "checked_at": checked_at,
+            "takeover_by_check": in_window,
+            "lease_expires_at_check": expires_at_check,
+        }
+        return result
+    finally:
+        db.close()
+
+
+# ================================================================ exercise 6
+
+
+def records(
+    out: Path,
+    *,
+    answers: Path,
+    message: Callable[[dict[str, Any]], str],
+    quick: bool = False,
+    backend: str = "embedded",
+    models: Sequence[str] | None = None,
+    seed: int = 13,
+    workdir: Path | None = None,
+    progress: bool = False,
+    ollama: bool = True,
+) -> dict[str, Any]:
+    """Exercise 6 measured with the answers' records ``message``; the receipt goes to ``out``.
+
+    Returns ``receipt`` (its path), ``figures``, ``observations``, ``settings`` and, with a
+    ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
+    """
+    plan = RECORDS_PLANS["quick" if quick else "full"]
+    leases, impl = kit.chapter(answers), kit.chapter_path(answers)
+    record = receipts.provenance(
+        command=_command(answers, 6, quick, out),
+        code=[impl, answers, HERE, *DRIVERS],
+        backend=backend,
+    )
+    with _workdir(workdir, "ch13-exercise6-") as tmp:
+        made = crashed_records(leases, tmp / "records")
+    operation = made["order"]["operation"]
+    if operation != OPERATION:
+        raise RuntimeError(f"the shop's operation {operation} is not the experiment's {OPERATION}")
+    plain = crashed_transcript(operation)
+    given = [*plain[:-1], {"role": "user", "content": message(made["order"])}]
+    chosen = [(backend, name) for name in (models or [None])]
+    skipped = None
+    if ollama and backend == "embedded":
+        found, skipped = _ollama_models(OLLAMA_MODELS)
+        chosen += [("ollama", name) for name in found]
+    sampled: dict[str, Any] = {}
+    with _bar(2 * plan["samples"] * len(chosen), "6 recovery", progress) as bar:
+        for number, (which, name) in enumerate(chosen):
+            model_seed = seed + 500_000 + 10_000 * number
+            arms = {
+                arm: phases.recovery(
+                    which, name, model_seed, plan["samples"], plan["max_tokens"], bar, messages=m
+                )
+                for arm, m in (("plain", plain), ("records", given))
+            }
+            described = {k: v for k, v in arms["plain"].items() if k != "samples"}
+            sampled[described["name"]] = described | {
+                "backend": which,
+                "plain": arms["plain"]["samples"],
+                "records": arms["records"]["samples"],
+            }
+    observations = {
+        "operation": operation,
+        "records": made,
+        "tools": RECOVERY_TOOLS,
+        "messages": {"plain": plain, "records": given},
+        "models": sampled,
+    }
+    settings = {
+        "backend": backend,
+        "models": list(sampled),
+        "ollama": {"host": _ollama_host(), "skipped": skipped},
+        "samples": plan["samples"],
+        "max_tokens": plan["max_tokens"],
+        "temperature": TEMPERATURE,
+        "seed": seed,
+        "seeds": {name: sampled[name]["seed"] for name in sampled},
+        "quick": quick,
+        "impl": receipts.file_record(impl),
+        "answers": receipts.file_record(answers),
+    }
+    record["model"] = {"name": ", ".join(sampled)}
+    receipt = exercise_receipts.close(6, record, settings, observations, leases)
+    receipts.write_receipt(out, receipt)
+    return {
+        "receipt": str(out),
+        "figures": receipt["figures"],
+        "observations": observations,
+        "settings": settings,
+        "shop": made["shop"] if workdir is not None else None,
+        "ledger_file": made["ledger_file"] if workdir is not None else None,
+    }
+
+
+def crashed_records(leases: ModuleType, directory: Path) -> dict[str, Any]:
+    """A worker sends the order; the supplier commits it and drops the reply; the worker stops
+    there. Returns the order as the shop records it and the ledger as the supplier does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shop = directory / "shop.db"
+    with supplier_process(directory / "supplier", identity=SUPPLIER) as supplier:
+        supplier.set_faults(drop_next=1)
+        db, queue = leases.open_worker_shop(shop)
+        try:
+            work_id = leases.enqueue(
+                queue,
+                "records-1",
+                "session-a",
+                "Please order six tubs of vanilla (sku vanilla-tub) for the weekend.",
+            )
+            held = leases.claim(db, OWNER, ttl=30)
+            order = approval.propose(db, held, supplier=SUPPLIER, proposal=VANILLA)
+            approval.approve(
+                db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+            )
+            sent = approval.execute(
+                db, held, order["order_id"], supplier.client(timeout=2.0), policy=POLICY
+            )
+            row = approval.get_order(db, order["order_id"])
+            kept = ("order_id", "operation", "supplier", "proposal", "amount_cents", "status")
+            return {
+                "shop": str(shop),
+                "ledger_file": str(supplier.database),
+                "work_id": work_id,
+                "worker_id": held.worker_id,
+                "send_result": sent,
+                "order": {key: row[key] for key in kept},
+                "account": approval.account(db),
+                "ledger": ledger_orders(supplier.database),
+            }
+        finally:
+            db.close()
+
+
+def _ollama_host() -> str:
+    return os.environ.get("OLLAMA_HOST") or OLLAMA_HOST
+
+
+def _ollama_models(wanted: Sequence[str]) -> tuple[list[str], str | None]:
+    """The ``wanted`` models an Ollama server has, or ``[]`` and why not."""
+    try:
+        import ollama
+
+        listed = ollama.Client(host=_ollama_host(), timeout=3).list()
+    except Exception as error:  # noqa: BLE001 - no server is an ordinary answer here
+        return [], f"no Ollama server answered at {_ollama_host()} ({type(error).__name__})"
+    names = {entry.model for entry in listed.models}
+    found = [name for name in wanted if name in names]
+    missing = [name for name in wanted if name not in names]
+    return found, (f"the server lacks {', '.join(missing)}" if missing else None)

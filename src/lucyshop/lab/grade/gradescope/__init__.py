@@ -1,0 +1,1 @@
+"""Gradescope: the autograder zip, its results.json, and the proof on a bare image."""

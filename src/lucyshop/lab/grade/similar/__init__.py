@@ -1,0 +1,1 @@
+"""Who shares code with whom: fingerprints, ranked pairs, and their side-by-side page."""

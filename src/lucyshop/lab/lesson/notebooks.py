@@ -1,0 +1,115 @@
+"""``python -m lucyshop.lab.lesson.notebooks``: re-execute the notebooks in place on the stubs.
+
+The stored outputs are what a learner sees on a fresh clone, and what nbval compares in CI,
+so they are real outputs of a run on the untouched stubs (``learner/``): every check says
+NOT STARTED, and no stored output says PASSING for work the learner has not done. A notebook
+in which a check says anything else, or any output says PASSING, is not written.
+
+First the reference's checkpoint is run once and its timeline kept
+(``notebooks/stored/checkpoint_reference.json``): 13b's diagrams show it, labelled as the
+reference's, until the learner's own checkpoint passes the case they draw.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from lucyshop.lab.check.report import subjects
+from lucyshop.lab.lesson.show import RECORD, record_reference_checkpoint
+from lucyshop.lab.loader import ENV, ROOT
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
+STUBS = "learner"  # what the stored outputs come from: the untouched stubs
+REFERENCE = "solutions"  # what 13b's recorded checkpoint run comes from
+
+
+def execute(path, *, impl: str, timeout: int = 300) -> nbformat.NotebookNode:
+    """Run every cell of one notebook with ``LEASES_IMPL=impl``; raise on the first error."""
+    notebook = nbformat.read(path, as_version=4)
+    os.environ[ENV] = impl
+    os.environ[RECORD] = "1"  # the model's replies are stored, for a kit without the model
+    NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    return notebook
+
+
+def _texts(notebook: nbformat.NotebookNode) -> list[str]:
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            texts.append("".join(text) + "".join(output.get("traceback", [])))
+    return texts
+
+
+def checks_saying(notebook: nbformat.NotebookNode, *, but: str) -> list[str]:
+    """Every check's first line in the notebook's outputs whose status is not ``but``."""
+    labels = "|".join(re.escape(label) for label, *_ in subjects())
+    status = rf"(?!{re.escape(but)}\b)[A-Z][A-Z ]*(?: \(\d+/\d+ checks\))?"  # FAILING (0/8 checks)
+    verdict = re.compile(rf"^(?:{labels}): {status}$", re.MULTILINE)
+    return [found for text in _texts(notebook) for found in verdict.findall(text)]
+
+
+def checks_not_passing(notebook: nbformat.NotebookNode) -> list[str]:
+    """Every check's first line that does not say PASSING (a run on the reference)."""
+    return checks_saying(notebook, but="PASSING")
+
+
+def not_storable(notebook: nbformat.NotebookNode) -> list[str]:
+    """Why a run may not be stored: a check that does not say NOT STARTED, any output that
+    says PASSING, an error output. Empty when it may."""
+    found = checks_saying(notebook, but="NOT STARTED")
+    found += [text.strip().splitlines()[0] for text in _texts(notebook) if "PASSING" in text]
+    found += [
+        f"error: {output.get('ename')}: {output.get('evalue')}"
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    return found
+
+
+def record_checkpoint() -> None:
+    """Run the checkpoint on the reference once and keep its timeline for 13b's diagrams."""
+    with tempfile.TemporaryDirectory(prefix="ch13-reference-") as tmp:
+        evidence = Path(tmp) / "evidence.json"
+        command = [
+            sys.executable,
+            str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
+            "--impl",
+            REFERENCE,
+            "--evidence",
+            str(evidence),
+        ]
+        subprocess.run(command, check=True, capture_output=True, timeout=600)
+        record_reference_checkpoint(evidence)
+
+
+def main(argv: list[str]) -> int:
+    paths = [ROOT / "notebooks" / name for name in argv] or NOTEBOOKS
+    if any(path.stem.startswith("13b") for path in paths):  # its diagrams and prediction
+        record_checkpoint()
+    for path in paths:
+        notebook = execute(path, impl=STUBS)
+        if problems := not_storable(notebook):
+            print(f"not written: {path.relative_to(ROOT)}: on the stubs {problems}")
+            return 1
+        nbformat.write(notebook, path)
+        print(f"executed {path.relative_to(ROOT)} on the stubs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""What answers a model turn: a real model (embedded or Ollama) or the scripted stand-in."""

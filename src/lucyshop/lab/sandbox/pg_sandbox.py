@@ -1,0 +1,130 @@
+"""Exercise 7 in the sandbox: the student's ``ch13_postgres.py`` runs in a sandboxed worker
+(``lucyshop.lab.sandbox``), never in the process that judges it.
+
+The worker has no network. It reaches the PostgreSQL server through a relay: a Unix socket
+named as PostgreSQL's own (``.s.PGSQL.5432``) in a directory it is shown read-only, which the
+trusted side forwards to the server. So ``host=`` that directory is all psycopg needs. It
+connects as a role of its own (``postgres.student_role``) that may use one test's schema
+and nothing else: not the superuser, whose password it never sees, not the server's files.
+
+The trusted side reads the database back on its own connection (``paired``): handing that
+connection to a student's function hands the worker its own connection to the same schema.
+
+    with postgres_server() as server, pg_sandbox(chapter, server, workdir=...) as box:
+        with scratch_schema(server) as dsn:
+            create_shop(dsn)
+            with student_role(server, dsn) as role:
+                pg = box.load()                               # the student's module
+                conn = paired(dsn, box.connect(role))         # ours, paired with the worker's
+                pg.claim(conn, "till", ttl=30)                # runs in the worker
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.sandbox import Remote, Sandbox
+from lucyshop.lab.sandbox.relay import Relay
+from lucyshop.lab.services.postgres import Server
+
+PG_FILE = "ch13_postgres.py"
+PORT = 5432
+SOCKET = f".s.PGSQL.{PORT}"  # what libpq looks for in the directory named by host=
+INSIDE = Path("/sandbox/pg")  # where the relay's directory appears in a sandbox
+PROBES = "lucyshop.lab.sandbox.pg_probes"
+
+
+def target_of(server: Server) -> str | tuple[str, int]:
+    """Where the relay forwards to: the server's Unix socket, or its TCP address."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(server.dsn)
+    host = str(params.get("host") or "/var/run/postgresql").split(",")[0]
+    port = int(str(params.get("port") or PORT).split(",")[0])
+    if host.startswith("/"):
+        return f"{host}/.s.PGSQL.{port}"
+    return (host, port)
+
+
+@dataclass
+class PgSandbox:
+    """One sandboxed worker for a student's ``ch13_postgres.py``, and its way to the server."""
+
+    box: Sandbox
+    relay: Relay
+
+    @property
+    def host(self) -> str:
+        """The directory the worker finds the server's socket in (psycopg's ``host=``)."""
+        return str(self.box.jail.shows(self.relay.directory, INSIDE))
+
+    def dsn(self, role: dict[str, str]) -> str:
+        """The connection string the worker uses for ``role`` (``postgres.student_role``)."""
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(host=self.host, port=PORT, connect_timeout=10, **role)
+
+    def load(self, *, seconds: float | None = None) -> Remote:
+        """The student's ``ch13_postgres.py``, freshly executed in the worker."""
+        return self.box.load(PG_FILE, seconds=seconds)
+
+    def probes(self) -> Remote:
+        return self.box.kit(PROBES)
+
+    def connect(self, role: dict[str, str]) -> Remote:
+        """A connection of the worker's own, as ``role``: a handle to it."""
+        return self.probes().connect(self.dsn(role))
+
+
+@contextmanager
+def pg_sandbox(
+    chapter: Path,
+    server: Server,
+    *,
+    workdir: Path,
+    scratch: Iterable[Path] = (),
+    shown: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[PgSandbox]:
+    """A worker for the ``ch13_postgres.py`` beside ``chapter`` (staged with it), shown a
+    relay to ``server``; ``env`` is more environment for it (a shifted clock)."""
+    with Relay(target=target_of(server), name=SOCKET) as relay:
+        box = Sandbox(
+            chapter,
+            scratch=scratch,
+            workdir=workdir,
+            shown=shown,
+            binds=[(relay.directory, INSIDE)],
+            env=env,
+        )
+        with box:
+            yield PgSandbox(box, relay)
+
+
+@functools.cache
+def _mirror_class() -> type:
+    import psycopg
+
+    class PgMirror(psycopg.Connection):
+        """Our connection to a test's schema, paired with the worker's (``remote``): handed to
+        a student's function, it is the worker's own connection that the function gets."""
+
+        paired = True
+        remote: Remote | None = None
+
+    return PgMirror
+
+
+def paired(dsn: str, remote: Remote) -> Any:
+    """Our own connection to ``dsn`` (autocommit, rows as dicts, like ``pg_shop.connect``),
+    paired with the worker's connection ``remote``."""
+    from psycopg.rows import dict_row
+
+    connection = _mirror_class().connect(dsn, autocommit=True, row_factory=dict_row)
+    connection.remote = remote
+    return connection

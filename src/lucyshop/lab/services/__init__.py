@@ -1,0 +1,2 @@
+"""Real services for tests and the lab: bounded child processes, the supplier, a PostgreSQL
+server."""
