@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
+from lucyshop.lab.checkpoint.checks import child_record, expect
+from lucyshop.lab.checkpoint.holder import OWNER, VANILLA, refusal
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, block_reference, impl_path
@@ -46,20 +49,9 @@ from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
-OWNER = "lucy-worker"  # the replacement runs under the same name: only generations differ
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 DEADLINE = 30.0  # seconds any single wait may take before the case fails
-
-
-class CheckFailed(AssertionError):
-    def __init__(self, check: str, expected: Any, seen: Any) -> None:
-        self.check, self.expected, self.seen = check, expected, seen
-        super().__init__(f"{check}: expected {expected!r}, saw {seen!r}")
-
-
-def expect(check: str, seen: Any, expected: Any) -> None:
-    if seen != expected:
-        raise CheckFailed(check, expected, seen)
+# The SQLite checkpoint's two process cases, on PostgreSQL: (number here, name, holder mode).
+CASES = ((1, KILLED.name, "killed"), (2, LIVE_STALE.name, "live"))
 
 
 def send_fenced(pg: Any, conn: Any, held: Any, client: SupplierClient, operation: str) -> dict:
@@ -117,7 +109,7 @@ def case(pg: Any, server: Any, directory: Path, lease: float, mode: str) -> dict
         argv += ["--endpoint", supplier.endpoint, "--identity", supplier.identity]
         argv += ["--lease", str(lease), "--impl", str(pg_shop_file(pg))]
         child = children.spawn(argv)
-        ready = _record(child, directory / "ready.json")
+        ready = child_record(child, directory / "ready.json", timeout=DEADLINE)
         expect("holder's claim", (ready["work_id"], ready["generation"]), (work_id, 1))
         expect("a competing claim while the lease is alive", pg.claim(conn, "rival", ttl=1), None)
         if mode == "killed":
@@ -130,7 +122,7 @@ def case(pg: Any, server: Any, directory: Path, lease: float, mode: str) -> dict
         facts = {"generations": [1, held.generation], "waited_seconds": waited}
         if mode == "live":
             write_ready(directory / "release.json", {"released": True})
-            stale = _record(child, directory / "stale.json")
+            stale = child_record(child, directory / "stale.json", timeout=DEADLINE)
             expect("holder exit status", wait_exit(child, timeout=DEADLINE), 0)
             refused = sorted(k for k, v in stale.items() if v.startswith("PermissionError"))
             expect("stale writes refused", refused, ["completion", "supplier", "transcript"])
@@ -152,14 +144,6 @@ def case(pg: Any, server: Any, directory: Path, lease: float, mode: str) -> dict
 
 def pg_shop_file(pg: Any) -> Path:
     return Path(pg.__file__)
-
-
-def _record(child: Any, path: Path) -> dict[str, Any]:
-    record = wait_for_file(path, timeout=DEADLINE, proc=child)
-    path.unlink()
-    if "not_started" in record:
-        raise NotStarted(record["not_started"], record["section"], record["where"])
-    return record
 
 
 # ------------------------------------------------------------------ the worker child
@@ -188,21 +172,15 @@ def child_main(args: argparse.Namespace) -> int:
     wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 5)
     client = SupplierClient(args.endpoint, identity=args.identity, timeout=5.0)
     report = {
-        "transcript": _refusal(lambda: pg.observe(conn, held, {"text": "late"})),
-        "completion": _refusal(lambda: pg.finish(conn, held, "DONE", {"by": "stale"})),
-        "supplier": _refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
+        "transcript": refusal(lambda: pg.observe(conn, held, {"text": "late"})),
+        "completion": refusal(lambda: pg.finish(conn, held, "DONE", {"by": "stale"})),
+        "supplier": refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
     }
-    write_ready(directory / "stale.json", report)
+    write_ready(
+        directory / "stale.json",
+        {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
+    )
     return 0
-
-
-def _refusal(write: Any) -> str:
-    """'PermissionError: why' when refused, 'ACCEPTED' when the write went through."""
-    try:
-        write()
-    except Exception as error:  # noqa: BLE001 - reported, then judged by the parent
-        return f"{type(error).__name__}: {error}"
-    return "ACCEPTED: the write went through"
 
 
 # ------------------------------------------------------------------ the parent
@@ -226,16 +204,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint 13d on {pg_file} (lease {args.lease:g}s, the server's clock)")
     results = []
     with postgres_server() as server:
-        for number, mode in enumerate(("killed", "live"), 1):
+        for number, name, mode in CASES:
             with tempfile.TemporaryDirectory(prefix="pg-checkpoint-") as tmp:
-                results.append(_run_case(pg, server, Path(tmp), args, number, mode))
+                results.append(_run_case(pg, server, Path(tmp), args, (number, name), mode))
     outcome = 1 if "fail" in results else 3 if "not started" in results else 0
     print({0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome])
     return outcome
 
 
-def _run_case(pg: Any, server: Any, directory: Path, args: Any, number: int, mode: str) -> str:
-    name = {"killed": "killed holder", "live": "live stale holder"}[mode]
+def _run_case(
+    pg: Any, server: Any, directory: Path, args: Any, listed: tuple[int, str], mode: str
+) -> str:
+    number, name = listed
     rerun = f"python checkpoints/ch13_postgres_recovery.py --impl {args.impl}"
     try:
         facts = case(pg, server, directory, args.lease, mode)

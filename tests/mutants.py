@@ -11,6 +11,15 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from lucyshop.lab.checkpoint.cases import (
+    ARITHMETIC,
+    CANCEL,
+    FENCE,
+    KILLED,
+    LIVE_STALE,
+    PAUSED,
+    CaseId,
+)
 from lucyshop.lab.given.stubs import functions_in
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "ch13_leases.py"
@@ -21,9 +30,7 @@ class Mutant:
     name: str
     old: str
     new: str
-    checkpoint_case: str | None = (
-        None  # the checkpoint case that must fail, if the checkpoint must catch it
-    )
+    checkpoint_case: CaseId | None = None  # the checkpoint case that must fail, if it must
     needs_contention: bool = False  # only the multi-process contention test can see it
 
     def source(self) -> str:
@@ -58,57 +65,57 @@ MUTANTS = [
         "assert_current_generation",
         '    if row["generation"] != held.generation:\n',
         "    if False:\n",
-        checkpoint_case="fence",
+        checkpoint_case=FENCE,
     ),
     Mutant("assert_current_expiry", '    if row["expires"] <= now:\n', "    if False:\n"),
     Mutant(
         "claim_generation_increment",
         'row["generation"] + 1, now + ttl\n',
         'max(row["generation"], 1), now + ttl\n',
-        checkpoint_case="fence",
+        checkpoint_case=FENCE,
     ),
     Mutant(
         "claim_session_clause",
         "                  AND NOT EXISTS (",
         "                  AND 1 OR NOT EXISTS (",
-        checkpoint_case="fence",
+        checkpoint_case=FENCE,
     ),
     Mutant(
         "claim_expiry_clause",
         "(w.state = 'running' AND l.expires <= :now)",
         "w.state = 'running'",
-        checkpoint_case="killed holder",
+        checkpoint_case=KILLED,
     ),
     Mutant(
         "observe_fence",
         "        assert_current(db, held, now)\n        cursor = db.execute(",
         "        cursor = db.execute(",
-        checkpoint_case="live stale holder",
+        checkpoint_case=LIVE_STALE,
     ),
     Mutant(
         "finish_fence",
         "        assert_current(db, held, now)\n"
         '        db.execute(\n            "INSERT INTO outcomes',
         '        db.execute(\n            "INSERT INTO outcomes',
-        checkpoint_case="live stale holder",
+        checkpoint_case=LIVE_STALE,
     ),
     Mutant(
         "worker_id_without_generation",
         'return f"{self.owner}#{self.generation}"',
         "return self.owner",
-        checkpoint_case="paused holder",
+        checkpoint_case=PAUSED,
     ),
     Mutant(
         "percentile_rank_off_by_one",
         "return ordered[rank - 1]",
         "return ordered[min(rank, len(ordered) - 1)]",
-        checkpoint_case="arithmetic",
+        checkpoint_case=ARITHMETIC,
     ),
     Mutant(
         "false_expiry_at_or_above",
         "if turn > lease)",
         "if turn >= lease)",
-        checkpoint_case="arithmetic",
+        checkpoint_case=ARITHMETIC,
     ),
     Mutant(
         "percentile_rank_truncated",
@@ -127,7 +134,7 @@ MUTANTS = [
         "detection_scan_sign",
         "return lease - turn / 2 + scan / 2",
         "return lease - turn / 2 - scan / 2",
-        checkpoint_case="arithmetic",
+        checkpoint_case=ARITHMETIC,
     ),
 ]
 
@@ -136,7 +143,7 @@ MUTANTS.append(
         "cancel_generation",
         '        generation = row["generation"] + 1\n',
         '        generation = row["generation"]\n',
-        checkpoint_case="cancel",
+        checkpoint_case=CANCEL,
     )
 )
 

@@ -1,9 +1,10 @@
 """The checkpoint itself: it passes the reference (run once, as ``make demo`` runs it), reports
-the stubs, fails every mutant, leaves nothing behind."""
+the stubs, fails every mutant, leaves nothing behind; its case list is stated once, in
+``lucyshop.lab.checkpoint.cases``, and its file defines exactly those cases."""
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import json
 import os
 import signal
@@ -15,6 +16,16 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
+from lucyshop.lab.checkpoint import judge, runner
+from lucyshop.lab.checkpoint.cases import (
+    ARITHMETIC,
+    CASES,
+    KILLED,
+    LIVE_STALE,
+    PAUSED,
+    POST_COMMIT,
+)
+from lucyshop.lab.checkpoint.checks import CheckFailed
 from lucyshop.lab.checkpoint.demo import EVIDENCE
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.receipts import validate
@@ -22,15 +33,7 @@ from lucyshop.lab.services.processes import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
-CASES = {
-    "arithmetic": 0,
-    "fence": 1,
-    "killed holder": 2,
-    "live stale holder": 3,
-    "paused holder": 4,
-    "crash after remote acceptance": 5,
-    "cancel": 6,
-}
+CASES_MODULE = ROOT / "src" / "lucyshop" / "lab" / "checkpoint" / "cases.py"
 
 
 def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -72,14 +75,14 @@ def test_reference_passes_every_case(reference_run):
     assert result.returncode == 0, result.stdout + result.stderr
     assert [
         line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
-    ] == ["PASS"] * 7
+    ] == ["PASS"] * len(CASES)
     assert evidence["exit_status"] == 0
     assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
 
 
 def test_killed_holder_evidence_is_what_was_observed(reference_run):
     _, evidence = reference_run
-    killed = evidence["cases"]["killed holder"]
+    killed = evidence["cases"][KILLED.name]
     ready = next(
         e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "holder ready"
     )
@@ -107,7 +110,7 @@ def test_killed_holder_evidence_is_what_was_observed(reference_run):
 
 def test_stale_holders_report_their_own_refusals(reference_run):
     _, evidence = reference_run
-    for name in ("live stale holder", "paused holder"):
+    for name in (LIVE_STALE.name, PAUSED.name):
         case = evidence["cases"][name]
         assert set(case["stale_child_reported"]) == {"transcript", "completion", "supplier"}
         for boundary, report in case["stale_child_reported"].items():
@@ -115,16 +118,14 @@ def test_stale_holders_report_their_own_refusals(reference_run):
         assert case["ledger_count"] == 1
     assert (
         "superseded by generation 2"
-        in evidence["cases"]["paused holder"]["stale_child_reported"]["transcript"]
+        in evidence["cases"][PAUSED.name]["stale_child_reported"]["transcript"]
     )
-    assert (
-        "finished" in evidence["cases"]["live stale holder"]["stale_child_reported"]["transcript"]
-    )
+    assert "finished" in evidence["cases"][LIVE_STALE.name]["stale_child_reported"]["transcript"]
 
 
 def test_post_commit_crash_is_settled_by_lookup(reference_run):
     _, evidence = reference_run
-    case = evidence["cases"]["crash after remote acceptance"]
+    case = evidence["cases"][POST_COMMIT.name]
     assert case["order_after_crash"] == "SENDING"
     assert case["exit_status"] == -signal.SIGKILL
     assert case["ledger_count"] == 1 and case["outcome"] == "DONE"
@@ -147,7 +148,9 @@ def test_untouched_stubs_exit_3_naming_the_first_stub(tmp_path):
     result = run_checkpoint("--impl", "learner", tmp=tmp_path)
     assert result.returncode == 3, result.stdout + result.stderr
     first = result.stdout.splitlines()[1]
-    assert first.startswith("NOT STARTED  0 arithmetic: percentile() is not started")
+    assert first.startswith(
+        f"NOT STARTED  {ARITHMETIC.number} {ARITHMETIC.name}: percentile() is not started"
+    )
     assert "13a §" in first and "Traceback" not in result.stdout + result.stderr
 
 
@@ -157,13 +160,13 @@ def test_checkpoint_catches_mutant(mutant, tmp_path):
         "--impl",
         str(mutant.write(tmp_path)),
         "--case",
-        str(CASES[mutant.checkpoint_case]),
+        str(mutant.checkpoint_case.number),
         tmp=tmp_path,
     )
     assert result.returncode == 1, result.stdout
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert any(
-        line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case for line in failed
+        line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case.name for line in failed
     ), failed
     python = os.path.relpath(sys.executable, ROOT)  # the venv's, so it works unactivated
     assert f"rerun: {python} checkpoints/ch13_worker_recovery.py" in result.stdout
@@ -191,20 +194,20 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
             1,
         )
     )
-    result = run_checkpoint("--impl", str(cheat), "--case", "2", tmp=tmp_path)
+    result = run_checkpoint("--impl", str(cheat), "--case", str(KILLED.number), tmp=tmp_path)
     assert result.returncode == 1
-    assert "FAIL  2 killed holder" in result.stdout, result.stdout
+    assert f"FAIL  {KILLED.number} {KILLED.name}" in result.stdout, result.stdout
     assert "No such file or directory: '" + str(ROOT / "solutions") in result.stdout, result.stdout
 
 
 def test_no_process_survives_a_run_or_an_interrupt(tmp_path):
     marker = str(tmp_path)
-    result = run_checkpoint("--impl", "solutions", "--case", "2", tmp=tmp_path)
+    result = run_checkpoint("--impl", "solutions", "--case", str(KILLED.number), tmp=tmp_path)
     assert result.returncode == 0, result.stdout
     assert processes_mentioning(marker) == []
     env = os.environ | {"TMPDIR": marker}
     proc = subprocess.Popen(
-        [sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", "3"],
+        [sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", str(LIVE_STALE.number)],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -227,10 +230,10 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     out = result.stdout
     assert (
-        "PASS  2 killed holder: exit -9, generation 1->2, DONE, ledger 1 order, model calls 0"
-        in out
+        f"PASS  {KILLED.number} {KILLED.name}: exit -9, generation 1->2, DONE, ledger 1 order,"
+        " model calls 0" in out
     )
-    assert "checkpoint passed (7/7 cases" in out
+    assert f"checkpoint passed ({len(CASES)}/{len(CASES)} cases" in out
     assert "evidence (every figure observed in this run): .scratch/checkpoint-evidence.json" in out
     before, after = out.split("The same shop after the replacement recovered it")
     assert (
@@ -247,16 +250,99 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
 def test_a_failed_check_names_each_field_that_differs():
     """``expected (1, 2) saw (2, 1)`` said nothing of what 1 and 2 were: a failed check on
     named fields names the ones that differ, and other values are shown whole."""
-    spec = importlib.util.spec_from_file_location("ch13_checkpoint_for_test", CHECKPOINT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    failed = module.CheckFailed(
+    failed = CheckFailed(
         "replacement takes over", {"work_id": 1, "generation": 2}, {"work_id": 1, "generation": 1}
     )
     assert str(failed) == "replacement takes over: generation expected 2, saw 1"
-    whole = module.CheckFailed("supplier ledger", ["op-1"], [])
+    whole = CheckFailed("supplier ledger", ["op-1"], [])
     assert str(whole) == "supplier ledger: expected ['op-1'], saw []"
+
+
+# ------------------------------------------------------------------ the case list, stated once
+
+NAMES = {case.name for case in CASES}
+ONLY_CASE_NAMES = {name for name in NAMES if " " in name}  # names that mean nothing but a case
+SCANNED = sorted(
+    {*ROOT.glob("src/**/*.py"), *ROOT.glob("checkpoints/*.py"), *ROOT.glob("tests/**/*.py")}
+    - {CASES_MODULE}
+)
+
+
+def restated(source: str) -> list[str]:
+    """Where ``source`` states the checkpoint's case list again: a case's name that can mean
+    nothing else (``"killed holder"``), two or more case names in one list, tuple, set or dict
+    (nested or not), or a count of cases bound to a name (``CHECKPOINT_CASES = 7``). One case
+    read by its constant (``KILLED.name``) or a plain word (a holder's mode ``"cancel"``) is
+    not."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and node.value in ONLY_CASE_NAMES:
+            found.append(f"line {node.lineno}: the case name {node.value!r}")
+        elif isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
+            inside = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)]
+            named = [value for value in inside if isinstance(value, str) and value in NAMES]
+            if len(named) > 1:
+                found.append(f"line {node.lineno}: the case names {named}")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named = [t.id for t in targets if isinstance(t, ast.Name) and "CASES" in t.id.upper()]
+            value = node.value
+            if named and isinstance(value, ast.Constant) and type(value.value) is int:
+                found.append(f"line {node.lineno}: {named[0]}, a count of cases ({value.value})")
+    return found
+
+
+def test_the_case_list_is_stated_once():
+    """Only ``lucyshop.lab.checkpoint.cases`` states the cases: the checkpoint, the judge, the
+    rubric, the demo, the pg checkpoint, these tests, the mutants and the hostile forgery all
+    read it from there."""
+    found = {
+        str(path.relative_to(ROOT)): hits
+        for path in SCANNED
+        if (hits := restated(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_the_scan_finds_the_list_stated_again():
+    """Each way the list was stated before it had one home is found; reading it is not."""
+    planted = {
+        "the checkpoint's table": 'CASES = {2: ("killed holder", case_killed)}',
+        "the judge's": 'CASES = ((0, "arithmetic"), (1, "fence"))',
+        "the tests'": 'CASES = {"arithmetic": 0, "cancel": 6}',
+        "the rubric's count": "CHECKPOINT_CASES = 7",
+        "a mutant's case": 'Mutant("x", "old", "new", checkpoint_case="paused holder")',
+        "an annotated count": "N_CASES: int = 7",
+    }
+    for what, source in planted.items():
+        assert restated(source), what
+    read = "KILLED.name\nCHECKPOINT_CASES = len(CASES)\nMODES = ('killed', 'cancel')\n"
+    assert restated(read + 'case = evidence["cases"]["arithmetic"]\n') == []
+
+
+def test_the_checkpoint_defines_the_listed_cases_in_order():
+    """One function per case, named after it, in the list's order, each saying what it proves;
+    the judge checks the same cases."""
+    tree = ast.parse(CHECKPOINT.read_text(encoding="utf-8"))
+    defined = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name[0] != "_"
+    ]
+    assert [node.name for node in defined] == [case.function for case in CASES]
+    assert [node.name for node in defined if not ast.get_docstring(node)] == []
+    assert list(judge.CHECKS) == [case.name for case in CASES]
+    assert [case.number for case in CASES] == list(range(len(CASES)))
+
+
+def test_the_rubric_counts_the_listed_cases():
+    from lucyshop.lab.grade.rubric import CHECKPOINT_CASES  # the grading room, only here
+
+    assert CHECKPOINT_CASES == len(CASES)
+
+
+def test_the_runner_refuses_a_checkpoint_without_a_case():
+    namespace = {case.function: lambda *args: {} for case in CASES}
+    del namespace[KILLED.function]
+    with pytest.raises(LookupError, match=f"defines no function for {KILLED.function}$"):
+        runner.case_functions(namespace)

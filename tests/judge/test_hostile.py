@@ -57,7 +57,10 @@ def test_a_file_that_forges_the_checkpoints_files_gets_no_checkpoint_pass(tmp_pa
     supplier ledgers and an evidence file of a run that passed every case, wherever its
     sandbox may write (and above it). The checkpoint must not pass, nor any of its cases."""
     with short_tmpdir() as tmpdir:
-        text = with_bodies("return None") + hostile("forge_checkpoint", tmp=str(tmpdir))
+        cases = {case.name: case.number for case in CASES}
+        text = with_bodies("return None") + hostile(
+            "forge_checkpoint", tmp=str(tmpdir), cases=cases
+        )
         checked = run_check(hand_in(tmp_path, text), tmpdir, *FAST)
         left = leftovers(checked.marker, str(tmpdir))
     assert checked.status == 1, checked.output[-3000:]

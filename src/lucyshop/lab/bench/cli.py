@@ -41,9 +41,11 @@ def parser() -> argparse.ArgumentParser:
 
 def measured_code(impl: Path) -> list[Path]:
     """The files whose speed the figures are: the implementation, the store under it, the
-    checkpoint, and the bench itself. A change to any of them makes the report stale."""
+    checkpoint (its cases and the room they run on), and the bench itself. A change to any of
+    them makes the report stale."""
     bench = sorted(Path(__file__).parent.rglob("*.py"))
-    return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / CHECKPOINT, *bench]
+    room = sorted((ROOT / "src" / "lucyshop" / "lab" / "checkpoint").glob("*.py"))
+    return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / CHECKPOINT, *room, *bench]
 
 
 def started(options: argparse.Namespace, argv: list[str]) -> dict[str, Any]:

@@ -16,17 +16,17 @@ import sys
 from pathlib import Path
 
 from lucyshop import status
+from lucyshop.lab.checkpoint.cases import KILLED
 from lucyshop.lab.loader import ROOT
 
 EVIDENCE = ROOT / ".scratch" / "checkpoint-evidence.json"
 KEEP = ROOT / ".scratch" / "demo"
-KILLED_HOLDER = 2  # the checkpoint's case number for the SIGKILLed holder
 
 
 def killed_worker(case: Path) -> list[str]:
     """``--workers FILE`` naming the killed child's pid, as this run's evidence recorded it."""
     try:
-        facts = json.loads(EVIDENCE.read_text())["cases"]["killed holder"]
+        facts = json.loads(EVIDENCE.read_text())["cases"][KILLED.name]
         pid = int(facts["child_pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return []  # no pid observed: the report will say liveness is unknown
@@ -57,7 +57,7 @@ def main() -> int:
     print(
         f"\nevidence (every figure observed in this run): {EVIDENCE.relative_to(ROOT)}", flush=True
     )
-    case = KEEP / f"case{KILLED_HOLDER}"
+    case = KEEP / f"case{KILLED.number}"
     before = os.path.relpath(case / "shop-before-recovery.db")
     shop = os.path.relpath(case / "shop.db")
     if not os.path.isfile(shop):

@@ -26,18 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.atomic import read_regular
+from lucyshop.lab.checkpoint.cases import (
+    ARITHMETIC,
+    CANCEL,
+    CASES,
+    FENCE,
+    KILLED,
+    LIVE_STALE,
+    PAUSED,
+    POST_COMMIT,
+)
 from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.supplier import ledger_orders
 
-CASES = (
-    (0, "arithmetic"),
-    (1, "fence"),
-    (2, "killed holder"),
-    (3, "live stale holder"),
-    (4, "paused holder"),
-    (5, "crash after remote acceptance"),
-    (6, "cancel"),
-)
 EXIT = {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}
 MAX_EVIDENCE = 16 * 1024 * 1024
 
@@ -180,14 +181,15 @@ def cancel(directory: Path, _facts: dict[str, Any]) -> None:
         )
 
 
+# What each case's kept files must hold, by case name.
 CHECKS: dict[str, Callable[[Path, dict[str, Any]], None]] = {
-    "arithmetic": arithmetic,
-    "fence": fence,
-    "killed holder": settled,
-    "live stale holder": settled,
-    "paused holder": settled,
-    "crash after remote acceptance": settled,
-    "cancel": cancel,
+    ARITHMETIC.name: arithmetic,
+    FENCE.name: fence,
+    KILLED.name: settled,
+    LIVE_STALE.name: settled,
+    PAUSED.name: settled,
+    POST_COMMIT.name: settled,
+    CANCEL.name: cancel,
 }
 
 

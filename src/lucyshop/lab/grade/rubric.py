@@ -19,11 +19,12 @@ from fractions import Fraction
 from pathlib import Path
 
 from lucyshop.lab.check.report import LEFT_OUT, Limits
+from lucyshop.lab.checkpoint.cases import CASES
 from lucyshop.lab.grade.verdict import Case, Row, Verdict
 from lucyshop.lab.loader import ROOT
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
-CHECKPOINT_CASES = 7  # cases 0-6 of checkpoints/ch13_worker_recovery.py
+CHECKPOINT_CASES = len(CASES)  # checkpoints/ch13_worker_recovery.py's
 NOT_SUBMITTED = "NOT SUBMITTED"  # an exercise row when no exercises.py was handed in
 EARNS_NOTHING = ("NOT STARTED", NOT_SUBMITTED, LEFT_OUT[0])
 # Gradescope's test visibilities (its "Autograder Specifications").

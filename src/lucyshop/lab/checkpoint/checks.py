@@ -1,0 +1,83 @@
+"""What the checkpoints' cases assert with: a failed check that says what differs, the stale
+writes a holder must have had refused, and the records a worker child leaves for its parent.
+
+Shared by both checkpoints (``checkpoints/ch13_worker_recovery.py`` and
+``checkpoints/ch13_postgres_recovery.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.given.stubs import NotStarted
+from lucyshop.lab.loader import ReferenceBlocked
+from lucyshop.lab.services.processes import wait_for_file
+
+
+class CheckFailed(AssertionError):
+    def __init__(self, check: str, expected: Any, seen: Any) -> None:
+        self.check, self.expected, self.seen = check, expected, seen
+        super().__init__(f"{check}: {self.difference()}")
+
+    def difference(self) -> str:
+        """What differs: for two dicts, each differing field by name (``generation expected 2,
+        saw 1``), else the two values whole."""
+        expected, seen = self.expected, self.seen
+        if isinstance(expected, dict) and isinstance(seen, dict):
+            keys = [key for key in expected if expected[key] != seen.get(key)]
+            keys += [key for key in seen if key not in expected]
+            return "; ".join(
+                f"{key} expected {expected.get(key)!r}, saw {seen.get(key)!r}" for key in keys
+            )
+        return f"expected {expected!r}, saw {seen!r}"
+
+
+def expect(check: str, seen: Any, expected: Any) -> None:
+    if seen != expected:
+        raise CheckFailed(check, expected, seen)
+
+
+def claimed(held: Any) -> dict[str, Any]:
+    """What a claim took, by name: which work, at which generation."""
+    return {"work_id": held.work_id, "generation": held.generation}
+
+
+# Which chapter function fences each write a stale holder tries, and what that write is.
+WRITES = ("completion", "supplier", "transcript")
+FENCED_BY = {
+    "completion": ("finish()", "completion"),
+    "transcript": ("observe()", "transcript row"),
+    "supplier": ("Claim.worker_id (the supplier send's holder check)", "supplier send"),
+}
+
+
+def expect_refused(report: dict[str, str], writes: tuple[str, ...], after: str) -> None:
+    """Every stale write in ``writes`` was refused; else name the function that let one in,
+    and the rule it broke (what the function tests may have missed)."""
+    accepted = [w for w in writes if w not in refused_at(report)]
+    if accepted:
+        function, what = FENCED_BY[accepted[0]]
+        raise CheckFailed(
+            f"{function} accepted generation 1's {what} after {after}",
+            "PermissionError",
+            report[accepted[0]],
+        )
+
+
+def refused_at(report: dict[str, str]) -> list[str]:
+    """The boundaries at which a write was refused with PermissionError, sorted."""
+    return sorted(k for k, v in report.items() if v.startswith("PermissionError"))
+
+
+def child_record(child: Any, path: Path, timeout: float) -> dict[str, Any]:
+    """The record a worker child wrote at ``path`` (then removed), waiting at most ``timeout``
+    seconds and failing at once if the child exits first. A child that found a stub or the
+    blocked reference says so in its record, and it is raised here as the parent's own."""
+    record = wait_for_file(path, timeout=timeout, proc=child)
+    path.unlink()
+    if "not_started" in record:
+        raise NotStarted(record["not_started"], record["section"], record["where"])
+    if "reference_blocked" in record:
+        raise ReferenceBlocked(record["reference_blocked"])
+    return record

@@ -1,0 +1,238 @@
+"""One checkpoint case's world: a fresh shop file, a supplier process, the worker child that
+holds the work, and the checks the process cases share (``Shop``).
+
+The case functions in ``checkpoints/ch13_worker_recovery.py`` drive it. Every call into the
+student's code goes through the case's sandbox (``leases`` is its ``Remote``); the shop and the
+supplier's ledger are read back here, by the trusted side, with plain SQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import psutil
+
+from lucyshop import approval, atomic
+from lucyshop.lab.checkpoint.checks import child_record, expect
+from lucyshop.lab.checkpoint.holder import DEADLINE, OWNER, POLICY
+from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
+from lucyshop.lab.loader import ENV
+from lucyshop.lab.sandbox import Remote, sandboxed_shop
+from lucyshop.lab.sandbox.jail import inside_pids
+from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
+from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
+from lucyshop.lab.sandbox.relay import Relay
+from lucyshop.lab.services.processes import Children, wait_exit, wait_until, write_ready
+from lucyshop.lab.services.suppliers import supplier_process
+from lucyshop.supplier import ledger_orders
+
+if TYPE_CHECKING:
+    from lucyshop.lab.checkpoint.runner import Run
+
+ASSIGNMENT = "Order six tubs of vanilla for the weekend"
+
+
+class Shop:
+    """One case's world: a fresh shop file, a supplier process, and the checks they share.
+    ``case`` labels its events in the evidence's timeline."""
+
+    def __init__(self, run: Run, leases: Any, directory: Path, case: str) -> None:
+        self.run, self.leases, self.directory, self.case = run, leases, directory, case
+        self.relay: Relay | None = None
+        self.err = kept_directory(directory) / "child.err"  # out of the sandbox's reach
+
+    def __enter__(self) -> Shop:
+        """Start the supplier, make the shop, enqueue the assignment. On the way out (or if
+        this fails part way) the holder is ended first, then the relay, the shop, the supplier."""
+        with ExitStack() as stack:
+            self.supplier = stack.enter_context(
+                supplier_process(supplier_directory(self.directory))
+            )
+            self.client = self.supplier.client(timeout=self.run.client_timeout)
+            self.db, queue = sandboxed_shop(self.leases, self.directory / "shop.db")
+            stack.callback(self.db.close)
+            stack.callback(self._close_relay)
+            self.children = stack.enter_context(Children())
+            self.work_id = self.leases.enqueue(queue, f"{self.case}-1", "session-a", ASSIGNMENT)
+            self.run.event(
+                self.case, "enqueued", work_id=self.work_id, supplier_pid=self.supplier.pid
+            )
+            self._open = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._open.__exit__(*exc)  # type: ignore[arg-type]
+
+    def _close_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+
+    def start_holder(self, mode: str) -> tuple[Any, dict[str, Any]]:
+        """Start a worker child; return it once its ready record says it holds approved work."""
+        ready_file = self.directory / "ready.json"
+        box = self.leases._sandbox
+        argv = [sys.executable, "-m", "lucyshop.lab.checkpoint.holder", mode]
+        argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
+        argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
+        argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
+        shown = []
+        if box.jail.mode == "bwrap":  # no network in there: the supplier through a relay
+            self.relay = Relay(urlsplit(self.supplier.endpoint).port)
+            argv += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
+            shown = [(self.relay.directory, RELAY_INSIDE)]
+        inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
+        env = box.jail.env({ENV: str(inside)})
+        with open(self.err, "w") as stderr:  # the child writes through the descriptor
+            child = self.children.spawn(box.jail.argv(argv, shown), env=env, stderr=stderr)
+        ready = child_record(child, ready_file, timeout=DEADLINE)
+        self.run.event(
+            self.case,
+            "holder ready",
+            pid=ready["pid"],
+            generation=ready["generation"],
+            operation=ready["operation"],
+            lease_expires=ready["expires"],
+        )
+        expect("holder's generation", ready["generation"], 1)
+        return child, ready
+
+    def competing_claim_gets_nothing(self) -> None:
+        rival = self.leases.claim(self.db, "rival", ttl=self.run.lease)
+        self.run.event(self.case, "competing claim", got=None if rival is None else rival.worker_id)
+        expect("competing claim while the holder's lease is alive", rival, None)
+
+    def wait_for_expiry(self, ready: dict[str, Any]) -> float:
+        """Sleep until the holder's lease has really run out; return the seconds waited."""
+        start = time.time()
+        wait_until(
+            lambda: time.time() > ready["expires"],
+            timeout=self.run.lease + DEADLINE,
+            what="the holder's lease to expire",
+        )
+        waited = round(time.time() - start, 3)
+        self.run.event(self.case, "lease expired", waited_seconds=waited)
+        return waited
+
+    def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
+        """Wait for the real expiry, then run the replacement with every model refused."""
+        waited = self.wait_for_expiry(ready)
+        before = kept_directory(self.directory) / "shop-before-recovery.db"
+        with sqlite3.connect(before) as copy:
+            self.db.backup(copy)  # the records as the replacement found them, for the status report
+        copy.close()
+        # Shown beside the shop; a rename replaces whatever name the sandbox left there, never
+        # following it (the two directories are siblings, on one file system).
+        atomic.place(before, self.directory / "shop-before-recovery.db")
+        with refused_models(self.leases) as guard:
+            recovery = self.leases.recover_once(
+                self.db, owner=OWNER, supplier=self.client, policy=POLICY
+            )
+        self.run.event(
+            self.case,
+            "replacement finished",
+            status=recovery.status,
+            generation=recovery.generation,
+            model_calls=guard.calls,
+        )
+        expect(
+            "recovery",
+            {"status": recovery.status, "generation": recovery.generation},
+            {"status": "DONE", "generation": 2},
+        )
+        expect("model calls during recovery", guard.calls, 0)
+        return recovery, waited, guard.calls
+
+    def settled(
+        self, ready: dict[str, Any], recovery: Any, before: dict[str, int]
+    ) -> dict[str, Any]:
+        """Read both databases back: one order at the supplier, the money moved, no transcript."""
+        ledger = ledger_orders(self.supplier.database)  # the supplier's own file, not our records
+        operations = [row["operation"] for row in ledger]
+        expect("supplier ledger operations", operations, [ready["operation"]])
+        after = approval.account(self.db)
+        amount = approval.get_order(self.db, ready["order_id"])["amount_cents"]
+        expect(
+            "reserved cents",
+            {"before": before["reserved_cents"], "after": after["reserved_cents"]},
+            {"before": amount, "after": 0},
+        )
+        expect("spent after", after["spent_cents"] - before["spent_cents"], amount)
+        work = self.db.execute(
+            "SELECT state FROM work WHERE work_id = ?", (self.work_id,)
+        ).fetchone()[0]
+        outcome = self.db.execute(
+            "SELECT generation, status FROM outcomes WHERE work_id = ?", (self.work_id,)
+        ).fetchone()
+        transcript = self.db.execute("SELECT count(*) FROM transcript").fetchone()[0]
+        expect("work state", work, "finished")
+        expect("outcome", tuple(outcome), (2, "DONE"))
+        expect("transcript rows", transcript, 0)
+        return {
+            "generations": [ready["generation"], recovery.generation],
+            "work_state": work,
+            "outcome": outcome["status"],
+            "ledger_count": len(ledger),
+            "ledger_operations": operations,
+            "reserved_cents": [before["reserved_cents"], after["reserved_cents"]],
+            "spent_cents": [before["spent_cents"], after["spent_cents"]],
+            "transcript_rows": transcript,
+        }
+
+    def release(self, child: Any, ready: dict[str, Any]) -> dict[str, str]:
+        """Let a still-living holder go on; return what it reports of its three writes."""
+        write_ready(self.directory / "release.json", {"released_at": time.time()})
+        report = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
+        status = wait_exit(child, timeout=DEADLINE)
+        self.run.event(self.case, "stale holder reported", exit_status=status, **report)
+        return report
+
+    def unchanged_after_stale(self, ready: dict[str, Any]) -> dict[str, Any]:
+        ledger = ledger_orders(self.supplier.database)
+        expect("supplier ledger after the stale writes", len(ledger), 1)
+        outcome = self.db.execute(
+            "SELECT generation, status FROM outcomes WHERE work_id = ?", (self.work_id,)
+        ).fetchone()
+        expect("outcome after the stale writes", tuple(outcome), (2, "DONE"))
+        expect(
+            "transcript rows after the stale writes",
+            self.db.execute("SELECT count(*) FROM transcript").fetchone()[0],
+            0,
+        )
+        return {"ledger_count_after_stale": len(ledger)}
+
+
+def stopped(child: Any) -> bool:
+    """True once every process of the holder's sandbox is stopped by a signal."""
+    pids = inside_pids(child)
+    try:
+        return bool(pids) and all(
+            psutil.Process(pid).status() == psutil.STATUS_STOPPED for pid in pids
+        )
+    except psutil.NoSuchProcess:
+        return False
+
+
+class refused_models:
+    """Any model call during recovery is counted and refused, in the worker that recovers:
+    recovery reads records, not models."""
+
+    def __init__(self, leases: Remote) -> None:
+        self.probes = leases._sandbox.kit("lucyshop.lab.sandbox.probes")
+
+    def __enter__(self) -> refused_models:
+        self.probes.refuse_models()
+        return self
+
+    @property
+    def calls(self) -> int:
+        return self.probes.model_calls()
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.probes.allow_models()
