@@ -39,7 +39,7 @@ from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, block_reference, impl_path
 from lucyshop.lab.services.postgres import missing, postgres_server, scratch_schema
 from lucyshop.lab.services.processes import (
-    Children,
+    SharedGroupChildren,
     wait_exit,
     wait_for_file,
     wait_until,
@@ -100,7 +100,7 @@ def case(pg: Any, server: Any, directory: Path, lease: float, mode: str) -> dict
     with (
         scratch_schema(server, "checkpoint") as dsn,
         supplier_process(directory / "supplier") as supplier,
-        Children() as children,
+        SharedGroupChildren() as children,
         pg_shop.connect(dsn) as conn,
     ):
         pg_shop.create_shop(dsn)

@@ -1,4 +1,6 @@
-"""Suite-wide: the implementation options, and a guard that no test leaves a process behind."""
+"""Suite-wide: the implementation options, a guard that no test leaves a process behind, and the
+shop fixtures every suite shares (``shop_fixtures``: ``supplier``, ``shared_supplier``,
+``held``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 from impls import IMPL_PATH, chapter_of
 from schedule import TESTS, rank
+from shop_fixtures import held, shared_supplier, supplier  # noqa: F401  (fixtures for every suite)
 
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.loader import ENV, ImplementationError, block_for

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from shop_fixtures import free_port
 
 from lucyshop.lab.services.processes import processes_mentioning
 
@@ -52,12 +53,6 @@ def missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _settings(tmp: Path) -> Path:
     """Every cell rendered at once (JupyterLab 4 renders only what is in view by default)."""
     folder = tmp / "settings" / "@jupyterlab" / "notebook-extension"
@@ -71,7 +66,7 @@ def _settings(tmp: Path) -> Path:
 def jupyterlab(root: Path, tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """A JupyterLab server on ``root`` (its kernels get ``env`` too); yields its URL. The app
     is exposed to the page as ``window.jupyterapp``, so a test can run its commands."""
-    port = _free_port()
+    port = free_port()
     env = (
         os.environ
         | (env or {})

@@ -26,10 +26,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from shop_fixtures import VANILLA
 
 from lucyshop import approval
 from lucyshop.lab.loader import MODULE, ImplementationError, load_impl
-from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.queue import WorkQueue
 from lucyshop.store import connect
 from lucyshop.supplier import (
@@ -43,7 +43,6 @@ OPERATOR = "lucy"
 POLICY = approval.SpendingPolicy(
     frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
 )
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 LEASES = load_impl("solutions")
 TABLES = (
     "work",
@@ -99,13 +98,6 @@ class GarbageHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def supplier(tmp_path_factory):
-    reject = ("banned-tub",)
-    with supplier_process(tmp_path_factory.mktemp("supplier"), reject_skus=reject) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def garbage() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
@@ -128,7 +120,8 @@ def hanging() -> Iterator[str]:
 
 
 @pytest.fixture
-def world(tmp_path, supplier, garbage, hanging) -> Iterator[World]:
+def world(tmp_path, shared_supplier, garbage, hanging) -> Iterator[World]:
+    supplier = shared_supplier
     path = tmp_path / "shop.db"
     db, queue = LEASES.open_worker_shop(path)
     first = LEASES.enqueue(queue, "bad-1", "session-a", "order six tubs of vanilla")

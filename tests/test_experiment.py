@@ -10,7 +10,6 @@ import copy
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from model_lock import one_model_at_a_time
+from shop_fixtures import free_port
 
 from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
@@ -254,15 +254,9 @@ def test_the_committed_receipt_passes_the_check() -> None:
     ] == [20, 20, 20]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     pytest.importorskip("ollama", reason="the 'ollama' extra is not installed")
-    host = f"127.0.0.1:{_free_port()}"  # bound, then closed: nothing listens
+    host = f"127.0.0.1:{free_port()}"  # bound, then closed: nothing listens
     out = tmp_path / "receipt.json"
     done = python(
         [*EXPERIMENT, "--out", str(out), "--impl", "solutions"]

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import lab_browser
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from shop_fixtures import free_port
 
 from lucyshop.lab.check.report import FUNCTIONS
 from lucyshop.lab.lesson import notebooks
@@ -371,9 +371,7 @@ def test_13d_without_postgresql_says_so_in_one_line_and_runs_on(own_tmpdir):
     the preflight cell prints one line saying why and what installs it; every cell after it
     that needs the server prints one line; no cell ends in an error; the evidence still shows."""
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13d"))
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nothing listens on
     dsn = f"postgresql://nobody@127.0.0.1:{closed}/none?connect_timeout=5"
     nb = run(notebook, "learner", allow_errors=True, env={"LUCYSHOP_PG_DSN": dsn})
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -17,13 +17,13 @@ import json
 import os
 import random
 import shlex
-import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from shop_fixtures import VANILLA, dead_endpoint
 
 from lucyshop import status as status_report
 from lucyshop.approval import (
@@ -43,7 +43,6 @@ EXPECTED = Path(__file__).parent / "expected"
 T = 1_700_000_000.0
 NOW = T + 100  # the report's clock: work 4's lease expired 39 s ago, work 5's has 40 s left
 POLICY = SpendingPolicy({"lucy"}, total_cents=50_000, automatic_order_cents=10_000)
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 OAT = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}  # 600 cents
 REASON = "the customer called to cancel"
 
@@ -172,13 +171,6 @@ def compare(name: str, seen: str) -> None:
     assert seen == expected.read_text(), f"the report differs from {expected}; it printed:\n{seen}"
 
 
-def dead_endpoint() -> str:
-    """An endpoint nobody listens on: a port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
 def dump(path: Path) -> list[str]:
     uri = path.resolve().as_uri() + "?mode=ro"
     db = sqlite3.connect(uri, uri=True)
@@ -194,6 +186,17 @@ def dump(path: Path) -> list[str]:
 def test_the_screen_shows_every_situation_as_expected(shop):
     text = status(shop, "--now", str(NOW)).stdout
     compare("status.txt", text)
+
+
+def test_python_m_lucyshop_status_is_the_same_command(shop):
+    """The package's own ``python -m lucyshop.status`` prints what ``python -m lucyshop status``
+    prints, byte for byte, screen and JSON, and nothing on stderr (no runpy warning)."""
+    for extra in ((), ("--json",)):
+        args = (shop.name, "--impl", "solutions", "--now", str(NOW), *extra)
+        command = lucyshop("status", *args, cwd=shop.parent)
+        package = lucyshop(*args, cwd=shop.parent, module="lucyshop.status")
+        assert (package.stdout, package.stderr) == (command.stdout, command.stderr)
+        assert command.stdout and command.stderr == ""
 
 
 def test_the_json_form_holds_the_same_figures(shop):

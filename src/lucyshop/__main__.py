@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from lucyshop import status
+from lucyshop.status.__main__ import add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,14 +22,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m lucyshop", description=__doc__.split("\n", 1)[0]
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    status.add_arguments(
+    add_arguments(
         commands.add_parser(
             "status",
             help="the four-signal report of a shop",
             description=status.__doc__.split("\n", 1)[0],
         )
     )
-    return status.run(parser.parse_args(argv))
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop f
 from __future__ import annotations
 
 import itertools
-import socket
 import sqlite3
 import sys
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 from impls import IMPL_PATH
 from sandboxes import budget, sandbox_for
+from shop_fixtures import VANILLA
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
@@ -38,8 +38,7 @@ from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 sys.modules["learner_support"] = sys.modules[__name__]
 
 OPERATOR = "lucy"
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
-VANILLA_CENTS = 2700
+T = 1_000.0  # the injected clock of the tests that work inside a lease
 
 
 # The function each test module is about, where the module name alone does not say it.
@@ -140,6 +139,13 @@ def add_work(shop):
         return admission.work_id
 
     return add
+
+
+@pytest.fixture
+def claim_as(impl, db):
+    """``claim_as(owner, ttl)``: the chapter's ``claim`` on this test's shop at ``T`` (what the
+    shared ``held`` fixture claims with)."""
+    return lambda owner, ttl: impl.claim(db, owner, ttl=ttl, now=T)
 
 
 @pytest.fixture
@@ -254,14 +260,6 @@ class RivalBetween:
             rival.close()
         self.during = True
         return True
-
-
-def dead_endpoint() -> str:
-    """An endpoint nobody listens on: a port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 @contextmanager

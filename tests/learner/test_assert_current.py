@@ -5,16 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import pytest
-from learner_support import finish_by_sql, refuses, snapshot
-
-T = 1_000.0
-
-
-@pytest.fixture
-def held(impl, db, add_work):
-    add_work()
-    return impl.claim(db, "till", ttl=30, now=T)
+from learner_support import T, finish_by_sql, refuses, snapshot
 
 
 def test_the_current_holder_passes(impl, db, held):

@@ -13,7 +13,7 @@ import json
 import pytest
 from learner_support import (
     OPERATOR,
-    VANILLA_CENTS,
+    T,
     approved_order,
     lease,
     refuses,
@@ -21,10 +21,10 @@ from learner_support import (
     snapshot,
     work,
 )
+from shop_fixtures import VANILLA_CENTS
 
 from lucyshop.approval import account, approve, execute, get_order, propose
 
-T = 1_000.0
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}  # 1800 cents
 OAT = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}  # 600 cents
 REASON = "the customer called to cancel"
@@ -52,12 +52,6 @@ class Scripted:
             )
         self.sent.append(operation)
         raise self.failure
-
-
-@pytest.fixture
-def held(impl, db, add_work):
-    add_work("s1", "order six vanilla tubs")
-    return impl.claim(db, "till", ttl=30, now=T)
 
 
 def approve_other(db, held, policy, proposal):

@@ -12,12 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
-from learner_support import finish_by_sql, lease, refuses, rows, sandboxed_shop, snapshot, work
+from learner_support import (
+    T,
+    finish_by_sql,
+    lease,
+    refuses,
+    rows,
+    sandboxed_shop,
+    snapshot,
+    work,
+)
 
-from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file
+from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
 from lucyshop.store import immediate
-
-T = 1_000.0
 
 
 def test_pending_work_is_claimed_at_generation_1(impl, db, add_work):
@@ -246,7 +253,7 @@ def test_claims_are_atomic_under_contention(impl, db, add_work, sandboxed, tmp_p
     owners = [f"p{n}" for n in range(4)]
     with tempfile.TemporaryDirectory(prefix="ch13-contention-") as out_of_reach:
         logs = Path(out_of_reach)
-        with Children() as children:
+        with SharedGroupChildren() as children:
             procs = {}
             for owner in owners:
                 log = open(logs / f"{owner}.err", "wb")  # noqa: SIM115 (closed below)

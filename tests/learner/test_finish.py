@@ -7,15 +7,7 @@ import json
 import math
 
 import pytest
-from learner_support import RivalBetween, lease, refuses, rows, snapshot, work
-
-T = 1_000.0
-
-
-@pytest.fixture
-def held(impl, db, add_work):
-    add_work()
-    return impl.claim(db, "till", ttl=30, now=T)
+from learner_support import RivalBetween, T, lease, refuses, rows, snapshot, work
 
 
 def outcomes(db):

@@ -7,15 +7,7 @@ import json
 import math
 
 import pytest
-from learner_support import RivalBetween, finish_by_sql, refuses, rows, snapshot
-
-T = 1_000.0
-
-
-@pytest.fixture
-def held(impl, db, add_work):
-    add_work()
-    return impl.claim(db, "till", ttl=30, now=T)
+from learner_support import RivalBetween, T, finish_by_sql, refuses, rows, snapshot
 
 
 def transcript(db):

@@ -6,17 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from learner_support import VANILLA_CENTS, approved_order, dead_endpoint, snapshot
+from learner_support import approved_order, snapshot
+from shop_fixtures import VANILLA_CENTS, dead_endpoint
 
 from lucyshop.approval import account, approve, execute, get_order, propose
-from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
-
-
-@pytest.fixture
-def supplier(tmp_path):
-    with supplier_process(tmp_path, reject_skus=("oat-milk",)) as running:
-        yield running
 
 
 class LookupOnly:

@@ -11,25 +11,11 @@ import inspect
 import time
 
 import pytest
-from learner_support import (
-    VANILLA_CENTS,
-    approved_order,
-    dead_endpoint,
-    lease,
-    rows,
-    snapshot,
-    work,
-)
+from learner_support import approved_order, lease, rows, snapshot, work
+from shop_fixtures import VANILLA_CENTS, dead_endpoint
 
 from lucyshop.approval import account, execute, get_order, propose
-from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
-
-
-@pytest.fixture
-def supplier(tmp_path):
-    with supplier_process(tmp_path) as running:
-        yield running
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ One server for the whole run (``$LUCYSHOP_PG_DSN``, else an embedded one that is
 afterwards); each test gets a schema of its own with the shop's tables in it. Where the
 ``pg`` extra is not installed the suite skips, saying so.
 
-The student's ``ch13_postgres.py`` runs in a sandboxed worker (``lucyshop.lab.sandbox.pg_sandbox``),
+The student's ``ch13_postgres.py`` runs in a sandboxed worker (``lucyshop.lab.sandbox.postgres``),
 never in this process. It reaches the server through a relay's Unix socket, as a role that
 may use the test's schema and nothing else; ``conn`` is our own connection to that schema,
 paired with the worker's: handed to a student's function, it is the worker's connection the
@@ -40,7 +40,7 @@ from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
-from lucyshop.lab.sandbox.pg_sandbox import PG_FILE, PgSandbox, paired, pg_sandbox
+from lucyshop.lab.sandbox.postgres.box import PG_FILE, PgSandbox, paired, pg_sandbox
 from lucyshop.lab.services.postgres import (
     missing,
     missing_for_tests,
@@ -134,7 +134,7 @@ def pg(request: pytest.FixtureRequest, pg_file: Path, pg_box: PgSandbox) -> Remo
 
 @pytest.fixture
 def worker(pg: Remote, pg_box: PgSandbox) -> Remote:
-    """What the test does inside the worker (``lucyshop.lab.sandbox.pg_probes``)."""
+    """What the test does inside the worker (``lucyshop.lab.sandbox.postgres.probes``)."""
     return pg_box.probes()
 
 
@@ -200,6 +200,13 @@ def add_work(conn) -> Callable[..., int]:
     return lambda session="s1", text="a turn": pg_shop.add_work(conn, session, text)
 
 
+@pytest.fixture
+def claim_as(pg, conn) -> Callable[..., Any]:
+    """``claim_as(owner, ttl)``: exercise 7's ``claim`` on this test's schema (what the shared
+    ``held`` fixture claims with)."""
+    return lambda owner, ttl: pg.claim(conn, owner, ttl=ttl)
+
+
 @contextlib.contextmanager
 def transaction(worker: Remote, connection: Any) -> Iterator[None]:
     """A transaction on the worker's connection around the calls inside (a student's
@@ -220,7 +227,7 @@ class Shifted:
 
     pg: Remote  # the module
     conn: Remote  # a connection of that worker's
-    worker: Remote  # its pg_probes
+    worker: Remote  # its postgres.probes
 
 
 @pytest.fixture

@@ -11,12 +11,6 @@ from pg_support import expire, transaction
 from lucyshop.lab.given import pg_shop
 
 
-@pytest.fixture
-def held(pg, conn, add_work):
-    add_work()
-    return pg.claim(conn, "till", ttl=30)
-
-
 def test_the_current_holder_passes(pg, worker, conn, held):
     with transaction(worker, conn):
         assert pg.assert_current(conn, held) is None

@@ -7,12 +7,6 @@ import pytest
 from pg_support import expire, snapshot, state, table
 
 
-@pytest.fixture
-def held(pg, conn, add_work):
-    add_work()
-    return pg.claim(conn, "till", ttl=30)
-
-
 @pytest.mark.parametrize("status", ["DONE", "BLOCKED", "CANCELED"])
 def test_the_outcome_is_written_at_the_writers_generation(pg, conn, held, status):
     pg.finish(conn, held, status, {"orders": 1})

@@ -9,12 +9,6 @@ import pytest
 from pg_support import expire, snapshot, table
 
 
-@pytest.fixture
-def held(pg, conn, add_work):
-    add_work()
-    return pg.claim(conn, "till", ttl=30)
-
-
 def test_the_row_carries_the_writers_generation_and_message(pg, conn, held):
     message = {"role": "assistant", "text": "six vanilla tubs, crème", "tools": [1, 2.5, None]}
     seq = pg.observe(conn, held, message)

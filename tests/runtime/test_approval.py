@@ -7,12 +7,12 @@ must leave both exactly as they were, and must not have reached the supplier.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import time
 from dataclasses import replace
 
 import pytest
+from shop_fixtures import VANILLA, VANILLA_CENTS, dead_endpoint
 
 from lucyshop import proposal as proposals
 from lucyshop.approval import (
@@ -30,8 +30,6 @@ from lucyshop.supplier import SupplierClient, ledger_orders
 
 OPERATOR = "lucy"  # the conftest policy's only operator
 SUPPLIER = "dairy"  # the fake's identity, and supplier_process's default
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
-AMOUNT = 2700
 LIMIT = 100_000  # the account's own limit in a fresh shop
 
 
@@ -71,7 +69,7 @@ def receipt_for(order, status="ACCEPTED"):
 
 
 def test_the_fixture_amount_is_what_the_proposal_costs():
-    assert proposals.amount_cents(VANILLA) == AMOUNT
+    assert proposals.amount_cents(VANILLA) == VANILLA_CENTS
 
 
 # ---------------------------------------------------------------- SpendingPolicy
@@ -110,13 +108,13 @@ def test_a_policy_needs_whole_non_negative_cents(field, value):
 def test_the_holder_proposes_a_draft_with_its_canonical_proposal_digest_and_amount(shop, hold):
     db, _ = shop
     held = hold()
-    order = draft(db, held, {"unit_cents": 450, "quantity": 6, "sku": "vanilla-tub"})
+    order = draft(db, held, dict(reversed(VANILLA.items())))  # its keys in another order
     [row] = orders(db)
     assert row == order
     assert (row["work_id"], row["supplier"], row["status"]) == (held.work_id, SUPPLIER, "DRAFT")
     assert row["proposal"] == '{"quantity":6,"sku":"vanilla-tub","unit_cents":450}'
     assert row["digest"] == proposals.digest(VANILLA)
-    assert row["amount_cents"] == AMOUNT
+    assert row["amount_cents"] == VANILLA_CENTS
     assert (row["approved_by"], row["approval_expires"], row["receipt"]) == (None, None, None)
     assert account(db) == money()
 
@@ -266,7 +264,7 @@ def test_an_operator_approves_by_digest_until_the_ttl_and_the_money_is_reserved(
     assert result == row
     assert (row["status"], row["approved_by"]) == ("APPROVED", OPERATOR)
     assert row["approval_expires"] == pytest.approx(now + 120)
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 @pytest.fixture
@@ -310,16 +308,18 @@ def test_only_a_draft_can_be_approved(shop, hold, policy, refused_approval, stat
 
 def test_an_order_above_the_automatic_ceiling_is_refused(shop, hold, refused_approval):
     db, _ = shop
-    strict = SpendingPolicy({OPERATOR}, total_cents=10_000, automatic_order_cents=AMOUNT - 1)
+    strict = SpendingPolicy({OPERATOR}, total_cents=10_000, automatic_order_cents=VANILLA_CENTS - 1)
     order = draft(db, hold())
     refused_approval(order["order_id"], policy=strict, match="automatic order ceiling")
 
 
 def test_an_order_exactly_at_both_ceilings_is_approved(shop, hold):
     db, _ = shop
-    exact = SpendingPolicy({OPERATOR}, total_cents=AMOUNT, automatic_order_cents=AMOUNT)
+    exact = SpendingPolicy(
+        {OPERATOR}, total_cents=VANILLA_CENTS, automatic_order_cents=VANILLA_CENTS
+    )
     assert approved(db, hold(), exact)["status"] == "APPROVED"
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 def test_two_orders_that_each_fit_but_together_exceed_the_account_are_refused(
@@ -331,7 +331,7 @@ def test_two_orders_that_each_fit_but_together_exceed_the_account_are_refused(
     approved(db, held, tight)
     second = draft(db, held, {**VANILLA, "sku": "chocolate-tub"})
     refused_approval(second["order_id"], policy=tight, match="account ceiling")
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 def test_money_already_spent_counts_against_the_account_ceiling(shop, hold, refused_approval):
@@ -343,12 +343,12 @@ def test_money_already_spent_counts_against_the_account_ceiling(shop, hold, refu
     record_receipt(db, first["order_id"], receipt_for(first))
     second = draft(db, held, {**VANILLA, "sku": "chocolate-tub"})
     refused_approval(second["order_id"], policy=tight, match="account ceiling")
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_the_accounts_own_limit_caps_a_more_generous_policy(shop, hold, policy, refused_approval):
     db, _ = shop
-    db.execute("UPDATE spending_account SET limit_cents = ?", (AMOUNT - 1,))
+    db.execute("UPDATE spending_account SET limit_cents = ?", (VANILLA_CENTS - 1,))
     order = draft(db, hold())
     refused_approval(order["order_id"], policy=policy, match="account ceiling")
 
@@ -431,7 +431,7 @@ def test_an_accepted_receipt_moves_the_reservation_to_spent(shop, sent):
     row = get_order(db, sent["order_id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_rejected_receipt_releases_the_reservation(shop, sent):
@@ -446,7 +446,7 @@ def test_an_unknown_order_is_settled_by_its_receipt(shop, sent):
     set_status(db, sent["order_id"], "UNKNOWN")
     record_receipt(db, sent["order_id"], receipt_for(sent))
     assert get_order(db, sent["order_id"])["status"] == "ACCEPTED"
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_the_same_receipt_twice_changes_nothing(shop, sent, snapshot):
@@ -455,7 +455,7 @@ def test_the_same_receipt_twice_changes_nothing(shop, sent, snapshot):
     before = snapshot()
     record_receipt(db, sent["order_id"], receipt_for(sent))
     assert snapshot() == before
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_contradicting_receipt_is_refused(shop, sent, snapshot):
@@ -561,7 +561,7 @@ def test_execute_sends_an_approved_order_once_and_records_the_receipt(
     row = get_order(db, order["order_id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_execute_records_a_rejection_and_releases_the_money(shop, hold, policy, make_supplier):
@@ -683,7 +683,7 @@ def test_an_uncertain_order_is_looked_up_first_and_recorded_without_a_second_sen
     assert execute(db, held, order["order_id"], fake_supplier, policy=policy) == there
     assert fake_supplier.calls == [("lookup", order["operation"])]
     assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_an_uncertain_order_is_settled_by_lookup_even_after_its_approval_expired(
@@ -699,7 +699,7 @@ def test_an_uncertain_order_is_settled_by_lookup_even_after_its_approval_expired
     assert receipt["status"] == "ACCEPTED"
     assert fake_supplier.orders_sent == 0
     assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_an_unknown_order_the_supplier_never_saw_is_sent_again_once(
@@ -713,7 +713,7 @@ def test_an_unknown_order_the_supplier_never_saw_is_sent_again_once(
     assert receipt["status"] == "ACCEPTED"
     assert fake_supplier.calls == [("lookup", order["operation"]), ("order", order["operation"])]
     assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_lookup_that_fails_leaves_the_order_unknown_and_sends_nothing(
@@ -728,7 +728,7 @@ def test_a_lookup_that_fails_leaves_the_order_unknown_and_sends_nothing(
     assert (receipt["operation"], receipt["status"]) == (order["operation"], "UNKNOWN")
     assert supplier.calls == [("lookup", order["operation"])]
     assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
@@ -751,7 +751,7 @@ def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
         execute(db, held, order["order_id"], supplier, policy=policy)
     assert supplier.calls == [("lookup", order["operation"])]
     assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 def test_execute_refuses_a_revoked_or_never_approved_order(
@@ -789,8 +789,8 @@ def test_execute_refuses_to_send_on_an_expired_approval(
 @pytest.mark.parametrize(
     "total, automatic, match",
     [
-        (10_000, AMOUNT - 1, "automatic order ceiling"),
-        (AMOUNT - 1, 10_000, "account ceiling"),
+        (10_000, VANILLA_CENTS - 1, "automatic order ceiling"),
+        (VANILLA_CENTS - 1, 10_000, "account ceiling"),
     ],
 )
 def test_execute_rechecks_the_ceiling_of_the_policy_in_force(
@@ -809,7 +809,7 @@ def test_execute_refuses_when_the_reservation_is_missing(
     db, _ = shop
     held = hold()
     order = approved(db, held, policy)
-    db.execute("UPDATE spending_account SET reserved_cents = ?", (AMOUNT - 1,))
+    db.execute("UPDATE spending_account SET reserved_cents = ?", (VANILLA_CENTS - 1,))
     refused_execute(
         held, order["order_id"], fake_supplier, policy=policy, match="reservation .* is missing"
     )
@@ -850,7 +850,7 @@ def test_a_transport_failure_leaves_the_order_unknown_with_its_reservation_kept(
     assert supplier.calls == [("order", order["operation"])]
     row = get_order(db, order["order_id"])
     assert (row["status"], row["receipt"]) == ("UNKNOWN", None)
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
 
 
 # ---------------------------------------------------------------- execute, with a real supplier
@@ -867,11 +867,11 @@ def test_a_real_supplier_accepts_an_approved_order_once(shop, hold, policy, tmp_
     assert receipt["status"] == "ACCEPTED" and again == receipt
     [entry] = ledger_orders(running.database)
     assert (entry["operation"], entry["status"]) == (order["operation"], "ACCEPTED")
-    assert (entry["body"], entry["amount_cents"]) == (VANILLA, AMOUNT)
+    assert (entry["body"], entry["amount_cents"]) == (VANILLA, VANILLA_CENTS)
     row = get_order(db, order["order_id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_reply_lost_after_the_supplier_committed_is_recovered_by_lookup(
@@ -886,28 +886,25 @@ def test_a_reply_lost_after_the_supplier_committed_is_recovered_by_lookup(
         lost = execute(db, held, order["order_id"], client, policy=policy)
         assert lost["status"] == "UNKNOWN"
         assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-        assert account(db) == money(reserved=AMOUNT)
+        assert account(db) == money(reserved=VANILLA_CENTS)
         found = execute(db, held, order["order_id"], client, policy=policy)
     assert found["status"] == "ACCEPTED"
     assert [e["operation"] for e in ledger_orders(running.database)] == [order["operation"]]
-    assert account(db) == money(spent=AMOUNT)
+    assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_supplier_that_is_not_there_leaves_the_order_unknown_with_its_reservation(
     shop, hold, policy
 ):
     db, _ = shop
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    client = SupplierClient(f"http://127.0.0.1:{port}", identity=SUPPLIER, timeout=0.5)
+    client = SupplierClient(dead_endpoint(), identity=SUPPLIER, timeout=0.5)
     held = hold()
     order = approved(db, held, policy)
     receipt = execute(db, held, order["order_id"], client, policy=policy)
     assert (receipt["operation"], receipt["status"]) == (order["operation"], "UNKNOWN")
     assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)
     # Retrying against the same dead supplier only tries the lookup and stays UNKNOWN.
     assert execute(db, held, order["order_id"], client, policy=policy)["status"] == "UNKNOWN"
     assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-    assert account(db) == money(reserved=AMOUNT)
+    assert account(db) == money(reserved=VANILLA_CENTS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from shop_fixtures import free_port
 
 from lucyshop.models import (
     SMOLLM2_TOOL_PROMPT,
@@ -338,15 +338,9 @@ def test_missing_ollama_client_says_which_extra(monkeypatch: pytest.MonkeyPatch)
         OllamaModel("qwen2.5:0.5b")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_no_ollama_server_is_unavailable_within_seconds() -> None:
     pytest.importorskip("ollama", reason="the 'ollama' extra is not installed")
-    host = f"http://127.0.0.1:{_free_port()}"  # bound, then closed: nothing listens
+    host = f"http://127.0.0.1:{free_port()}"  # bound, then closed: nothing listens
     model = OllamaModel("qwen2.5:0.5b", host=host, timeout=5)
     started = time.monotonic()
     with pytest.raises(ModelUnavailable) as refused:

@@ -10,7 +10,7 @@ import sys
 import psutil
 
 from lucyshop.lab.services.processes import (
-    Children,
+    SharedGroupChildren,
     descendants,
     is_alive,
     is_stopped,
@@ -31,7 +31,7 @@ PARENT_OF_A_SLEEPER = (
 
 def test_descendants_reach_grandchildren_and_forget_them_once_ended(tmp_path):
     ready = tmp_path / "ready.json"
-    with Children() as children:
+    with SharedGroupChildren() as children:
         child = children.spawn([sys.executable, "-c", PARENT_OF_A_SLEEPER, str(ready)])
         grandchild = wait_for_file(ready, timeout=20, proc=child)["grandchild"]
         try:
@@ -64,7 +64,7 @@ def test_is_alive_for_this_process_and_for_one_owned_by_another_user():
 
 
 def test_is_stopped_follows_sigstop_and_sigcont():
-    with Children() as children:
+    with SharedGroupChildren() as children:
         proc = children.spawn([sys.executable, "-c", SLEEP])
         assert not is_stopped(proc.pid)
         os.kill(proc.pid, signal.SIGSTOP)
@@ -78,7 +78,7 @@ def test_is_stopped_follows_sigstop_and_sigcont():
 def test_processes_mentioning_finds_a_marker_in_a_command_line_until_it_ends(tmp_path):
     marker = str(tmp_path / "marker")
     assert processes_mentioning(marker) == []
-    with Children() as children:
+    with SharedGroupChildren() as children:
         proc = children.spawn([sys.executable, "-c", SLEEP, marker])
         (found,) = wait_until(
             lambda: processes_mentioning(marker), timeout=10, what="the marked child"

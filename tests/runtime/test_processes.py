@@ -14,7 +14,7 @@ import pytest
 
 from lucyshop.lab.services import processes
 from lucyshop.lab.services.processes import (
-    Children,
+    SharedGroupChildren,
     is_stopped,
     python_argv,
     wait_exit,
@@ -88,7 +88,7 @@ def test_wait_for_file_keeps_waiting_while_the_json_is_incomplete(tmp_path):
 
 def test_ready_file_timeout_raises_within_the_deadline_and_leaves_no_process(tmp_path):
     target = tmp_path / "never.json"
-    with pytest.raises(TimeoutError) as raised, Children() as children:
+    with pytest.raises(TimeoutError) as raised, SharedGroupChildren() as children:
         proc = children.spawn(SLEEPER)
         started = time.monotonic()
         try:
@@ -105,7 +105,7 @@ def test_ready_file_timeout_raises_within_the_deadline_and_leaves_no_process(tmp
 def test_a_process_that_exits_before_ready_is_reported_with_its_stderr_file(tmp_path):
     log_path = tmp_path / "child.log"
     code = "import sys; sys.stderr.write('cannot open the database\\n'); sys.exit(3)"
-    with Children() as children:
+    with SharedGroupChildren() as children:
         with open(log_path, "wb") as log:
             proc = children.spawn(python(code), stderr=log)
         started = time.monotonic()
@@ -119,7 +119,7 @@ def test_a_process_that_exits_before_ready_is_reported_with_its_stderr_file(tmp_
 
 def test_a_process_that_exits_before_ready_is_reported_with_its_stderr_pipe(tmp_path):
     code = "import sys; sys.stderr.write('port already taken\\n'); sys.exit(2)"
-    with Children() as children:
+    with SharedGroupChildren() as children:
         proc = children.spawn(python(code), stderr=subprocess.PIPE)
         with pytest.raises(RuntimeError) as raised:
             wait_for_file(tmp_path / "ready.json", timeout=10, proc=proc)
@@ -146,7 +146,7 @@ def test_wait_until_times_out_naming_what_it_waited_for():
 
 
 def test_wait_exit_returns_the_status_or_times_out():
-    with Children() as children:
+    with SharedGroupChildren() as children:
         quick = children.spawn(python("raise SystemExit(7)"))
         slow = children.spawn(SLEEPER)
 
@@ -157,7 +157,7 @@ def test_wait_exit_returns_the_status_or_times_out():
 
 
 def test_children_end_a_stopped_child_with_sigterm_after_sigcont():
-    with Children() as children:
+    with SharedGroupChildren() as children:
         proc = children.spawn(SLEEPER)
         os.kill(proc.pid, signal.SIGSTOP)
         wait_until(lambda: is_stopped(proc.pid), timeout=5, what="the child to stop")
@@ -178,7 +178,7 @@ def test_children_kill_a_child_that_ignores_sigterm_when_the_block_raises(tmp_pa
         "write_ready(sys.argv[1], {})\n"
         "time.sleep(30)\n"
     )
-    with pytest.raises(RuntimeError, match="the block failed"), Children() as children:
+    with pytest.raises(RuntimeError, match="the block failed"), SharedGroupChildren() as children:
         proc = children.spawn([*python(code), str(ready)])
         wait_for_file(ready, timeout=10, proc=proc)
         started = time.monotonic()
@@ -191,7 +191,7 @@ def test_children_kill_a_child_that_ignores_sigterm_when_the_block_raises(tmp_pa
 
 
 def test_children_end_every_child_on_keyboard_interrupt():
-    with pytest.raises(KeyboardInterrupt), Children() as children:
+    with pytest.raises(KeyboardInterrupt), SharedGroupChildren() as children:
         procs = [children.spawn(SLEEPER) for _ in range(3)]
         raise KeyboardInterrupt
 
@@ -200,7 +200,7 @@ def test_children_end_every_child_on_keyboard_interrupt():
 
 
 def test_end_stops_one_child_early_and_leaves_the_others():
-    with Children() as children:
+    with SharedGroupChildren() as children:
         first, second = children.spawn(SLEEPER), children.spawn(SLEEPER)
 
         assert children.end(first) == -signal.SIGTERM
@@ -211,7 +211,7 @@ def test_end_stops_one_child_early_and_leaves_the_others():
 
 
 def test_children_read_no_terminal_input():
-    with Children() as children:
+    with SharedGroupChildren() as children:
         proc = children.spawn(
             python("import sys; print(repr(sys.stdin.read()))"), stdout=subprocess.PIPE
         )

@@ -20,6 +20,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
+from shop_fixtures import VANILLA, dead_endpoint
 
 from lucyshop.lab.services.processes import wait_exit
 from lucyshop.lab.services.suppliers import supplier_process
@@ -31,14 +32,7 @@ from lucyshop.supplier import (
     ledger_orders,
 )
 
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 OP = operation_id(1, "dairy", VANILLA)
-
-
-@pytest.fixture
-def supplier(tmp_path):
-    with supplier_process(tmp_path, reject_skus=("oat-milk",)) as running:
-        yield running
 
 
 def raw_request(endpoint, method, path, *, body=b"", headers=()):
@@ -239,10 +233,7 @@ def test_bad_fault_settings_are_refused_400(supplier):
 
 
 def test_a_client_against_a_dead_port_is_unavailable_and_keeps_its_identity():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    client = SupplierClient(f"http://127.0.0.1:{port}", identity="dairy", timeout=0.5)
+    client = SupplierClient(dead_endpoint(), identity="dairy", timeout=0.5)
 
     with pytest.raises(SupplierUnavailable, match="dairy"):
         client.order(OP, VANILLA)

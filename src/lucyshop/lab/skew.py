@@ -45,7 +45,12 @@ from typing import Any
 
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import impl_path, load_impl
-from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file, write_ready
+from lucyshop.lab.services.processes import (
+    SharedGroupChildren,
+    wait_exit,
+    wait_for_file,
+    write_ready,
+)
 
 LEASE = 2.0  # seconds
 SHIFTS = (-2.0, -0.5, 0.0, 0.5, 2.0)  # in leases
@@ -194,7 +199,7 @@ def run_trial(
 ) -> dict[str, Any]:
     """One holder and one taker on a fresh store; the raw observations of what happened."""
     deadline = LEASE * (2 + max(abs(s) for s in SHIFTS))
-    with tempfile.TemporaryDirectory(prefix="skew-") as tmp, Children() as children:
+    with tempfile.TemporaryDirectory(prefix="skew-") as tmp, SharedGroupChildren() as children:
         directory = Path(tmp)
         with trial_store(kind, impl, server, directory) as store:
             argv = [sys.executable, "-m", "lucyshop.lab.skew", "worker", kind, store.target]

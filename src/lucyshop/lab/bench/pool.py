@@ -13,7 +13,7 @@ from typing import Any, Self
 
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.services.processes import (
-    Children,
+    SharedGroupChildren,
     python_argv,
     wait_exit,
     wait_for_file,
@@ -28,7 +28,7 @@ class Pool:
         self.directory = directory
         self.processes = processes
         self.impl = impl
-        self.children = Children()
+        self.children = SharedGroupChildren()
         self.procs: list[Any] = []
         self.k = 0
 

@@ -33,8 +33,8 @@ import pytest
 
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, ImplementationError, after_load, impl_path
-from lucyshop.lab.sandbox.remote import CallTimedOut, WorkerDied
-from lucyshop.lab.sandbox.remote import TimedOutBefore as SandboxTimedOutBefore
+from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
+from lucyshop.lab.sandbox.errors import TimedOutBefore as SandboxTimedOutBefore
 
 MESSAGE_CHARS = 200
 LEARNER_TIMEOUT = 30.0  # seconds for one learner test

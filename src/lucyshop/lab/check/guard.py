@@ -1,6 +1,6 @@
 """What ``make check`` does around the student's code: bounded children, the kit kept intact.
 
-- ``Child``: a process started in its own session with its output drained to a file (never a
+- ``OwnGroupChild``: a process started in its own session with its output drained to a file (never a
   pipe, so no amount of output can block it, and a grandchild holding the descriptor cannot
   hold the check open), tagged with this check's marker in its environment.
 - ``sweep``: end every process that carries the marker, however it detached (``setsid``,
@@ -35,8 +35,15 @@ def new_marker() -> str:
     return uuid.uuid4().hex
 
 
-class Child:
-    """One bounded child: its own session, its output in ``log``, the check's marker."""
+class OwnGroupChild:
+    """One bounded child in a session, and so a process group, of its own; its output in
+    ``log``, the check's marker in its environment.
+
+    Its own group because it runs a student's code: ``kill`` ends it and whatever it started
+    that stayed in its group with one ``killpg``, which never signals the check itself; what
+    left the group (``setsid``, a double fork) is ``sweep``'s, by marker. The kit's own
+    helpers make the opposite choice (``services.processes.SharedGroupChildren``).
+    """
 
     def __init__(
         self, argv: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path, marker: str

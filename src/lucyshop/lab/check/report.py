@@ -78,8 +78,8 @@ from lucyshop import validate
 from lucyshop.lab.check.collect import LEARNER_TIMEOUT, deadline_of
 from lucyshop.lab.check.guard import (
     MARKER,
-    Child,
     KitFiles,
+    OwnGroupChild,
     disk_usage,
     kit_changes,
     new_marker,
@@ -272,7 +272,7 @@ def check_loadable(path: Path, tmp: Path, timeout: float = LOAD_TIMEOUT) -> None
             raise CannotCheck(f"{shown(path)} cannot be imported: {name}: {error}") from None
 
 
-def wait(child: Child, timeout: float) -> int | None:
+def wait(child: OwnGroupChild, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while (status := child.poll()) is None:
         if time.monotonic() > deadline:
@@ -378,7 +378,7 @@ def suite_argv(
 
 
 def watch_suite(
-    child: Child, outcomes: Outcomes, until: float, deadline: float, scratch: Path
+    child: OwnGroupChild, outcomes: Outcomes, until: float, deadline: float, scratch: Path
 ) -> tuple[str | None, str] | None:
     """Wait for the child; None when it ran to its end, else (the test it stopped in, why).
     A test whose sandbox fills its scratch past ``DISK_LIMIT`` is stopped like a hang."""
@@ -427,7 +427,9 @@ def run_suites(
         argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
         scratch = tmp / f"scratch-{attempt}"  # the sandboxes' only writable place; gone after
         argv.append(f"--basetemp={scratch}")
-        child = Child(argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker)
+        child = OwnGroupChild(
+            argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker
+        )
         stopped = watch_suite(child, outcomes, until, limits.test, scratch)
         run.tail = child.tail()
         before = len(run.results)
@@ -504,17 +506,17 @@ def row_function(nodeid: str) -> str:
     return label.rpartition(".")[2]
 
 
-def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> Child:
+def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChild:
     """Collect (never run) the same suites against the kit's own stubs, in another process."""
     argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "--impl", "learner"]
     if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have
         argv += ["-p", "pytest_timeout"]
     env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop(ENV, None)
-    return Child(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
+    return OwnGroupChild(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
 
 
-def read_counts(child: Child) -> dict[str, int] | None:
+def read_counts(child: OwnGroupChild) -> dict[str, int] | None:
     if wait(child, LOAD_TIMEOUT) not in (0, 5):
         return None
     counts: dict[str, int] = {}
@@ -688,7 +690,9 @@ class Checkpoint:
         argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
         self.keep.mkdir()
         env = env | {"TMPDIR": str(tmp)}  # its sandboxes' directories go with the check's
-        self.child = Child(argv, cwd=ROOT, env=env, log=tmp / "checkpoint.log", marker=marker)
+        self.child = OwnGroupChild(
+            argv, cwd=ROOT, env=env, log=tmp / "checkpoint.log", marker=marker
+        )
         self.limits, self.stopped = limits, None
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
@@ -951,7 +955,7 @@ def timings(spec: str) -> dict[str, float]:
     argv = [sys.executable, "-m", "pytest", nodeid, "--impl", spec, "-q", "-p", "pytest_timeout"]
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        child = Child(
+        child = OwnGroupChild(
             argv,
             cwd=ROOT,
             env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},

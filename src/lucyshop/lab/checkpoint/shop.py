@@ -28,7 +28,7 @@ from lucyshop.lab.sandbox.jail import inside_pids
 from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
 from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
 from lucyshop.lab.sandbox.relay import Relay
-from lucyshop.lab.services.processes import Children, wait_exit, wait_until, write_ready
+from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_until, write_ready
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
 
@@ -58,7 +58,7 @@ class Shop:
             self.db, queue = sandboxed_shop(self.leases, self.directory / "shop.db")
             stack.callback(self.db.close)
             stack.callback(self._close_relay)
-            self.children = stack.enter_context(Children())
+            self.children = stack.enter_context(SharedGroupChildren())
             self.work_id = self.leases.enqueue(queue, f"{self.case}-1", "session-a", ASSIGNMENT)
             self.run.event(
                 self.case, "enqueued", work_id=self.work_id, supplier_pid=self.supplier.pid

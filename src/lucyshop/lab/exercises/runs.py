@@ -30,6 +30,7 @@ from tqdm import tqdm
 from lucyshop import approval
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.exercises import receipts as exercise_receipts
+from lucyshop.lab.exercises import renewal
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.renewer import attempts, renewals
 from lucyshop.lab.experiment.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, crashed_transcript
@@ -43,7 +44,7 @@ from lucyshop.lab.model.backend import (
     model_argv,
     open_model,
 )
-from lucyshop.lab.services.processes import Children, wait_exit, wait_for_file
+from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.store import connect
 from lucyshop.supplier import ledger_orders
@@ -62,7 +63,7 @@ RENEWAL_PLANS = {
     "full": {"pilot": 20, "trials": 10, "detection": 10, "steps": 2, "max_tokens": 96},
     "quick": {"pilot": 3, "trials": 1, "detection": 1, "steps": 1, "max_tokens": 8},
 }
-ARMS = exercise_receipts.ARMS
+ARMS = renewal.ARMS
 RECORDS_PLANS = {
     "full": {"samples": 20, "max_tokens": 256},
     "quick": {"samples": 1, "max_tokens": 32},
@@ -131,7 +132,7 @@ def renewal(
         "detection": [seed + 400_000 + 1_000 * n for n in range(plan["detection"])],
         "hung": {"unbounded": seed + 600_000, "bounded": seed + 600_001},
     }
-    with _workdir(workdir, "ch13-exercise5-") as tmp, Children() as children:
+    with _workdir(workdir, "ch13-exercise5-") as tmp, SharedGroupChildren() as children:
         lab = phases.Lab(
             leases, impl, backend, model, plan["max_tokens"], SCAN_SECONDS, tmp, children
         )

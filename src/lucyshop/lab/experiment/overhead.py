@@ -40,7 +40,7 @@ from lucyshop.lab.experiment.tasks import kind_of, turn_messages
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.model.backend import MEASURING, model_argv, open_model, warm_up
 from lucyshop.lab.services.processes import (
-    Children,
+    SharedGroupChildren,
     python_argv,
     wait_for_file,
     wait_until,
@@ -152,7 +152,10 @@ def blocker_overhead(
 ) -> dict[str, Any]:
     """Time ``pairs`` pairs of turns, plain against blocked; the raw timings and their figures."""
     raw: dict[str, Any] = {"order": "alternating", "max_tokens": max_tokens}
-    with tempfile.TemporaryDirectory(prefix="ch13-overhead-") as tmp, Children() as children:
+    with (
+        tempfile.TemporaryDirectory(prefix="ch13-overhead-") as tmp,
+        SharedGroupChildren() as children,
+    ):
         procs, places = {}, {}
         for side in SIDES:
             places[side] = Path(tmp) / side

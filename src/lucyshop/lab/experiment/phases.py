@@ -32,7 +32,12 @@ from lucyshop.lab.experiment.tasks import (
 from lucyshop.lab.experiment.worker import SHOP, STOP
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.model.backend import describe, model_argv, open_model
-from lucyshop.lab.services.processes import Children, python_argv, wait_exit, wait_for_file
+from lucyshop.lab.services.processes import (
+    SharedGroupChildren,
+    python_argv,
+    wait_exit,
+    wait_for_file,
+)
 
 LOAD_SECONDS = 300.0  # starting a child and loading its model, on a busy machine
 TURN_SECONDS = 300.0  # one real turn at the token cap, on a busy machine
@@ -51,7 +56,7 @@ class Lab:
     max_tokens: int
     scan: float
     workdir: Path
-    children: Children
+    children: SharedGroupChildren
     spawned: int = 0
     # Exercise 5's hooks: a migration for every shop (its renewals table), and the arguments
     # that give each worker a renewer (``--answers PATH --interval S --bound S``).

@@ -23,7 +23,7 @@ from lucyshop.lab.experiment.receipt import RULES, SCHEMA, TARGETS, figures, rul
 from lucyshop.lab.experiment.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.model.backend import TEMPERATURE, describe, open_model, warm_up
-from lucyshop.lab.services.processes import Children
+from lucyshop.lab.services.processes import SharedGroupChildren
 
 SCAN_SECONDS = 0.05
 OVERHEAD_PAIRS = {"full": 20, "quick": 2}  # turn pairs, plain against blocked
@@ -106,7 +106,10 @@ def run(settings: Settings, argv: Sequence[str]) -> dict[str, Any]:
         )
         progress.update()
 
-    with tempfile.TemporaryDirectory(prefix="ch13-experiment-") as tmp, Children() as children:
+    with (
+        tempfile.TemporaryDirectory(prefix="ch13-experiment-") as tmp,
+        SharedGroupChildren() as children,
+    ):
         lab = phases.Lab(
             leases,
             settings.impl,

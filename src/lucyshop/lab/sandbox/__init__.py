@@ -3,20 +3,18 @@
 - ``jail``: the OS boundary (bubblewrap; an unprivileged user; or none, said in one line).
 - ``wire``: the framed JSON that crosses it, values by value.
 - ``worker``: the process inside, which imports the student's file and runs calls.
-- ``remote``: the trusted side: a stand-in module whose functions run in the worker.
+- ``remote``: the trusted side: starts the worker and holds the conversation with it.
+- ``handles``: what a test holds of the worker's objects (``Remote``, a paired ``Mirror``).
+- ``errors``: what a failure in the worker becomes here (our types, never the worker's).
+- ``relay``: a Unix socket the worker is shown, forwarded to a server outside.
+- ``probes``: what the trusted side asks or does inside the worker (fault injection).
+- ``postgres``: exercise 7's worker, shown a relay to a PostgreSQL server.
 """
 
+from lucyshop.lab.sandbox.errors import CallTimedOut, StudentError, TimedOutBefore, WorkerDied
+from lucyshop.lab.sandbox.handles import Mirror, Remote, sandboxed_shop
 from lucyshop.lab.sandbox.jail import CannotIsolate, Jail, describe, isolation
-from lucyshop.lab.sandbox.remote import (
-    CallTimedOut,
-    Mirror,
-    Remote,
-    Sandbox,
-    StudentError,
-    TimedOutBefore,
-    WorkerDied,
-    sandboxed_shop,
-)
+from lucyshop.lab.sandbox.remote import Sandbox
 
 __all__ = [
     "CallTimedOut",

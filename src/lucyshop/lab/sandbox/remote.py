@@ -14,13 +14,14 @@ from the worker is unpickled, imported or executed.
 Every call has a deadline (``until``). A worker that runs past it is killed (its whole
 sandbox with it) and the call raises ``CallTimedOut``; a worker that exits raises
 ``WorkerDied``. Either way the next ``load`` starts a fresh one.
+
+Here is the worker's lifecycle and the conversation with it; what a failure becomes is
+``errors.py``, and the stand-ins a test holds (``Remote``, ``Mirror``) are ``handles.py``.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
-import inspect
 import keyword
 import os
 import signal
@@ -34,146 +35,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.sandbox import jail, wire
+from lucyshop.lab.sandbox import errors, jail, wire
+from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
+from lucyshop.lab.sandbox.handles import Mirror, Remote, remote_attribute
 from lucyshop.lab.services.processes import descendants
 
 MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
-STUDENT_CHARS = 2000  # at most this much of a message from the sandbox is kept
 START_TIMEOUT = 120.0  # the worker's first answer (a loaded machine starts Python slowly)
 FOREVER = 3600.0
 LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # this process's workers, for sandbox_pids
+CALLBACKS = ("__call__", "__iter__")  # the dunders a worker may use on what it was handed
 
 
 def sandbox_pids() -> set[int]:
     """Every process of this process's live sandboxes: started on purpose, ended by their
     owners (a suite-wide check for leftover processes leaves them out)."""
     return set().union(*(box.pids() for box in list(LIVE)))
-
-
-class StudentError(Exception):
-    """An exception of a type this side does not rebuild (the student's own, say)."""
-
-    remote_type = "Exception"
-
-
-class CallTimedOut(TimeoutError):
-    """A call into the sandbox ran past its deadline; the worker was killed."""
-
-    def __init__(self, function: str, seconds: float) -> None:
-        super().__init__(f"timed out after {seconds:g} s in {function}()")
-        self.function, self.seconds = function, seconds
-
-
-class WorkerDied(RuntimeError):
-    """The worker ended (os._exit, a signal, a crash) while running a call."""
-
-    def __init__(self, function: str, status: int | None, said: str = "") -> None:
-        how = "was killed" if status is None or status < 0 else f"exited with status {status}"
-        told = f"; the sandbox said: {said}" if said else ""
-        super().__init__(
-            f"the process running {function}() {how} (os._exit, a signal or a crash){told}"
-        )
-        self.function, self.said = function, said
-
-
-class TimedOutBefore(RuntimeError):
-    """A function that already hung or ended its worker, failing fast in later tests."""
-
-    def __init__(self, function: str) -> None:
-        self.function = function
-        super().__init__(f"{function}() hung or ended the process in an earlier test")
-
-
-# The exception types rebuilt as themselves; every other type becomes a StudentError.
-_BUILTIN = (
-    "ArithmeticError",
-    "AssertionError",
-    "AttributeError",
-    "BlockingIOError",
-    "BrokenPipeError",
-    "ChildProcessError",
-    "ConnectionAbortedError",
-    "ConnectionError",
-    "ConnectionRefusedError",
-    "ConnectionResetError",
-    "EOFError",
-    "FileExistsError",
-    "FileNotFoundError",
-    "FloatingPointError",
-    "InterruptedError",
-    "ImportError",
-    "IndexError",
-    "IsADirectoryError",
-    "KeyError",
-    "LookupError",
-    "MemoryError",
-    "ModuleNotFoundError",
-    "NameError",
-    "NotADirectoryError",
-    "NotImplementedError",
-    "OSError",
-    "OverflowError",
-    "PermissionError",
-    "ProcessLookupError",
-    "RecursionError",
-    "RuntimeError",
-    "TimeoutError",
-    "TypeError",
-    "UnboundLocalError",
-    "UnicodeError",
-    "ValueError",
-    "ZeroDivisionError",
-)
-_KNOWN_PLACES = {
-    "sqlite3": "Error DatabaseError IntegrityError OperationalError ProgrammingError"
-    " InterfaceError DataError NotSupportedError Warning",
-    "lucyshop.store": "WriteLockTimeout",
-    "lucyshop.supplier.client": "SupplierUnavailable SupplierRefused",
-    "lucyshop.models": "ModelUnavailable ModelRefused",
-    "lucyshop.lab.loader": "ReferenceBlocked",
-}
-
-
-def _known() -> dict[tuple[str, str], type[BaseException]]:
-    import importlib
-
-    known: dict[tuple[str, str], type[BaseException]] = {
-        ("builtins", name): getattr(builtins, name) for name in _BUILTIN
-    }
-    for module, names in _KNOWN_PLACES.items():
-        owner = importlib.import_module(module)
-        for name in names.split():
-            known[(module, name)] = getattr(owner, name)
-    return known
-
-
-_STUDENT_TYPES: dict[str, type[StudentError]] = {}
-CALLBACKS = ("__call__", "__iter__")  # the dunders a worker may use on what it was handed
-PARAMETER_KINDS = {
-    kind.name: kind
-    for kind in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        inspect.Parameter.VAR_POSITIONAL,
-        inspect.Parameter.KEYWORD_ONLY,
-        inspect.Parameter.VAR_KEYWORD,
-    )
-}
-
-
-def student_error_type(name: str) -> type[StudentError]:
-    """A StudentError subclass that reads as the student's type name in a message."""
-    name = name.rpartition(".")[2]
-    if not name.isidentifier() or keyword.iskeyword(name) or len(name) > 60:
-        name = "StudentError"
-    if name not in _STUDENT_TYPES:
-        _STUDENT_TYPES[name] = type(name, (StudentError,), {"remote_type": name})
-    return _STUDENT_TYPES[name]
-
-
-def _short(value: Any) -> str:
-    return value[:STUDENT_CHARS] if isinstance(value, str) else ""
 
 
 class Sandbox:
@@ -212,7 +89,7 @@ class Sandbox:
         self.until, self.budget = time.monotonic() + FOREVER, FOREVER
         self.hung: set[str] = set()
         self.trusted: dict[int, Any] = {}
-        self._known = _known()
+        self._known = errors.known()
         self._mirrors: dict[tuple, type] = {}
         self.codec = wire.Codec(self._handle_of, self._object_of, self._data_of)
         self.values_only = wire.Codec(_no_handle, self._object_of, self._data_of)
@@ -321,7 +198,7 @@ class Sandbox:
         if reply["op"] == "value":
             return self.codec.decode(reply["value"])
         if reply["op"] == "error":
-            raise self.rebuilt(reply.get("error"))
+            raise errors.rebuilt(reply.get("error"), known=self._known, shown=self.shown)
         self.stop()
         raise WorkerDied(what.split(" ")[-1], None)
 
@@ -408,36 +285,11 @@ class Sandbox:
                 short if short.isidentifier() else "Data",
                 list(fields),
                 frozen=True,
-                namespace={"__getattr__": _remote_attribute, "_sandbox": self},
+                namespace={"__getattr__": remote_attribute, "_sandbox": self},
             )
             cls.__module__, cls.__qualname__ = module, name
             self._mirrors[key] = cls
         return self._mirrors[key](**fields)
-
-    def rebuilt(self, error: Any) -> BaseException:
-        """The worker's exception as one of ours (see the module's docstring)."""
-        if not isinstance(error, dict):
-            return StudentError("an exception the sandbox could not describe")
-        module, name = _short(error.get("module")), _short(error.get("type"))
-        message = _short(error.get("message"))
-        attrs = error.get("attrs") if isinstance(error.get("attrs"), dict) else {}
-        if (module, name) == ("lucyshop.lab.given.stubs", "NotStarted"):
-            function, section = _short(attrs.get("function")), _short(attrs.get("section"))
-            rebuilt: BaseException = NotStarted(function, section, where=self.shown)
-        else:
-            cls = self._known.get((module, name))
-            if cls is None:
-                rebuilt = student_error_type(name)(message)
-            else:
-                rebuilt = cls.__new__(cls)
-                BaseException.__init__(rebuilt, message)
-                for attr in ("status", "error"):
-                    if attr in attrs:
-                        setattr(rebuilt, attr, attrs[attr])
-        where = error.get("where")
-        if isinstance(where, list) and len(where) == 3 and type(where[2]) is int:
-            rebuilt.sandbox_where = (_short(where[0]), _short(where[1]), where[2])
-        return rebuilt
 
     def mirror(self, remote: Remote, path: Path) -> Mirror:
         """Our own connection to the shop file at ``path`` (the path the test chose), paired
@@ -465,101 +317,3 @@ def checked_file(path: Path, roots: Iterable[Path]) -> Path:
     if real.exists() and not real.is_file():
         raise ValueError(f"{path} is not a regular file")
     return real
-
-
-def _remote_attribute(self: Any, name: str) -> Any:
-    """An attribute of a returned dataclass that is not a field: asked of the worker."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    sandbox: Sandbox = type(self)._sandbox
-    what = f"{type(self).__qualname__}.{name}"
-    if what in sandbox.hung:
-        raise TimedOutBefore(what)
-    message = {"op": "get", "target": sandbox.codec.encode(self), "name": name}
-    return sandbox.request(message, f"reading {what}")
-
-
-class Mirror(sqlite3.Connection):
-    """Our connection to a shop file, paired with the worker's connection to the same file.
-
-    A class with ``paired = True`` is handed into the sandbox as its ``remote``: the worker
-    gets its own connection, and reading ours reads the file, never the worker's answer."""
-
-    paired = True
-    remote: Remote | None = None
-
-
-class Remote:
-    """An object that stays in the worker: a module, a function, a class, a connection."""
-
-    def __init__(self, sandbox: Sandbox, handle: dict, name: str) -> None:
-        object.__setattr__(self, "_sandbox", sandbox)
-        object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_name", name)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        sandbox: Sandbox = self._sandbox
-        if name in sandbox.hung:
-            return _fails_at_once(name)
-        if self._handle["$handle"][0] == "module":
-            message = {"op": "get_module", "module": self._handle["$handle"][2], "name": name}
-        else:
-            message = {"op": "get", "target": self._handle, "name": name}
-        value = sandbox.request(message, f"reading {name}")
-        if isinstance(value, Remote):
-            object.__setattr__(value, "_name", name)
-        return value
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        sandbox: Sandbox = self._sandbox
-        if self._name in sandbox.hung:
-            raise TimedOutBefore(self._name)
-        message = {"op": "call", "target": self._handle}
-        message |= {
-            "args": sandbox.codec.encode(list(args)),
-            "kwargs": sandbox.codec.encode(kwargs),
-        }
-        return sandbox.request(message, f"calling {self._name}")
-
-    def __repr__(self) -> str:
-        return f"<{self._name} in the sandbox>"
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        """The parameters of the function in the worker (``inspect.signature`` reads this)."""
-        sandbox: Sandbox = self._sandbox
-        found = sandbox.request(
-            {"op": "signature", "target": self._handle}, f"reading {self._name}"
-        )
-        if not isinstance(found, list):
-            raise TypeError(f"no signature for {self._name}")
-        parameters = []
-        for name, kind, has_default, default in found:
-            if not (isinstance(name, str) and name.isidentifier() and kind in PARAMETER_KINDS):
-                raise TypeError(f"a parameter of {self._name} that is not one")
-            default = default if has_default else inspect.Parameter.empty
-            parameters.append(inspect.Parameter(name, PARAMETER_KINDS[kind], default=default))
-        return inspect.Signature(parameters)
-
-
-def sandboxed_shop(impl: Remote, path: Path) -> tuple[Mirror, Remote]:
-    """``impl.open_worker_shop(path)`` in the sandbox: the student's connection comes back
-    paired with our own connection to ``path``, the queue as a handle to the worker's."""
-    connection, queue = impl.open_worker_shop(path)
-    return impl._sandbox.mirror(connection, path), queue
-
-
-def kind_of(value: Any) -> str:
-    """What a handle stands for (``object sqlite3.Connection``), or the local type's name."""
-    if isinstance(value, Remote):
-        return value._handle["$handle"][2]
-    return f"object {type(value).__module__}.{type(value).__qualname__}"
-
-
-def _fails_at_once(name: str):
-    def failing(*_args: Any, **_kwargs: Any) -> None:
-        raise TimedOutBefore(name)
-
-    return failing

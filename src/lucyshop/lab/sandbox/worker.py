@@ -29,7 +29,7 @@ from lucyshop.lab.sandbox import wire
 MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
 KIT = (  # the kit modules the trusted side may call in here
     "lucyshop.lab.sandbox.probes",
-    "lucyshop.lab.sandbox.pg_probes",
+    "lucyshop.lab.sandbox.postgres.probes",
 )
 STUDENT_DIRS: set[str] = set()  # where the loaded student files are: their frames are named
 

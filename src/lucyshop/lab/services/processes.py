@@ -2,8 +2,8 @@
 
 The checkpoint and the experiment start real processes (workers, suppliers) and must never hang
 on one that died, stopped or ignores signals. So: a ready file is written atomically and waited
-for with a deadline that also notices the process exiting first, and ``Children`` ends whatever
-it started when its ``with`` block ends, however it ends.
+for with a deadline that also notices the process exiting first, and ``SharedGroupChildren``
+ends whatever it started when its ``with`` block ends, however it ends.
 
 Questions about other processes (is it alive, is it stopped, what did it start, which ones
 mention a marker) go through psutil, so they read the same on Linux and macOS.
@@ -62,7 +62,7 @@ def _stderr_tail(proc: subprocess.Popen[Any]) -> str:
     """The last part of what an exited process wrote to stderr, if it went to a pipe or a file.
 
     A pipe is read without blocking (a grandchild may still hold it open); a file is known when
-    ``Children.spawn`` recorded its name as ``proc.stderr_log``.
+    ``SharedGroupChildren.spawn`` recorded its name as ``proc.stderr_log``.
     """
     data = b""
     if proc.stderr is not None:
@@ -134,14 +134,17 @@ def wait_exit(proc: subprocess.Popen[Any], *, timeout: float) -> int:
         raise TimeoutError(f"process {proc.pid} still running: waited {timeout:.2f}s") from None
 
 
-class Children:
-    """Owns the processes it spawns and ends every one still alive when the block ends.
+class SharedGroupChildren:
+    """Owns the processes it spawns, all in the parent's process group, and ends every one
+    still alive when the block ends.
 
     Ending is SIGCONT (a stopped process cannot act on SIGTERM), SIGTERM, up to 2 s of grace,
     then SIGKILL and a bounded wait, and it happens on success, on an exception and on
-    KeyboardInterrupt alike. Children read no terminal input (stdin is /dev/null) but stay in
-    the parent's process group on purpose: a Ctrl-C or a kill of the group reaches them too,
-    rather than leaving them running unnoticed in a session of their own.
+    KeyboardInterrupt alike. The children read no terminal input (stdin is /dev/null) but share
+    the parent's process group on purpose: they are the kit's own workers and suppliers, so a
+    Ctrl-C or a kill of the group reaches them too, rather than leaving them running unnoticed
+    in a session of their own. (``check.guard.OwnGroupChild`` makes the opposite choice, for a
+    student's code that must be ended as a group without signalling the check.)
     """
 
     def __init__(self) -> None:
@@ -214,9 +217,10 @@ def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subpro
 
 
 def end_children_on_sigterm() -> None:
-    """From now on SIGTERM raises SystemExit(143) here, so that every ``with Children()`` block
-    ends its children on the way out: by default a ``kill`` of this process alone would leave
-    them running, orphaned. (Call it from the main thread of a command line.)"""
+    """From now on SIGTERM raises SystemExit(143) here, so that every ``with
+    SharedGroupChildren()`` block ends its children on the way out: by default a ``kill`` of
+    this process alone would leave them running, orphaned. (Call it from the main thread of a
+    command line.)"""
     signal.signal(signal.SIGTERM, _terminated)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.services.processes import Children, python_argv, wait_for_file
+from lucyshop.lab.services.processes import SharedGroupChildren, python_argv, wait_for_file
 from lucyshop.supplier import SupplierClient
 
 
@@ -69,7 +69,7 @@ def supplier_process(
     }
     words = [str(word) for option in options.items() for word in option]
     argv = python_argv("lucyshop.supplier", *words, blocked=False)
-    with Children() as children:
+    with SharedGroupChildren() as children:
         with open(directory / f"{identity}.log", "ab") as log:
             proc = children.spawn(argv, stderr=log)
         info = wait_for_file(ready, timeout=start_timeout, proc=proc)

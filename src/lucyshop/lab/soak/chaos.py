@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.loader import ENV
-from lucyshop.lab.services.processes import Children, python_argv
+from lucyshop.lab.services.processes import SharedGroupChildren, python_argv
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
 from lucyshop.lab.soak.shop import (
@@ -132,7 +132,7 @@ class Soak:
 
     # -- workers
 
-    def start(self, children: Children, slot: Slot, supplier: Any) -> None:
+    def start(self, children: SharedGroupChildren, slot: Slot, supplier: Any) -> None:
         """Start the next process in ``slot``; two times in three under the shared service name."""
         rng = random.Random(f"owner:{self.config.seed}:{slot.index}:{slot.starts}")
         slot.owner = SERVICE if rng.random() < 2 / 3 else f"w{slot.index}.{slot.starts}"
@@ -172,7 +172,9 @@ class Soak:
         slot.starts += 1
         slot.killed, slot.paused_until, slot.restart_at = False, None, None
 
-    def supervise(self, children: Children, supplier: Any, now: float, *, chaos: bool) -> None:
+    def supervise(
+        self, children: SharedGroupChildren, supplier: Any, now: float, *, chaos: bool
+    ) -> None:
         """Continue pauses that are due, notice exits, restart what is due (a service manager)."""
         for slot in self.slots:
             if slot.paused_until is not None and now >= slot.paused_until:
@@ -300,7 +302,7 @@ class Soak:
                 seed=config.seed,
                 reject_skus=(REJECTED_SKU,),
             ) as supplier,
-            Children() as children,
+            SharedGroupChildren() as children,
         ):
             db, _ = self.leases.open_worker_shop(self.shop)
             try:
@@ -327,7 +329,7 @@ class Soak:
             problems.insert(0, f"admission failed: {type(error).__name__}: {error}")
         return problems
 
-    def chaos(self, children: Children, supplier: Any) -> None:
+    def chaos(self, children: SharedGroupChildren, supplier: Any) -> None:
         config = self.config
         started = time.monotonic()
         stop = threading.Event()
@@ -361,7 +363,9 @@ class Soak:
                 if slot.paused_until is not None:
                     self.resume(slot)
 
-    def drain_queue(self, children: Children, supplier: Any, db: sqlite3.Connection) -> None:
+    def drain_queue(
+        self, children: SharedGroupChildren, supplier: Any, db: sqlite3.Connection
+    ) -> None:
         """End the workers where they stand; ``recover_once`` takes the rest, ``reconcile`` settles.
 
         Chaos is over and every paused worker was continued. The workers are then ended in

@@ -23,412 +23,63 @@ Gradescope builds its image by running the zip's ``setup.sh`` on Ubuntu 22.04, t
 
 Reruns reuse the downloaded packages and built wheels (``build/stockimage/cache``); ``--fresh``
 starts from nothing. Linux only, as root, with ``debootstrap`` and util-linux's ``unshare``.
+
+The steps live by what they touch: ``image`` (the Debian tarball and its unpacking),
+``inside`` (running a command in the image's namespaces), ``quota`` (the cgroup limits);
+this module is the proof that runs them in order, checks ``results.json`` and writes the
+evidence.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
-import tarfile
-import threading
-import time
-import zipfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import psutil
+from typing import Any
 
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.grade import rubric as rubrics
-from lucyshop.lab.grade.gradescope import autograder
+from lucyshop.lab.grade.gradescope import autograder, image, inside, quota
+from lucyshop.lab.grade.gradescope.image import (
+    SUITE,
+    ProofError,
+    debian_mirror,
+    pristine,
+    pythons_in,
+    remove_tree,
+    trust_local_cas,
+    unpack,
+)
+from lucyshop.lab.grade.gradescope.inside import ENTER, Ran, in_image
+from lucyshop.lab.grade.gradescope.quota import Quota
 from lucyshop.lab.loader import ROOT
 
-SUITE = "bookworm"  # Debian 12: the suite whose mirror the kit's machines are set up with
 BUILD = ROOT / "build" / "stockimage"
 EVIDENCE = ROOT / "evidence" / "gradescope-run.json"
-ENTER = autograder.TEMPLATES / "enter-image.sh"
 TEMPLATES = (autograder.TEMPLATES / "setup.sh", autograder.TEMPLATES / "run_autograder")
 RESULTS_SCHEMA = ROOT / "grading" / "results.schema.json"
 SUBMISSION = tuple(
     ROOT / "solutions" / name for name in ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 )
-SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
-# Certificate authorities this machine adds to Debian's (a network that re-signs TLS): copied
-# into the image, where installing ca-certificates trusts them, so that pip reaches PyPI.
-LOCAL_CAS = Path("/usr/local/share/ca-certificates")
 IMAGE_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-CGROUPS = Path("/sys/fs/cgroup")
 GRADESCOPE_MEMORY = 768 * 2**20  # bytes: Gradescope's default, a Docker limit of 768m
-CPU_PERIOD_US = 100_000
-DEBOOTSTRAP_SECONDS = 900.0
 SETUP_SECONDS = 2400.0  # apt and pip, from cold
-SAMPLE_SECONDS = 0.2  # between looks at the process tree's resident size
-KILL_WAIT = 10.0
 SCHEMA = "gradescope-run/1"
 MODE_ENV = "LUCYSHOP_ISOLATION"  # lucyshop.lab.sandbox.jail's override of its own choice
-
-
-class ProofError(RuntimeError):
-    """The proof could not be run here (not the autograder failing it): says why."""
-
-
-# ---------------------------------------------------------------- the image
-
-
-def debian_mirror(sources: Iterable[Path] = SOURCES, suite: str = SUITE) -> str:
-    """The URI of the first ``deb`` entry for ``suite`` in apt's sources (both formats)."""
-    files: list[Path] = []
-    for source in sources:
-        if source.is_dir():
-            files += sorted(p for p in source.iterdir() if p.suffix in (".list", ".sources"))
-        elif source.is_file():
-            files.append(source)
-    for path in files:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        entries = _deb822(text) if path.suffix == ".sources" else _one_line(text)
-        for types, uris, suites in entries:
-            if "deb" in types and suite in suites and uris:
-                return uris[0]
-    named = ", ".join(map(str, files)) or "nothing"
-    raise ProofError(f"no 'deb' entry for Debian {suite} in {named}: pass --mirror URL")
-
-
-def _one_line(text: str) -> list[tuple[list[str], list[str], list[str]]]:
-    """``deb [options] URI SUITE COMPONENT...`` lines."""
-    entries = []
-    for line in text.splitlines():
-        line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0])
-        words = line.split()
-        if len(words) >= 3:
-            entries.append(([words[0]], [words[1]], [words[2]]))
-    return entries
-
-
-def _deb822(text: str) -> list[tuple[list[str], list[str], list[str]]]:
-    """Stanzas of ``Types:``, ``URIs:`` and ``Suites:`` fields, separated by blank lines."""
-    entries = []
-    for stanza in re.split(r"\n\s*\n", text):
-        fields: dict[str, list[str]] = {}
-        for line in stanza.splitlines():
-            if line.startswith("#") or ":" not in line:
-                continue
-            name, value = line.split(":", 1)
-            fields[name.strip().lower()] = value.split()
-        if fields.get("enabled", ["yes"]) != ["no"]:
-            entries.append(
-                (fields.get("types", []), fields.get("uris", []), fields.get("suites", []))
-            )
-    return entries
-
-
-def pristine(cache: Path, mirror: str, *, fresh: bool = False) -> Path:
-    """The tarball of a bare ``debootstrap --variant=minbase`` root filesystem, made once."""
-    tarball = cache / f"{SUITE}-minbase.tar"
-    if tarball.is_file() and not fresh:
-        return tarball
-    work = cache / "debootstrap"
-    remove_tree(work)
-    print(f"stockimage: debootstrap --variant=minbase {SUITE} from {mirror}", flush=True)
-    argv = ["debootstrap", "--variant=minbase", SUITE, str(work), mirror]
-    done = subprocess.run(
-        argv, check=False, capture_output=True, text=True, timeout=DEBOOTSTRAP_SECONDS
-    )
-    if done.returncode != 0:
-        raise ProofError(f"debootstrap failed ({done.returncode}): {done.stdout[-2000:]}")
-    partial = tarball.with_suffix(".tar.partial")
-    tar = ["tar", "--numeric-owner", "--xattrs", "-C", str(work), "-cf", str(partial), "."]
-    subprocess.run(tar, check=True, timeout=DEBOOTSTRAP_SECONDS)
-    partial.replace(tarball)
-    remove_tree(work)
-    return tarball
-
-
-def pythons_in(tarball: Path) -> list[str]:
-    """The Python interpreters a root filesystem tarball holds (none in a minbase one)."""
-    with tarfile.open(tarball) as archive:
-        names = archive.getnames()
-    return sorted(n for n in names if re.search(r"(^|/)usr/(local/)?bin/python[0-9.]*$", n))
-
-
-def unpack(tarball: Path, root: Path, zip_path: Path, hand_in: Sequence[Path]) -> None:
-    """A fresh root filesystem at ``root``: the image, the zip as /autograder/source, and the
-    hand-in as /autograder/submission."""
-    remove_tree(root)
-    root.mkdir(parents=True)
-    tar = ["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-xf", str(tarball)]
-    subprocess.run(tar, check=True, timeout=DEBOOTSTRAP_SECONDS)
-    source = root / "autograder" / "source"
-    with zipfile.ZipFile(zip_path) as archive:
-        archive.extractall(source)
-    for name in ("setup.sh", "run_autograder"):
-        (source / name).chmod(0o755)  # Gradescope keeps the zip's modes; extractall does not
-    shutil.copy2(source / "run_autograder", root / "autograder" / "run_autograder")  # as it does
-    submission = root / "autograder" / "submission"
-    submission.mkdir(parents=True)
-    for path in hand_in:
-        shutil.copy2(path, submission / path.name)
-
-
-def trust_local_cas(root: Path, cas: Path = LOCAL_CAS) -> list[str]:
-    """Copy this machine's local certificate authorities into the image; return their names.
-
-    Only the network of the machine running the proof needs them (Gradescope's does not):
-    Debian's ca-certificates, which setup.sh installs, trusts what it finds in this folder.
-    """
-    found = sorted(p for p in cas.glob("*.crt") if p.is_file()) if cas.is_dir() else []
-    inside = root / cas.relative_to("/")
-    inside.mkdir(parents=True, exist_ok=True)
-    for path in found:
-        shutil.copy2(path, inside / path.name)
-    return [path.name for path in found]
-
-
-def remove_tree(path: Path) -> None:
-    """Remove ``path``, refusing while anything is mounted inside it."""
-    if not path.exists():
-        return
-    inside = [m.mountpoint for m in psutil.disk_partitions(all=True)]
-    inside = [m for m in inside if Path(m).is_relative_to(path.resolve())]
-    if inside:
-        raise ProofError(f"{path} still has mounts inside it ({', '.join(inside)}): not removed")
-    shutil.rmtree(path)
-
-
-# ---------------------------------------------------------------- the limits
-
-
-@dataclass
-class Quota:
-    """Half a core and Gradescope's memory for one process tree, as a cgroup (v2 or v1).
-
-    ``mechanism`` is ``none`` (and ``why_not`` says why) where no cgroup can be made here; the
-    run then goes unconfined, and the evidence says so.
-    """
-
-    cpu: float
-    memory: int
-    mechanism: str = "none"
-    why_not: str = ""
-    groups: dict[str, Path] = field(default_factory=dict)  # controller -> its directory
-
-    @classmethod
-    def make(cls, cpu: float, memory: int, name: str) -> Quota:
-        quota = cls(cpu, memory)
-        try:
-            if (CGROUPS / "cgroup.controllers").is_file():
-                quota._make_v2(name)
-            else:
-                quota._make_v1(name)
-        except OSError as error:
-            quota.remove()
-            quota.why_not = f"cannot make a cgroup under {CGROUPS}: {error}"
-            quota.mechanism = "none"
-        return quota
-
-    def _make_v2(self, name: str) -> None:
-        (CGROUPS / "cgroup.subtree_control").write_text("+cpu +memory")
-        group = CGROUPS / name
-        group.mkdir()
-        self.groups = {"unified": group}
-        (group / "cpu.max").write_text(f"{round(self.cpu * CPU_PERIOD_US)} {CPU_PERIOD_US}")
-        (group / "memory.max").write_text(str(self.memory))
-        if (group / "memory.swap.max").exists():
-            (group / "memory.swap.max").write_text("0")
-        self.mechanism = "cgroup v2"
-
-    def _make_v1(self, name: str) -> None:
-        mounts = {}
-        for part in psutil.disk_partitions(all=True):
-            if part.fstype == "cgroup":
-                for controller in ("cpu", "cpuacct", "memory"):
-                    if controller in part.opts.split(","):
-                        mounts.setdefault(controller, Path(part.mountpoint))
-        if not {"cpu", "memory"} <= set(mounts):
-            raise OSError(errno.ENOENT, "no cgroup v1 cpu and memory hierarchies mounted")
-        for controller, mount in mounts.items():
-            group = mount / name
-            if group not in self.groups.values():
-                group.mkdir()
-            self.groups[controller] = group
-        cpu = self.groups["cpu"]
-        (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-        (cpu / "cpu.cfs_quota_us").write_text(str(round(self.cpu * CPU_PERIOD_US)))
-        memory = self.groups["memory"]
-        (memory / "memory.limit_in_bytes").write_text(str(self.memory))
-        if (memory / "memory.memsw.limit_in_bytes").exists():
-            (memory / "memory.memsw.limit_in_bytes").write_text(str(self.memory))
-        self.mechanism = "cgroup v1"
-
-    def join(self) -> None:
-        """Put the calling process in every group (a child's ``preexec_fn``, before exec)."""
-        for group in dict.fromkeys(self.groups.values()):
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-
-    def figures(self) -> dict[str, Any]:
-        """Peak memory, OOM kills, CPU-seconds and throttled periods the kernel counted."""
-        if self.mechanism == "cgroup v2":
-            group = self.groups["unified"]
-            cpu = _keyed(group / "cpu.stat")
-            events = _keyed(group / "memory.events")
-            return {
-                "peak_bytes": _number(group / "memory.peak"),
-                "limit_hits": events.get("max"),
-                "oom_kills": events.get("oom_kill"),
-                "cpu_seconds": cpu.get("usage_usec", 0) / 1e6,
-                "throttled_periods": cpu.get("nr_throttled"),
-            }
-        if self.mechanism == "cgroup v1":
-            memory, cpu = self.groups["memory"], self.groups["cpu"]
-            usage = self.groups.get("cpuacct")
-            return {
-                "peak_bytes": _number(memory / "memory.max_usage_in_bytes"),
-                "limit_hits": _number(memory / "memory.failcnt"),
-                "oom_kills": _keyed(memory / "memory.oom_control").get("oom_kill"),
-                "cpu_seconds": _number(usage / "cpuacct.usage") / 1e9 if usage else None,
-                "throttled_periods": _keyed(cpu / "cpu.stat").get("nr_throttled"),
-            }
-        return {"peak_bytes": None, "limit_hits": None, "oom_kills": None, "cpu_seconds": None}
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "mechanism": self.mechanism,
-            "why_not": self.why_not or None,
-            "cpu_cores": self.cpu,
-            "cpu_quota_us": round(self.cpu * CPU_PERIOD_US),
-            "cpu_period_us": CPU_PERIOD_US,
-            "memory_limit_bytes": self.memory if self.mechanism != "none" else None,
-        }
-
-    def remove(self) -> None:
-        """Remove the groups (empty once the run's PID namespace is gone; bounded retries)."""
-        for group in dict.fromkeys(self.groups.values()):
-            for _ in range(50):
-                try:
-                    group.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as error:
-                    if error.errno != errno.EBUSY:
-                        raise
-                    time.sleep(0.1)
-        self.groups = {}
-
-
-def _number(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _keyed(path: Path) -> dict[str, int]:
-    """``name value`` lines (cpu.stat, memory.events, memory.oom_control) as a dict."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return {}
-    pairs = (line.split() for line in lines)
-    return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
-
-
-# ---------------------------------------------------------------- running inside
-
-
-@dataclass
-class Ran:
-    command: list[str]
-    exit_status: int | None  # None: stopped at the deadline
-    seconds: float
-    peak_tree_rss_bytes: int
-    peak_processes: int
-    log: Path
-
-
-def in_image(
-    root: Path,
-    command: Sequence[str],
-    *,
-    timeout: float,
-    log: Path,
-    binds: Sequence[tuple[Path, str]] = (),
-    quota: Quota | None = None,
-) -> Ran:
-    """Run ``command`` in the image ``root`` (its whole filesystem, in a PID and mount namespace
-    of its own: ``enter-image.sh``) for at most ``timeout`` seconds; its output goes to ``log``
-    and, line by line, to stdout."""
-    argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"]
-    argv += ["--", "bash", str(ENTER), str(root), *(f"{host}:{inside}" for host, inside in binds)]
-    argv += ["--", *command]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    child = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=quota.join if quota and quota.groups else None,  # noqa: PLW1509
-    )
-    peak = _Peak(child.pid)
-    with log.open("wb") as sink:
-        copier = threading.Thread(target=_copy, args=(child.stdout, sink), daemon=True)
-        copier.start()
-        peak.start()
-        try:
-            status: int | None = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            status = None
-            os.killpg(child.pid, signal.SIGKILL)  # the namespace's first process: all go
-            child.wait(timeout=KILL_WAIT)
-        finally:
-            peak.stop()
-            copier.join(timeout=KILL_WAIT)
-    seconds = time.monotonic() - started
-    return Ran(list(command), status, seconds, peak.rss, peak.processes, log)
-
-
-def _copy(stream: IO[bytes], sink: IO[bytes]) -> None:
-    for line in iter(stream.readline, b""):
-        sink.write(line)
-        sys.stdout.write("  | " + line.decode("utf-8", "replace"))
-        sys.stdout.flush()
-
-
-class _Peak(threading.Thread):
-    """The largest summed resident size of a process and its descendants, sampled."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.rss, self.processes = pid, 0, 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(SAMPLE_SECONDS):
-            try:
-                top = psutil.Process(self.pid)
-                tree = [top, *top.children(recursive=True)]
-            except psutil.Error:
-                return
-            total = 0
-            for process in tree:
-                try:
-                    total += process.memory_info().rss
-                except psutil.Error:
-                    continue
-            self.rss, self.processes = max(self.rss, total), max(self.processes, len(tree))
-
-    def stop(self) -> None:
-        self.done.set()
-        self.join(timeout=KILL_WAIT)
+# The proof's own code, by sha256 in its evidence: this module and the steps it runs.
+CODE = (
+    Path(autograder.__file__),
+    Path(__file__),
+    *(Path(step.__file__) for step in (image, inside, quota)),
+    ENTER,
+    *TEMPLATES,
+)
 
 
 # ---------------------------------------------------------------- the proof
@@ -519,7 +170,7 @@ def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
         remove_tree(cache)
     record = receipts.provenance(
         command=["-m", "lucyshop.lab.grade.gradescope.stockimage", *args.argv],
-        code=[Path(autograder.__file__), Path(__file__), ENTER, *TEMPLATES],
+        code=list(CODE),
     )
     reused = {"pip": any((cache / "pip").glob("*")), "apt": any((cache / "apt").glob("*.deb"))}
     mirror = args.mirror or debian_mirror()
@@ -676,8 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = evidence(args, record, found)
     receipts.write_receipt(args.evidence, document)
     print(json.dumps({k: document[k] for k in ("checks", "run", "results")}, indent=1))
-    verdict = "PASSED" if document["passed"] else "FAILED"
-    print(f"stockimage: {verdict}; evidence in {receipts.shown(args.evidence)}")
+    outcome = "PASSED" if document["passed"] else "FAILED"  # the proof's, not a check's
+    print(f"stockimage: {outcome}; evidence in {receipts.shown(args.evidence)}")
     return 0 if document["passed"] else 1
 
 

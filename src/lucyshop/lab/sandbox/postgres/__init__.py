@@ -1,0 +1,11 @@
+"""Exercise 7 in the sandbox: the student's ``ch13_postgres.py`` in a worker that reaches a
+PostgreSQL server only through a relay, as a role of its own.
+
+- ``box``: the worker and its relay (``pg_sandbox``, ``PgSandbox``), and our connection
+  paired with the worker's (``paired``).
+- ``probes``: what the trusted side does inside that worker (its own connection, its clock,
+  a race of claims).
+
+A room of its own because only exercise 7 needs it (and psycopg); the chapter's SQLite
+checks never import it.
+"""

@@ -1,0 +1,142 @@
+"""Each shared shop fixture is stated once in tests/: in ``shop_fixtures.py``, nowhere else.
+
+The order every suite proposes (``VANILLA``, and the same dict written out), the free-port
+probe (a socket bound to port 0 and closed, not listened on), ``dead_endpoint``, and the
+``supplier``, ``shared_supplier`` and ``held`` fixtures. A second copy drifts from the first
+(a different rejected SKU, a different claim), so a test file that needs one imports it or
+asks for the fixture.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from shop_fixtures import VANILLA
+
+TESTS = Path(__file__).resolve().parent
+HOME = TESTS / "shop_fixtures.py"
+DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU"}
+DEFINED = {
+    "free_port",
+    "_free_port",
+    "dead_endpoint",
+    "running_supplier",
+    "supplier",
+    "shared_supplier",
+    "held",
+}
+
+
+def restatements(source: str) -> list[str]:
+    """Where ``source`` states one of the shared fixtures again, one line each, in order."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [
+                (node.lineno, f"{t.id} = ...")
+                for t in targets
+                if isinstance(t, ast.Name) and t.id in DATA
+            ]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.name in DEFINED:
+                found.append((node.lineno, f"def {node.name}"))
+            found += [(line, f"a free-port probe in {node.name}()") for line in probes(node)]
+        elif isinstance(node, ast.Dict) and literal(node) == VANILLA:
+            found.append((node.lineno, "the VANILLA order written out"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def probes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """Lines where ``function`` binds a socket to port 0 without listening on it: a port
+    taken only to learn a free number (a listening server is something else)."""
+    calls = [n for n in ast.walk(function) if isinstance(n, ast.Call)]
+    methods = {c.func.attr for c in calls if isinstance(c.func, ast.Attribute)}
+    if "listen" in methods:
+        return []
+    return [
+        c.lineno
+        for c in calls
+        if isinstance(c.func, ast.Attribute)
+        and c.func.attr == "bind"
+        and c.args
+        and isinstance(c.args[0], ast.Tuple)
+        and len(c.args[0].elts) == 2
+        and isinstance(c.args[0].elts[1], ast.Constant)
+        and c.args[0].elts[1].value == 0
+    ]
+
+
+def literal(node: ast.Dict) -> object:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in TESTS.rglob("*.py") if p != HOME),
+    ids=lambda p: p.relative_to(TESTS).as_posix(),
+)
+def test_no_shared_fixture_is_stated_again(path: Path) -> None:
+    assert restatements(path.read_text(encoding="utf-8")) == [], (
+        f"{path.relative_to(TESTS)} states a shared fixture again: import it from"
+        " shop_fixtures (or ask for the fixture) instead"
+    )
+
+
+def test_the_fixtures_live_in_shop_fixtures() -> None:
+    found = restatements(HOME.read_text(encoding="utf-8"))
+    assert {line.split(": ", 1)[1] for line in found} >= {
+        "VANILLA = ...",
+        "def free_port",
+        "def supplier",
+        "def held",
+        "a free-port probe in free_port()",
+    }
+
+
+def test_the_check_finds_each_kind_of_copy() -> None:
+    """Planted copies, one of each kind, are all found; a listening server is not one."""
+    planted = """
+VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+def test_dead(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    order(port, {"quantity": 6, "unit_cents": 450, "sku": "vanilla-tub"})
+
+@pytest.fixture
+def held(impl, db, add_work):
+    add_work()
+    return impl.claim(db, "till", ttl=30)
+
+@pytest.fixture
+def supplier(tmp_path):
+    with supplier_process(tmp_path) as running:
+        yield running
+
+def server():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+"""
+    assert restatements(planted) == [
+        "line 2: VANILLA = ...",
+        "line 2: the VANILLA order written out",
+        "line 4: def _free_port",
+        "line 6: a free-port probe in _free_port()",
+        "line 11: a free-port probe in test_dead()",
+        "line 13: the VANILLA order written out",
+        "line 16: def held",
+        "line 21: def supplier",
+    ]
