@@ -7,6 +7,7 @@ Each case runs the report as a student would, in a child process, and reads its 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -17,19 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab.check import report as check_report
-from lucyshop.lab.check.report import (
-    CHECKPOINT,
-    MEASURED,
-    PG_EXERCISE,
-    PG_FILE,
-    shown,
-    subjects,
-    verdict,
-    without_reference_source,
-)
+from lucyshop.lab.check import results, suites
+from lucyshop.lab.check import subjects as subjects_module
+from lucyshop.lab.check.guard import Limits
+from lucyshop.lab.check.report import check_row, run_check
+from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, PG_FILE, shown, subjects
+from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.lesson.inline import pg_checker
+from lucyshop.lab.loader import ENV
 from lucyshop.lab.services import postgres
 
 # Module fixtures run whole suites (a whole report): past the 120 s default.
@@ -38,7 +35,7 @@ pytestmark = pytest.mark.timeout(900)
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 STUBS = ROOT / "learner" / "ch13_leases.py"
-ROWS = [label for label, *_ in subjects()]  # every function, then every exercise
+ROWS = [row.label for row in subjects()]  # every function, then every exercise
 # The stubs' checkpoint stops at its first case; where the kit has no checkpoint it is skipped.
 CHECKPOINT_STATUS = "NOT STARTED" if (ROOT / CHECKPOINT).is_file() else "SKIPPED"
 STATUSES = "NOT STARTED|FAILING|PASSING|LEFT OUT"
@@ -120,9 +117,24 @@ def test_the_solutions_pass_every_function():
 
 
 @pytest.fixture(scope="module")
-def stubs_checked() -> subprocess.CompletedProcess:
-    """One whole check of the untouched stubs, the checkpoint included (two tests read it)."""
-    return report("--impl", "learner")
+def stubs_checked(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One whole check of the untouched stubs, the checkpoint included (three tests read it),
+    its result also written as JSON (``stdout`` holds the table, ``json`` the document)."""
+    document = tmp_path_factory.mktemp("stubs") / "check.json"
+    result = report("--impl", "learner", "--json", str(document))
+    result.json = json.loads(document.read_text(encoding="utf-8"))
+    return result
+
+
+def test_a_real_checks_json_follows_the_contract_the_grader_reads(stubs_checked):
+    """The writer's document, from a real check of the stubs with the checkpoint, follows
+    schemas/check.json and says what the table says."""
+    document = stubs_checked.json
+    assert results.problems(document) == []
+    assert [row["label"] for row in document["rows"]] == ROWS
+    assert document["exit"] == stubs_checked.returncode == 3
+    assert document["summary"] == stubs_checked.stdout.strip().splitlines()[-1]
+    assert document["checkpoint"]["status"] == CHECKPOINT_STATUS
 
 
 def test_the_untouched_stubs_are_not_started_without_a_traceback(stubs_checked):
@@ -231,9 +243,17 @@ def test_exercise_4_raises_the_cause_not_the_barrier_it_broke():
 
 
 def test_one_written_function_among_stubs_runs_its_tests(tmp_path):
-    """The stubs' rows run nothing; the one row that is written still runs all of its tests."""
+    """The stubs' rows run nothing; the one row that is written still runs all of its tests.
+    The JSON it writes, failing tests and rows left out included, follows the contract."""
     started = hand_in(tmp_path, "ch13_leases.py", stubs_with_percentile_written(), "learner")
-    result = report("--impl", str(started), "--no-checkpoint", "--no-measured")
+    document = tmp_path / "check.json"
+    result = report(
+        "--impl", str(started), "--no-checkpoint", "--no-measured", "--json", str(document)
+    )
+    written = json.loads(document.read_text(encoding="utf-8"))
+    assert results.problems(written) == []
+    percentile = next(row for row in written["rows"] if row["label"] == "percentile")
+    assert percentile["status"] == "FAILING" and percentile["failures"], percentile
     rows = statuses(result.stdout)
     assert rows["percentile"][0] == "FAILING", rows["percentile"]  # the minimum is not p50
     assert rows["percentile"][1] != "no test ran", result.stdout
@@ -307,17 +327,17 @@ def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_te
     def no_tests(*_args, **_kwargs):
         raise AssertionError("a stub's check ran its tests")
 
-    monkeypatch.setattr(check_report, "run_suites", no_tests)
-    assert verdict("claim", "learner").startswith("claim: NOT STARTED\n  read notebook 13b § ")
-    exercise = verdict("exercise 3", "learner")
+    monkeypatch.setattr(suites, "run_suites", no_tests)
+    assert check_row("claim", "learner").startswith("claim: NOT STARTED\n  read notebook 13b § ")
+    exercise = check_row("exercise 3", "learner")
     assert exercise.startswith("exercise 3: NOT STARTED\n  read notebook 13c § "), exercise
-    postgres = verdict(PG_EXERCISE, "learner")
+    postgres = check_row(PG_EXERCISE, "learner")
     assert postgres.startswith("exercise 7: NOT STARTED\n  read notebook 13d § "), postgres
     assert str(pg_checker(STUBS)(PG_EXERCISE)) == postgres  # 13d's check("exercise 7")
 
 
 def test_a_notebook_check_of_a_written_function_runs_its_tests():
-    text = verdict("percentile", "solutions")
+    text = check_row("percentile", "solutions")
     assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text
 
 
@@ -326,13 +346,11 @@ def suites_run_by_a_check(chapter, tmp_path, monkeypatch, *, measured: bool) -> 
     result, and the paths each pytest child would have been given."""
     runs = []
     monkeypatch.setattr(
-        check_report, "run_suites", lambda *a, **_k: runs.append(a[4]) or check_report.SuiteRun()
+        suites, "run_suites", lambda *a, **_k: runs.append(a[4]) or suites.SuiteRun()
     )
-    result = check_report.Result(impl=str(chapter))
-    env = os.environ | {check_report.ENV: str(chapter)}
-    check_report.run_check(
-        result, chapter, env, tmp_path, "marker", False, measured, check_report.Limits()
-    )
+    result = results.Result(impl=str(chapter))
+    env = os.environ | {ENV: str(chapter)}
+    run_check(result, chapter, env, tmp_path, "marker", False, measured, Limits())
     return result, runs
 
 
@@ -352,10 +370,10 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
         named = {p for p in paths if not p.startswith("--")}
         ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
         ran |= {
-            f"{d}/{m}.py"
-            for _label, d, modules, _own in subjects()
-            for m in modules
-            if {d, f"{d}/{m}.py"} & named
+            f"{row.directory}/{m}.py"
+            for row in subjects()
+            for m in row.modules
+            if {row.directory, f"{row.directory}/{m}.py"} & named
         } - ignored
     assert ran == {"tests/learner/test_percentile.py"}
 
@@ -406,7 +424,7 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     )
     reason = "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
     if missing == "postgresql":
-        monkeypatch.setattr(check_report, "postgres_missing", lambda: reason)
+        monkeypatch.setattr(subjects_module, "postgres_missing", lambda: reason)
         expected = ("LEFT OUT", f"left out: it needs PostgreSQL, and {reason}")
     else:
         (tmp_path / PG_FILE).unlink()
@@ -417,7 +435,7 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     assert (row.status, row.message) == expected
     assert runs == [], "every other row is a stub, and exercise 7 cannot run: no test may run"
     assert "Traceback" not in printed
-    assert verdict(PG_EXERCISE, str(chapter)) == f"exercise 7: {expected[0]}\n  {expected[1]}"
+    assert check_row(PG_EXERCISE, str(chapter)) == f"exercise 7: {expected[0]}\n  {expected[1]}"
 
 
 BLOCK_PG = """import importlib.util

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
-from lucyshop.lab.check.report import module_of
+from lucyshop.lab.check.subjects import module_of
 
 # Module fixtures run whole suites (one per mutant): past the 120 s default.
 pytestmark = pytest.mark.timeout(900)

@@ -171,7 +171,7 @@ def test_notstarted_comes_from_the_lab_and_the_learner_never_imports_solutions()
 
 
 def test_the_report_lists_every_function_in_file_order():
-    from lucyshop.lab.check.report import FUNCTIONS
+    from lucyshop.lab.check.subjects import FUNCTIONS
 
     assert list(FUNCTIONS) == list(LEARNER_FUNCTIONS)
     for name in FUNCTIONS:

@@ -21,7 +21,7 @@ import pytest
 from nbclient import NotebookClient
 from shop_fixtures import free_port
 
-from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.lesson import notebooks
 from lucyshop.lab.lesson.inline import PG_TESTS
 from lucyshop.lab.services import postgres

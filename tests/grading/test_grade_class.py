@@ -20,7 +20,8 @@ import jsonschema
 import pytest
 from grading_class import build
 
-from lucyshop.lab.check.report import EXERCISES, FUNCTIONS, Limits
+from lucyshop.lab.check.guard import Limits
+from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS, column
@@ -118,7 +119,7 @@ def test_correct_files_pass_every_function_and_the_reference_every_case(graded_c
 @pytest.mark.timeout(2400)
 def test_a_missing_exercises_file_is_not_submitted_in_one_line(graded_class):
     _names, out, _rubric, rows = graded_class
-    for label, _module, _stubs in EXERCISES:
+    for label in (e.label for e in EXERCISES):
         assert rows["reference"][label] == "NOT SUBMITTED"
         assert counts(rows["reference"], label) == (0, 0)
     text = (out / "feedback" / "reference.txt").read_text(encoding="utf-8")

@@ -20,7 +20,10 @@ import pytest
 from grading_class import HANGS, INDEPENDENT, REFERENCE, STUBS, renamed_reference, stubs_with
 from mutants import BY_NAME
 
-from lucyshop.lab.check.report import EXERCISES, FUNCTIONS, Limits
+from lucyshop.lab.check.guard import Limits
+from lucyshop.lab.check.results import Row
+from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
+from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.__main__ import main as grade_main
 from lucyshop.lab.grade.classroom import grade_class
@@ -28,7 +31,7 @@ from lucyshop.lab.grade.gradebook import COLUMNS
 from lucyshop.lab.grade.gradescope import autograder
 from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.grade.similar import fingerprints as similarity
-from lucyshop.lab.grade.verdict import Case, Output, Row, Verdict, from_json, judge
+from lucyshop.lab.grade.verdict import Output, Verdict, from_json, verdict_on
 from lucyshop.lab.services.processes import processes_mentioning
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
@@ -46,12 +49,12 @@ def validate(document: dict) -> None:
 
 def checked(status: str = "PASSING", passed: int = 4, cases: int = 7) -> Verdict:
     rows = [Row(f, "function", status, passed, 4) for f in FUNCTIONS]
-    rows += [Row(label, "exercise", "NOT STARTED", 0, 4) for label, _m, _s in EXERCISES]
+    rows += [Row(e.label, "exercise", "NOT STARTED", 0, 4) for e in EXERCISES]
     return Verdict(
         "CHECKED",
         rows,
         "PASSED" if cases == 7 else "FAILED",
-        [Case(n, f"case {n}", n < cases) for n in range(7)],
+        [Case(n, f"case {n}", n < cases, "") for n in range(7)],
         feedback="the table",
     )
 
@@ -216,11 +219,11 @@ def test_the_schema_refuses_what_gradescope_would():
         validate({"score": 1, "visibility": "sometimes"})
 
 
-# ---------------------------------------------------------------- the judge's JSON
+# ---------------------------------------------------------------- the check's JSON
 
 
 def check_document(**changes) -> dict:
-    """A ``ch13-check/1`` document as the judge (issue 13) writes it."""
+    """A ``ch13-check/1`` document as ``make check --json`` writes it."""
     rows = [
         {
             "label": label,
@@ -232,7 +235,7 @@ def check_document(**changes) -> dict:
             "failures": [],
         }
         for label, kind in [(f, "function") for f in FUNCTIONS]
-        + [(e[0], "exercise") for e in EXERCISES]
+        + [(e.label, "exercise") for e in EXERCISES]
     ]
     exercise_6 = [row["label"] for row in rows].index("exercise 6")
     rows[exercise_6] |= {"status": "LEFT OUT", "passed": 0, "message": "left out by --no-measured"}
@@ -251,7 +254,7 @@ def check_document(**changes) -> dict:
     return document | changes
 
 
-def test_a_verdict_is_read_from_the_judges_json():
+def test_a_verdict_is_read_from_the_checks_json():
     verdict = from_json(check_document(), "printed")
     loaded = rubric.load()
     assert verdict.status == "CHECKED" and verdict.feedback == "the table a student sees"
@@ -260,7 +263,7 @@ def test_a_verdict_is_read_from_the_judges_json():
     assert verdict.checkpoint == "FAILED" and sum(c.passed for c in verdict.cases) == 6
     claim_share = loaded.functions.points * 2 / 21  # claim weighs 2 of 21 (16 rows, 5 doubled)
     # exercise 6 (left out) weighs 1 of 8: six exercises at 1, exercise 7 at 2
-    assert [loaded.exercises.weight(e[0]) for e in EXERCISES] == [1, 1, 1, 1, 1, 1, 2]
+    assert [loaded.exercises.weight(e.label) for e in EXERCISES] == [1, 1, 1, 1, 1, 1, 2]
     expected = (
         loaded.functions.points
         - claim_share * 2 / 3
@@ -270,11 +273,12 @@ def test_a_verdict_is_read_from_the_judges_json():
     assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.02)
 
 
-def test_a_judge_error_or_an_unknown_schema_is_not_a_grade():
+def test_a_file_that_cannot_be_checked_or_an_unknown_schema_is_not_a_grade():
     assert from_json(check_document(error="does not compile: line 3"), "").status == (
         "CANNOT CHECK"
     )
-    assert from_json(check_document(schema="ch13-check/9"), "").status == "JUDGE ERROR"
+    unknown = from_json(check_document(schema="ch13-check/9"), "")
+    assert unknown.status == "CHECK ERROR" and "ch13-check/1" in unknown.error, unknown.error
 
 
 # ---------------------------------------------------------------- bounded runs
@@ -294,7 +298,7 @@ def test_a_file_that_hangs_is_stopped_at_the_deadline(tmp_path):
     hanging.parent.mkdir()
     hanging.write_text(stubs_with(HANGS))
     started = time.monotonic()
-    verdict = judge(hanging, tmp_path / "tmp", timeout=5, checkpoint=False)
+    verdict = verdict_on(hanging, tmp_path / "tmp", timeout=5, checkpoint=False)
     assert verdict.status == "TIMED OUT" and "5s" in verdict.error
     assert time.monotonic() - started < 30
     assert rubric.score(verdict, rubric.load()) == 0
@@ -310,7 +314,7 @@ def test_an_interrupted_grader_ends_the_running_check_at_once(tmp_path):
     stop = threading.Event()
     threading.Timer(2, stop.set).start()
     started = time.monotonic()
-    verdict = judge(hanging, tmp_path / "tmp", timeout=600, checkpoint=False, stop=stop)
+    verdict = verdict_on(hanging, tmp_path / "tmp", timeout=600, checkpoint=False, stop=stop)
     assert verdict.status == "STOPPED"
     assert time.monotonic() - started < 20
     assert processes_mentioning(str(hanging)) == []

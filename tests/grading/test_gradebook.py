@@ -19,17 +19,19 @@ import jsonschema
 import pytest
 from grading_class import REFERENCE
 
-from lucyshop.lab.check.report import EXERCISES, FUNCTIONS
+from lucyshop.lab.check.results import Row
+from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
+from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.grade import feedback, gradebook, rubric, submissions
 from lucyshop.lab.grade.classroom import Options
 from lucyshop.lab.grade.gradescope import results as gradescope
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import Submission
-from lucyshop.lab.grade.verdict import Case, Row, Verdict
+from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 
 SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
-EXERCISE_LABELS = [label for label, _module, _stubs in EXERCISES]
+EXERCISE_LABELS = [e.label for e in EXERCISES]
 BOTH = [submissions.EXERCISES, submissions.POSTGRES]  # every file of exercises left out
 
 
@@ -49,7 +51,7 @@ def verdict(
         "CHECKED",
         rows,
         checkpoint,
-        [Case(n, f"case {n}", n < cases) for n in range(7)] if checkpoint != "SKIPPED" else [],
+        [Case(n, f"case {n}", n < cases, "") for n in range(7)] if checkpoint != "SKIPPED" else [],
         feedback=f"make check: learner/ch13_leases.py\n\n{table}\n\n16/16 functions PASSING"
         " · checkpoint PASSED · exercises: 0 of 6 not started\n",
     )

@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from grading_class import STUBS, stubs_with
 
+from lucyshop.lab.check.results import Row
+from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.grade import rubric, store, submissions
 from lucyshop.lab.grade.__main__ import main as grade_main
-from lucyshop.lab.grade.verdict import Case, Row, Verdict
+from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.services.processes import processes_mentioning
 

@@ -28,7 +28,7 @@ import pytest
 from judge_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.guard import MARKER
-from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.sandbox import isolation
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"

@@ -9,7 +9,7 @@ from conftest import CASE_SECONDS, TEST_SECONDS
 from judge_files import rows
 
 from lucyshop.lab.check.collect import BACKSTOP
-from lucyshop.lab.check.report import LEFT_OUT
+from lucyshop.lab.check.subjects import LEFT_OUT
 
 pytestmark = pytest.mark.slow
 

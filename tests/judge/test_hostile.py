@@ -23,7 +23,7 @@ from hostile_checks import (
     with_bodies,
 )
 
-from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint.judge import CASES
 
 pytestmark = MARKS

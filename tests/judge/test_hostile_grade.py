@@ -31,7 +31,7 @@ from hostile_checks import (
 )
 from judge_files import ROOT
 
-from lucyshop.lab.check.report import FUNCTIONS
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
 

@@ -41,7 +41,8 @@ from hostile_checks import (
 )
 from judge_files import ROOT
 
-from lucyshop.lab.check.report import DISK_LIMIT, FUNCTIONS
+from lucyshop.lab.check.guard import DISK_LIMIT
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.sandbox.jail import TMP_BYTES
 
 pytestmark = MARKS
@@ -49,6 +50,8 @@ pytestmark = MARKS
 FAST = ("--no-measured", "--test-timeout=20")
 LEARNER = ROOT / "learner"
 MB = 1024 * 1024
+# The module that writes the check's result: a poisoned cache of it could forge any grade.
+RESULTS = "src/lucyshop/lab/check/results.py"
 
 
 # ------------------------------------------------------------------ planted files
@@ -60,9 +63,7 @@ def planted_paths(token: str) -> dict[str, Path]:
         "conftest": ROOT / "conftest.py",
         "shlex": ROOT / "shlex.py",
         "pth": Path(sysconfig.get_paths()["purelib"]) / f"zz_{token}.pth",
-        "pycache": Path(
-            importlib.util.cache_from_source(str(ROOT / "src/lucyshop/lab/check/report.py"))
-        ),
+        "pycache": Path(importlib.util.cache_from_source(str(ROOT / RESULTS))),
         "hook": ROOT / ".git" / "hooks" / "post-checkout",
     }
 

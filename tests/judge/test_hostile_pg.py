@@ -26,7 +26,7 @@ from hostile_checks import (
 )
 from judge_files import ROOT, SOLUTIONS
 
-from lucyshop.lab.check.report import PG_EXERCISE
+from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.services import postgres
 
 pytestmark = [

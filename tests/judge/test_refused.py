@@ -64,7 +64,7 @@ BYPASSES = {
         from pathlib import Path
         loader.SOLUTIONS = Path("/nowhere")
         loader._is_allowed = lambda *args: True
-        loader._judge_open = lambda *args: None
+        loader._screen_open = lambda *args: None
         loader._student_frame = lambda *args: None
         open(REFERENCE).read()
     """,

@@ -14,7 +14,7 @@ import pytest
 from judge_files import ROOT, check, rows, student_copy, tree
 
 from lucyshop.lab.check.guard import MARKER, KitFiles, kit_changes, new_marker, sweep
-from lucyshop.lab.check.report import stubs_in
+from lucyshop.lab.check.subjects import stubs_in
 from lucyshop.lab.checkpoint import judge
 
 

@@ -7,16 +7,22 @@ Words used across the lab:
   (``solutions/``) or a hand-in; ``$LEASES_IMPL`` or ``--impl`` names it. **answers**: the
   ``exercises.py`` beside it.
 - **stub**: a function whose body is still ``raise NotStarted(...)``; its row is NOT STARTED.
-- **row**: one line of ``make check``'s table, one chapter function or one exercise, with its
-  status: NOT STARTED, FAILING, PASSING, LEFT OUT (``--no-measured``) or, in a grade, NOT
-  SUBMITTED.
+- **row**: one line of ``make check``'s table (``lab.check``), one chapter function or one
+  exercise (a ``Subject``), with its status: NOT STARTED, FAILING, PASSING, LEFT OUT
+  (``--no-measured``) or, in a grade, NOT SUBMITTED. Every status word, the checkpoint's and a
+  verdict's too, is a ``StrEnum`` in ``lab.statuses``.
+- **rows set aside**: rows that run no test and take their status from the check itself
+  (exercises 5 and 6 under ``--no-measured``; exercise 7 without its file or PostgreSQL).
 - **sandbox**: the bubblewrap jail (``lab.sandbox``) in which every student line runs; nothing
   it reports is believed, only files the trusted side reads back.
 - **checkpoint**: ``checkpoints/ch13_worker_recovery.py``, real processes killed and paused
   around a real supplier; its seven **cases** are judged from the files each kept.
-- **judge** (``lab.judge``): the trusted reader that turns a checkpoint's kept files into case
-  results. **verdict**: what one check of one file came to (rows, cases, status), as
-  ``make grade`` reads it (``lab.grade.verdict``).
+- **judge** (``lab.checkpoint.judge``), and only it: the trusted reader that turns a
+  checkpoint's kept files into case results. Nothing else in the lab is named a judge.
+- **verdict** (``lab.grade.verdict``), and only it: what one check of one file came to (rows,
+  cases, status), as ``make grade`` reads it from the check's ``ch13-check/1`` JSON
+  (``lab.check.results``, ``schemas/check.json``). A notebook's one-row check is a
+  ``check_row``; a soak invariant's outcome a ``Finding``.
 - **receipt**: a JSON file in ``evidence/`` with every raw observation of a measurement and
   its provenance (model, backend, host, date, command, code hashes); its figures are
   recomputed from the observations, never typed in.

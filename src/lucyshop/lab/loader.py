@@ -128,7 +128,7 @@ _DIRECT_NATIVE_EVENTS = frozenset(
 _CHANGE_EVENTS = frozenset(
     {"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "shutil.rmtree"}
 )
-_JUDGED = frozenset(
+_SCREENED = frozenset(
     {"open", "object.__setattr__", _QUERY}
     | _PROCESS_EVENTS
     | _NATIVE_EVENTS
@@ -185,7 +185,7 @@ def _student_frame(block: _Block, _getframe=sys._getframe) -> str | None:
     return None
 
 
-def _judge_open(
+def _screen_open(
     block: _Block,
     target: object,
     mode: object = None,
@@ -233,7 +233,7 @@ def _judge_open(
         raise _error(f"reference blocked: your code may not change {real}")
 
 
-def _judge_event(
+def _screen_event(
     block: _Block,
     event: str,
     args: tuple,
@@ -273,11 +273,11 @@ def _make_hook(block: _Block):
         event: str,
         args: tuple,
         _block: _Block = block,
-        _judged: frozenset[str] = _JUDGED,
-        _open=_judge_open,
-        _other=_judge_event,
+        _screened: frozenset[str] = _SCREENED,
+        _open=_screen_open,
+        _other=_screen_event,
     ) -> None:
-        if event not in _judged:
+        if event not in _screened:
             return
         if event == "open":
             _open(_block, *args[:3])

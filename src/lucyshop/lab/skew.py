@@ -236,7 +236,7 @@ def run_trial(
     }
 
 
-def judge(trial: dict[str, Any]) -> dict[str, int]:
+def counts_of(trial: dict[str, Any]) -> dict[str, int]:
     """The three counts of one trial, from its raw observations alone."""
     after = trial["taken_after"]
     taken = after is not None
@@ -260,7 +260,7 @@ def summarise(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int
             f"{trial['shift_leases']:+g}",
             {"live": 0, "dead": 0, "false_takeovers": 0, "late_takeovers": 0, "stale_accepted": 0},
         )
-        counts = judge(trial)
+        counts = counts_of(trial)
         row[trial["fate"]] += 1
         row["false_takeovers"] += counts["false_takeover"]
         row["late_takeovers"] += counts["late_takeover"]
@@ -307,7 +307,9 @@ def run(*, impl: Path, repeats: int, seed: int) -> dict[str, Any]:
         for number, (kind, shift, role, fate, work) in enumerate(plan, 1):
             trial = run_trial(kind, shift, role, fate, impl=impl, server=server, work=work)
             trials.append(trial | {"work_seconds": work})
-            print(f"{number}/{len(plan)} {kind} shift {shift:+g}L {role} {fate}: {judge(trial)}")
+            print(
+                f"{number}/{len(plan)} {kind} shift {shift:+g}L {role} {fate}: {counts_of(trial)}"
+            )
         version = server.version
     summary = summarise(trials)
     return {

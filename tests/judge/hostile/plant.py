@@ -3,10 +3,11 @@
 
 At import, once per process, it tries: a ``conftest.py`` and a ``shlex.py`` in the kit's root, a
 ``.pth`` in the virtual environment, a poisoned ``__pycache__`` file for the kit's
-``report.py`` (stamped with the source's own mtime and size, so Python would load it), and a
-``.git/hooks`` script. Every planted file carries ``PARAMS["token"]`` and is harmless should it
-land (the shlex.py runs the real one; the .pyc is the real module plus one constant; the hook
-exits 0); the test looks for the token and removes anything that carries it.
+``check/results.py``, which writes the check's result (stamped with the source's own mtime and
+size, so Python would load it), and a ``.git/hooks`` script. Every planted file carries
+``PARAMS["token"]`` and is harmless should it land (the shlex.py runs the real one; the .pyc is
+the real module plus one constant; the hook exits 0); the test looks for the token and removes
+anything that carries it.
 """
 
 PARAMS = {}  # the test writes what this file is told here
@@ -47,10 +48,10 @@ def _write(path, text, mode=0o644):
 
 
 def _pyc():
-    """report.py's cache entry: the real module plus one constant, with the source's stamp."""
-    source = _ROOT / "src" / "lucyshop" / "lab" / "check" / "report.py"
+    """results.py's cache entry: the real module plus one constant, with the source's stamp."""
+    source = _ROOT / "src" / "lucyshop" / "lab" / "check" / "results.py"
     target = _Path(_importlib_util.cache_from_source(str(source)))
-    poisoned = _Path("/tmp") / f"report-{_os.getpid()}.py"
+    poisoned = _Path("/tmp") / f"results-{_os.getpid()}.py"
     poisoned.write_text(source.read_text() + f"\n_PLANTED = {_TOKEN!r}\n")
     stat = source.stat()
     _os.utime(poisoned, ns=(stat.st_atime_ns, stat.st_mtime_ns))

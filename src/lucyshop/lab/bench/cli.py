@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.bench.sections import checkpoint, detection, feedback, fence, grading, queues
-from lucyshop.lab.check.report import CHECKPOINT
+from lucyshop.lab.check.watcher import CHECKPOINT
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import ROOT, impl_path
 

@@ -35,9 +35,9 @@ class Target:
     reason: str = ""
 
     def line(self) -> str:
-        verdict = "held  " if self.held else "MISSED"
+        mark = "held  " if self.held else "MISSED"
         why = f" -- {self.reason}" if self.reason and not self.held else ""
-        return f"  [{verdict}] {self.name}: {self.figure}{why}"
+        return f"  [{mark}] {self.name}: {self.figure}{why}"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,6 +5,8 @@
   hold the check open), tagged with this check's marker in its environment.
 - ``sweep``: end every process that carries the marker, however it detached (``setsid``,
   double fork), so nothing a student's file starts outlives the check.
+- ``Limits``: how long each part of a check may take; ``DISK_LIMIT``: what its sandboxes may
+  write to their scratch.
 - ``KitFiles``: the kit's own files (tests, checkpoints, src, solutions, Makefile,
   pyproject.toml) read before the check; afterwards anything changed, deleted or added is
   named. The student's code runs in a sandbox that cannot write them
@@ -19,9 +21,13 @@ import subprocess
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+
+from lucyshop import validate
+from lucyshop.lab.check.collect import LEARNER_TIMEOUT
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000
@@ -29,6 +35,41 @@ WATCHED = ("tests", "checkpoints", "src", "solutions")
 WATCHED_FILES = ("Makefile", "pyproject.toml")
 GIT_SECONDS = 10.0
 SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis")
+SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
+CHECKPOINT_TIMEOUT = 600.0  # from the checkpoint's own start
+CASE_TIMEOUT = 60.0  # one checkpoint case
+LOAD_TIMEOUT = 60.0  # importing the file once, before anything runs
+DISK_LIMIT = 256 * 1024 * 1024  # what one check's sandboxes may write to their scratch
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long each part of one check may take, in seconds.
+
+    The defaults are ``make check``'s. A rubric (``[limits]``) may change them for a class, and
+    the kit's own tests shorten them so that a hang costs seconds, not minutes.
+    """
+
+    test: float = LEARNER_TIMEOUT  # one learner or exercise test (the measured ones: 120 s)
+    case: float = CASE_TIMEOUT  # one checkpoint case
+    load: float = LOAD_TIMEOUT  # importing the file once, before anything runs
+    suite: float = SUITE_TIMEOUT  # the whole suite, reruns included
+    checkpoint: float = CHECKPOINT_TIMEOUT  # the whole checkpoint
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            validate.seconds(value, f"the {name} limit", positive=True)
+
+    def argv(self) -> list[str]:
+        """The same limits as ``python -m lucyshop.lab.check`` options (the defaults left out)."""
+        return [
+            f"--{name}-timeout={value:g}"
+            for name, value in asdict(self).items()
+            if value != getattr(Limits, name)
+        ]
+
+
+DEFAULT_LIMITS = Limits()  # make check's own
 
 
 def new_marker() -> str:

@@ -37,9 +37,10 @@ from lucyshop.lab.checkpoint.cases import (
     POST_COMMIT,
 )
 from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.statuses import CheckpointStatus
 from lucyshop.supplier import ledger_orders
 
-EXIT = {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}
+EXIT = {CheckpointStatus.PASSED: 0, CheckpointStatus.FAILED: 1, CheckpointStatus.NOT_STARTED: 3}
 MAX_EVIDENCE = 16 * 1024 * 1024
 
 
@@ -219,13 +220,13 @@ def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
     return Case(number, name, True, "checked against its kept shop and supplier files")
 
 
-def judge(evidence: Path, keep: Path) -> tuple[str, list[Case]]:
+def judge(evidence: Path, keep: Path) -> tuple[CheckpointStatus, list[Case]]:
     """(PASSED | FAILED | NOT STARTED, one Case per checkpoint case)."""
     try:
         recorded = read_evidence(evidence).get("cases", {})
     except (OSError, ValueError, AttributeError) as error:
         failed = f"no readable evidence at {evidence}: {error}"
-        return "FAILED", [Case(n, name, False, failed) for n, name in CASES]
+        return CheckpointStatus.FAILED, [Case(n, name, False, failed) for n, name in CASES]
     if not isinstance(recorded, dict):
         recorded = {}
     cases = [judge_case(n, name, recorded.get(name), keep) for n, name in CASES]
@@ -234,11 +235,11 @@ def judge(evidence: Path, keep: Path) -> tuple[str, list[Case]]:
         for _n, name in CASES
     ]
     if all(case.passed for case in cases):
-        return "PASSED", cases
+        return CheckpointStatus.PASSED, cases
     failing = [
         c for c, r in zip(cases, results, strict=True) if not c.passed and r != "not started"
     ]
-    return ("FAILED" if failing else "NOT STARTED"), cases
+    return (CheckpointStatus.FAILED if failing else CheckpointStatus.NOT_STARTED), cases
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,8 +104,8 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
             parser.error("check needs the receipt's path")
         problems = exercise_receipts.check_receipt(args.receipt, answers.chapter())
         problems += exercise_receipts.shape_problems(args.receipt)
-        verdict = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
-        print("\n".join([*(f"FAIL  {p}" for p in problems), verdict]))
+        last = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
+        print("\n".join([*(f"FAIL  {p}" for p in problems), last]))
         return 1 if problems else 0
     function = getattr(answers, ANSWERS[args.exercise])
     end_children_on_sigterm()  # a kill of this process still ends the workers it started

@@ -1,4 +1,4 @@
-"""Grade a whole class: each hand-in judged alone, a few at a time, kept as soon as it is known.
+"""Grade a whole class: each hand-in checked alone, a few at a time, kept as soon as it is known.
 
 For every submission: a private work directory (its staged copy and its ``TMPDIR``), one
 ``make check`` child under a deadline, a score from the rubric, a similarity to the reference.
@@ -31,7 +31,8 @@ from lucyshop.lab.grade.rubric import Rubric, load, score
 from lucyshop.lab.grade.similar import fingerprints as similarity
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
-from lucyshop.lab.grade.verdict import Verdict, judge
+from lucyshop.lab.grade.verdict import Verdict, verdict_on
+from lucyshop.lab.statuses import VerdictStatus
 
 __all__ = ["Graded", "Interrupted", "Options", "default_jobs", "feedback_text", "grade_class"]
 
@@ -74,19 +75,19 @@ def grade_one(
     checkpoint: bool = True,
     stop: threading.Event | None = None,
 ) -> Graded:
-    """Judge one hand-in in ``work`` (created, then removed) and score it."""
+    """Check one hand-in in ``work`` (created, then removed) and score it."""
     if submission.problem or submission.chapter is None:
-        verdict = Verdict("NO FILE", error=submission.problem)
+        verdict = Verdict(VerdictStatus.NO_FILE, error=submission.problem)
         return Graded(submission, verdict, None, 0.0, False)
     text = submission.chapter.read_bytes().decode("utf-8", "replace")
     like = similarity.similarity(text)
     flagged = like >= rubric.flag_at
     if not text.strip():
-        verdict = Verdict("EMPTY", error="learner/ch13_leases.py is empty")
+        verdict = Verdict(VerdictStatus.EMPTY, error="learner/ch13_leases.py is empty")
         return Graded(submission, verdict, like, 0.0, flagged)
     try:
         staged = stage(submission, work / "submission")
-        verdict = judge(
+        verdict = verdict_on(
             staged,
             work / "tmp",
             timeout=rubric.seconds,

@@ -17,19 +17,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lucyshop.lab.check.report import EXERCISES as EXERCISE_ROWS
-from lucyshop.lab.check.report import PG_EXERCISE
-from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, NOT_SUBMITTED, Rubric, lines
+from lucyshop.lab.check.results import Row
+from lucyshop.lab.check.subjects import EXERCISES as EXERCISE_ROWS
+from lucyshop.lab.check.subjects import PG_EXERCISE
+from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric, lines
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
-from lucyshop.lab.grade.verdict import Row, Verdict
+from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
 
 STUDENT_CHAPTER = f"learner/{CHAPTER}"
 STUDENT_EXERCISES = f"learner/{EXERCISES}"
 STUDENT_POSTGRES = f"learner/{POSTGRES}"
 # The exercise rows each file the student may leave out holds.
 ROWS_OF = {
-    EXERCISES: tuple(label for label, *_ in EXERCISE_ROWS if label != PG_EXERCISE),
+    EXERCISES: tuple(row.label for row in EXERCISE_ROWS if row.label != PG_EXERCISE),
     POSTGRES: (PG_EXERCISE,),
 }
 _EXERCISE_LINE = re.compile(r"^  (exercise \d+) ")
@@ -68,18 +70,18 @@ def not_submitted(verdict: Verdict, rubric: Rubric, missing: Sequence[str]) -> V
     ``ch13_postgres.py``) NOT SUBMITTED in a checked verdict, and say so once in its feedback:
     one line for those rows, with the points they were worth."""
     labels = [label for file in missing for label in ROWS_OF[file]]
-    if verdict.status != "CHECKED" or not labels:
+    if verdict.status != VerdictStatus.CHECKED or not labels:
         return verdict
     worth = {line.label: line.available for line in lines(verdict, rubric)}
     file_of = {label: file for file in missing for label in ROWS_OF[file]}
     verdict.rows = [
-        Row(r.label, r.kind, NOT_SUBMITTED, 0, 0, f"no {file_of[r.label]} was handed in")
+        Row(r.label, r.kind, Status.NOT_SUBMITTED, 0, 0, f"no {file_of[r.label]} was handed in")
         if r.label in file_of
         else r
         for r in verdict.rows
     ]
     points = sum(worth.get(label, 0) for label in labels) / 100
-    line = f"  {span(labels):<20}{NOT_SUBMITTED}   {why(verdict)}: 0 of {points:g} points"
+    line = f"  {span(labels):<20}{Status.NOT_SUBMITTED}   {why(verdict)}: 0 of {points:g} points"
     kept: list[str] = []
     for text in verdict.feedback.splitlines():
         row = _EXERCISE_LINE.match(text)
@@ -88,9 +90,9 @@ def not_submitted(verdict: Verdict, rubric: Rubric, missing: Sequence[str]) -> V
                 kept.append(line)
             continue
         if exercises_missing(verdict):
-            text = _SUMMARY_EXERCISES.sub(rf"\1exercises: {NOT_SUBMITTED}", text)
+            text = _SUMMARY_EXERCISES.sub(rf"\1exercises: {Status.NOT_SUBMITTED}", text)
         elif _SUMMARY_EXERCISES.search(text):
-            text += f" ({span(labels)} {NOT_SUBMITTED})"
+            text += f" ({span(labels)} {Status.NOT_SUBMITTED})"
         kept.append(text)
     verdict.feedback = "\n".join(kept) + "\n"
     return verdict
@@ -109,7 +111,7 @@ def why(verdict: Verdict) -> str:
     files = [
         r.message.removeprefix("no ").removesuffix(" was handed in")
         for r in verdict.rows
-        if r.kind == "exercise" and r.status == NOT_SUBMITTED
+        if r.kind == "exercise" and r.status == Status.NOT_SUBMITTED
     ]
     return f"no {' or '.join(dict.fromkeys(files))} was handed in"
 
@@ -117,27 +119,27 @@ def why(verdict: Verdict) -> str:
 def checkpoint_label(verdict: Verdict) -> str:
     """The checkpoint as the gradebook shows it: ``3/7 cases`` once some cases earned points.
 
-    The judge's NOT STARTED means "the file was not ready for the checkpoint", which is untrue
-    of a file that passed cases and earned their points.
+    The checkpoint's NOT STARTED means "the file was not ready for the checkpoint", which is
+    untrue of a file that passed cases and earned their points.
     """
-    if verdict.status != "CHECKED":
+    if verdict.status != VerdictStatus.CHECKED:
         return ""
     passed = sum(c.passed for c in verdict.cases)
-    if verdict.checkpoint == "PASSED" or passed == 0:
+    if verdict.checkpoint == CheckpointStatus.PASSED or passed == 0:
         return verdict.checkpoint
     return f"{passed}/{max(len(verdict.cases), CHECKPOINT_CASES)} cases"
 
 
 def exercises_missing(verdict: Verdict) -> bool:
     rows = [r for r in verdict.rows if r.kind == "exercise"]
-    return bool(rows) and all(r.status == NOT_SUBMITTED for r in rows)
+    return bool(rows) and all(r.status == Status.NOT_SUBMITTED for r in rows)
 
 
 def grade_lines(verdict: Verdict, rubric: Rubric) -> list[str]:
     """The score and each part's points, as the first lines of a student's feedback."""
     found = lines(verdict, rubric)
     total = sum(line.earned for line in found) / 100
-    if verdict.status != "CHECKED":
+    if verdict.status != VerdictStatus.CHECKED:
         return [f"grade: {total:g} of {rubric.total:g} ({verdict.status}: {verdict.error})"]
     parts = []
     for kind, name in (("function", "functions"), ("exercise", "exercises"), ("checkpoint", "")):
@@ -146,7 +148,7 @@ def grade_lines(verdict: Verdict, rubric: Rubric) -> list[str]:
         available = sum(line.available for line in own) / 100
         label = name or f"checkpoint {checkpoint_label(verdict)}"
         if kind == "exercise" and exercises_missing(verdict):
-            label = f"exercises {NOT_SUBMITTED}"
+            label = f"exercises {Status.NOT_SUBMITTED}"
         parts.append(f"{label} {earned:g}/{available:g}")
     return [f"grade: {total:g} of {rubric.total:g} ({', '.join(parts)})"]
 
@@ -154,6 +156,6 @@ def grade_lines(verdict: Verdict, rubric: Rubric) -> list[str]:
 def text(verdict: Verdict, rubric: Rubric) -> str:
     """The whole feedback file: the grade, then what ``make check`` showed."""
     head = "\n".join(grade_lines(verdict, rubric))
-    if verdict.status == "CHECKED":
+    if verdict.status == VerdictStatus.CHECKED:
         return f"{head}\n\n{verdict.feedback}".rstrip() + "\n"
     return f"{head}\n\n{verdict.status}: {verdict.error}\n\n{verdict.feedback}".rstrip() + "\n"

@@ -27,19 +27,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lucyshop.atomic import write_text
-from lucyshop.lab.check.report import EXERCISES, FUNCTIONS
+from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade.feedback import checkpoint_label
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
 from lucyshop.lab.grade.similar import html as pairs_html
 from lucyshop.lab.grade.similar import pairs
 from lucyshop.lab.grade.store import Graded
+from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
 
 if TYPE_CHECKING:
     from lucyshop.lab.grade.classroom import Options
 
 ASSIGNMENT = "Chapter 13"
-LABELS = [*FUNCTIONS, *(label for label, _module, _stubs in EXERCISES)]
-COUNTED = ("PASSING", "FAILING", "NOT STARTED")  # rows whose counts are the check's
+LABELS = [*FUNCTIONS, *(row.label for row in EXERCISES)]
+COUNTED = (Status.PASSING, Status.FAILING, Status.NOT_STARTED)  # rows whose counts are the check's
 
 
 def column(label: str) -> str:
@@ -122,8 +123,8 @@ def grade_row(
 ) -> dict[str, str]:
     """One gradebook row; every count a number."""
     verdict = item.verdict
-    checked = verdict.status == "CHECKED"
-    ran = checked and verdict.checkpoint != "SKIPPED"
+    checked = verdict.status == VerdictStatus.CHECKED
+    ran = checked and verdict.checkpoint != CheckpointStatus.SKIPPED
     row = {
         "student": item.submission.student,
         "id": student.id if student else "",

@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from lucyshop.lab.check.report import LEFT_OUT, Limits
+from lucyshop.lab.check.guard import Limits
+from lucyshop.lab.check.results import Row
 from lucyshop.lab.checkpoint.cases import CASES
-from lucyshop.lab.grade.verdict import Case, Row, Verdict
+from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import Status, VerdictStatus
 
 DEFAULT = ROOT / "grading" / "rubric.toml"
 CHECKPOINT_CASES = len(CASES)  # checkpoints/ch13_worker_recovery.py's
-NOT_SUBMITTED = "NOT SUBMITTED"  # an exercise row when no exercises.py was handed in
-EARNS_NOTHING = ("NOT STARTED", NOT_SUBMITTED, LEFT_OUT[0])
+EARNS_NOTHING = (Status.NOT_STARTED, Status.NOT_SUBMITTED, Status.LEFT_OUT)
 # Gradescope's test visibilities (its "Autograder Specifications").
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -179,7 +181,7 @@ def row_earns(row: Row, available: int, part: Part) -> Fraction:
     """Hundredths one row earns of its ``available``: tests passed over tests run if partial."""
     if row.status in EARNS_NOTHING or row.total <= 0:
         return Fraction(0)
-    if row.status == "PASSING" and row.passed == row.total:
+    if row.status == Status.PASSING and row.passed == row.total:
         return Fraction(available)
     if not part.partial:
         return Fraction(0)
@@ -194,7 +196,7 @@ def _earned(exact: Sequence[Fraction]) -> list[int]:
 
 def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
     """Every graded line of ``verdict``; their ``available`` add up to the rubric's total."""
-    if verdict.status != "CHECKED":
+    if verdict.status != VerdictStatus.CHECKED:
         return [Line("check", "the file can be checked", 0, hundredths(rubric.total))]
     found: list[Line] = []
     for kind, part in (("function", rubric.functions), ("exercise", rubric.exercises)):

@@ -28,6 +28,7 @@ from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, find
 from lucyshop.lab.loader import SOLUTIONS
+from lucyshop.lab.statuses import VerdictStatus
 
 TARGET_SECONDS = 360.0
 CLASS = 200  # the course size the projection is for
@@ -95,7 +96,7 @@ def measure(
         **projection(count, seconds, cpu),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "target_seconds_for_8": TARGET_SECONDS,
-        "all_checked": all(g.verdict.status == "CHECKED" for g in graded),
+        "all_checked": all(g.verdict.status == VerdictStatus.CHECKED for g in graded),
     }
 
 

@@ -1,11 +1,13 @@
-"""The judge's verdict on one staged file: ``make check`` run as a child, read from its JSON.
+"""The verdict on one staged file: ``make check`` run as a child, read from its JSON.
 
     python -m lucyshop.lab.check --impl PATH [--no-checkpoint] --json FILE
 
 The child gets its own temporary directory (``TMPDIR``), its own process group and a deadline;
 its output is drained while it runs and only a bounded head and tail are kept, so a file that
 prints megabytes costs memory of neither the grader nor the child. The grade is read from the
-JSON the judge writes (schema ``ch13-check/1``), never from the exit status alone.
+JSON the check writes, never from the exit status alone, and only once that JSON follows the
+``ch13-check/1`` contract (``schemas/check.json``, ``lucyshop.lab.check.results``): a document
+that breaks it is the grader's CHECK ERROR, saying how, never a grade.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lucyshop.lab.check.guard import MARKER, new_marker, sweep
-from lucyshop.lab.check.report import Limits
+from lucyshop.lab.check.guard import MARKER, Limits, new_marker, sweep
+from lucyshop.lab.check.results import BrokenContract, Row, case_from_dict, checked
+from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
-SCHEMA = "ch13-check/1"
 HEAD_BYTES = 16_384
 TAIL_BYTES = 65_536
 KILL_WAIT = 10.0
@@ -34,30 +37,14 @@ POLL = 0.25  # seconds between looks at the deadline and the stop flag
 
 
 @dataclass
-class Case:
-    case: int
-    name: str
-    passed: bool
-    message: str = ""
-
-
-@dataclass
-class Row:
-    label: str
-    kind: str  # "function" or "exercise"
-    status: str  # PASSING, FAILING, NOT STARTED, LEFT OUT, NOT SUBMITTED
-    passed: int
-    total: int
-    message: str = ""
-
-
-@dataclass
 class Verdict:
-    """What the judge said about one file, or why it said nothing (``status`` not ``CHECKED``)."""
+    """What one check of one file came to, or why it came to nothing (``status`` not CHECKED).
 
-    status: str  # CHECKED, CANNOT CHECK, TIMED OUT, STOPPED, JUDGE ERROR
+    Its rows are the check's own (``lucyshop.lab.check.results.Row``), its cases the judge's."""
+
+    status: VerdictStatus
     rows: list[Row] = field(default_factory=list)
-    checkpoint: str = "SKIPPED"  # PASSED, FAILED, NOT STARTED, SKIPPED
+    checkpoint: CheckpointStatus = CheckpointStatus.SKIPPED
     cases: list[Case] = field(default_factory=list)
     feedback: str = ""
     error: str = ""
@@ -65,10 +52,14 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, data: dict) -> Verdict:
-        """The verdict ``as_dict`` wrote (a kept result of an earlier run)."""
-        rows = [Row(**row) for row in data.get("rows", [])]
-        cases = [Case(**case) for case in data.get("cases", [])]
-        return cls(**(data | {"rows": rows, "cases": cases}))
+        """The verdict ``asdict`` wrote (a kept result of an earlier run)."""
+        rows = [Row.from_dict(row) for row in data.get("rows", [])]
+        cases = [case_from_dict(case) for case in data.get("cases", [])]
+        status = VerdictStatus(data["status"])
+        checkpoint = CheckpointStatus(data.get("checkpoint", CheckpointStatus.SKIPPED))
+        return cls(
+            **(data | {"status": status, "rows": rows, "checkpoint": checkpoint, "cases": cases})
+        )
 
 
 @dataclass
@@ -94,7 +85,7 @@ class Output:
         return f"{head}\n[... {max(cut, 0)} bytes of output left out ...]\n{tail}"
 
 
-def run_judge(
+def run_check_child(
     chapter: Path,
     tmp: Path,
     *,
@@ -180,7 +171,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def judge(
+def verdict_on(
     chapter: Path,
     tmp: Path,
     *,
@@ -189,41 +180,49 @@ def judge(
     stop: threading.Event | None = None,
     limits: Limits | None = None,
 ) -> Verdict:
-    """The verdict on ``chapter``, from the judge's ``ch13-check/1`` JSON, never its exit.
+    """The verdict on ``chapter``, from the check's ``ch13-check/1`` JSON, never its exit.
 
     ``limits`` bound each test, checkpoint case and the import inside the check.
     """
     started = time.monotonic()
-    status, output, data = run_judge(
+    status, output, data = run_check_child(
         chapter, tmp, timeout=timeout, checkpoint=checkpoint, stop=stop, limits=limits
     )
     if status is None and stop is not None and stop.is_set():
-        verdict = Verdict("STOPPED", error="the grader was interrupted before the check ended")
+        error = "the grader was interrupted before the check ended"
+        verdict = Verdict(VerdictStatus.STOPPED, error=error)
     elif status is None:
-        verdict = Verdict("TIMED OUT", error=f"the check did not finish within {timeout:g}s")
-        verdict.feedback = output
+        error = f"the check did not finish within {timeout:g}s"
+        verdict = Verdict(VerdictStatus.TIMED_OUT, feedback=output, error=error)
     elif data is not None:
         verdict = from_json(data, output)
     else:
-        verdict = Verdict("JUDGE ERROR", feedback=output, error=f"no verdict file (exit {status})")
+        error = f"the check wrote no result (exit {status})"
+        verdict = Verdict(VerdictStatus.CHECK_ERROR, feedback=output, error=error)
     verdict.seconds = time.monotonic() - started
     return verdict
 
 
-def from_json(data: dict, output: str) -> Verdict:
-    """A verdict from the judge's ``ch13-check/1`` document."""
-    if data.get("schema") != SCHEMA:
-        return Verdict("JUDGE ERROR", error=f"unknown check schema {data.get('schema')!r}")
-    feedback = data.get("feedback") or output
-    if data.get("error"):
-        return Verdict("CANNOT CHECK", feedback=feedback, error=str(data["error"]))
-    rows = [
-        Row(r["label"], r["kind"], r["status"], int(r["passed"]), int(r["total"]), r["message"])
-        for r in data.get("rows", [])
-    ]
-    point = data.get("checkpoint") or {}
-    cases = [
-        Case(int(c["case"]), c["name"], bool(c["passed"]), c.get("message", ""))
-        for c in point.get("cases", [])
-    ]
-    return Verdict("CHECKED", rows, point.get("status", "SKIPPED"), cases, feedback)
+def from_json(data: object, output: str) -> Verdict:
+    """A verdict from the check's ``ch13-check/1`` document; CHECK ERROR, saying how, for a
+    document that breaks the contract."""
+    try:
+        document = checked(data)
+    except BrokenContract as broken:
+        feedback = data.get("feedback") if isinstance(data, dict) else None
+        return Verdict(
+            VerdictStatus.CHECK_ERROR,
+            feedback=feedback if isinstance(feedback, str) else output,
+            error=f"the check's result cannot be read: {broken}",
+        )
+    feedback = document["feedback"] or output
+    if document["error"]:
+        return Verdict(VerdictStatus.CANNOT_CHECK, feedback=feedback, error=document["error"])
+    point = document["checkpoint"]
+    return Verdict(
+        VerdictStatus.CHECKED,
+        [Row.from_dict(row) for row in document["rows"]],
+        CheckpointStatus(point["status"]),
+        [case_from_dict(case) for case in point["cases"]],
+        feedback,
+    )

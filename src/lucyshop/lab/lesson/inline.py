@@ -3,7 +3,8 @@
 ``check("claim")`` sits right after a function's section, like otter's ``grader.check``: it
 runs that function's learner tests on the loaded file, with the reference blocked, and
 answers PASSING, FAILING (every failing test, one line each) or NOT STARTED, with the command
-that reruns it. It builds on ``lucyshop.lab.check.report.verdict``, the row ``make check`` prints.
+that reruns it. It builds on ``lucyshop.lab.check.report.check_row``, the row ``make check``
+prints.
 
 ``guard()`` keeps a notebook running under partial work: a stub's ``NotStarted``, and any
 ``NameError`` or missing step that follows it, prints one line saying what to finish first
@@ -25,6 +26,7 @@ from typing import Any
 
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, IMPLEMENTATIONS
+from lucyshop.lab.statuses import Status
 
 # Seconds one check may take before it is stopped: generous, as the machine may be busy.
 CHECK_TIMEOUT = 120.0
@@ -70,7 +72,7 @@ class StepMissing(RuntimeError):
         return wrap(f"{type(self).__name__}: {self}").split("\n")
 
 
-class Verdict(str):
+class CheckText(str):
     """The text of one check, shown as plain lines in a notebook (not as a quoted string)."""
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -87,10 +89,11 @@ class Checker:
         self.spec = names.get(self.path, str(self.path))
         self.timeout = timeout
 
-    def __call__(self, label: str) -> Verdict:
-        from lucyshop.lab.check.report import Limits, verdict  # loads pytest machinery: lazily
+    def __call__(self, label: str) -> CheckText:
+        from lucyshop.lab.check.guard import Limits  # loads pytest machinery: lazily
+        from lucyshop.lab.check.report import check_row
 
-        return Verdict(wrap(verdict(label, spec=self.spec, limits=Limits(suite=self.timeout))))
+        return CheckText(wrap(check_row(label, spec=self.spec, limits=Limits(suite=self.timeout))))
 
 
 def checker(leases: ModuleType) -> Checker:
@@ -315,21 +318,24 @@ class PgChecker:
         names = {path.resolve(): name for name, path in IMPLEMENTATIONS.items()}
         self.spec = names.get(self.chapter, str(self.chapter))
 
-    def __call__(self, name: str) -> Verdict:
+    def __call__(self, name: str) -> CheckText:
         import subprocess
         import sys
 
         from lucyshop.lab.given.stubs import stub_nodes, stub_section
 
         if name == "exercise 7":  # the whole file, as make check's row says it
-            from lucyshop.lab.check.report import Limits, verdict
+            from lucyshop.lab.check.guard import Limits
+            from lucyshop.lab.check.report import check_row
 
-            return Verdict(wrap(verdict(name, self.spec, Limits(suite=self.timeout))))
+            return CheckText(wrap(check_row(name, self.spec, Limits(suite=self.timeout))))
         label, tests = f"exercise 7 {name}", PG_TESTS[name]
         rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
         stub = stub_nodes(self.file).get(name)
         if stub is not None:
-            return Verdict(wrap(f"{label}: NOT STARTED\n  read notebook {stub_section(stub)}"))
+            return CheckText(
+                wrap(f"{label}: {Status.NOT_STARTED}\n  read notebook {stub_section(stub)}")
+            )
         argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
         argv += ["-p", "no:cacheprovider", "-n", "0"]
         try:
@@ -342,13 +348,13 @@ class PgChecker:
                 timeout=self.timeout,
             )
         except subprocess.TimeoutExpired:
-            return Verdict(
-                wrap(f"{label}: FAILING\n  timed out after {self.timeout:g} s\n  {rerun}")
+            return CheckText(
+                wrap(f"{label}: {Status.FAILING}\n  timed out after {self.timeout:g} s\n  {rerun}")
             )
         counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(done.stdout)}
         passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
         if done.returncode == 0 and passed and not failed:
-            return Verdict(wrap(f"{label}: PASSING ({passed}/{passed} checks)"))
+            return CheckText(wrap(f"{label}: {Status.PASSING} ({passed}/{passed} checks)"))
         lines = [
             line.split("::", 1)[-1][:160]
             for line in done.stdout.splitlines()
@@ -357,8 +363,10 @@ class PgChecker:
         if not lines:  # nothing collected, or pytest itself failed: its last line says why
             lines = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no test ran"]
         body = "\n".join(f"  {_without_root(line)}" for line in lines)
-        return Verdict(
-            wrap(f"{label}: FAILING ({passed}/{passed + failed} checks)\n{body}\n  {rerun}")
+        return CheckText(
+            wrap(
+                f"{label}: {Status.FAILING} ({passed}/{passed + failed} checks)\n{body}\n  {rerun}"
+            )
         )
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from lucyshop.lab.check.report import subjects
+from lucyshop.lab.check.subjects import subjects
 from lucyshop.lab.lesson.show import RECORD, record_reference_checkpoint
 from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.statuses import Status
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
 STUBS = "learner"  # what the stored outputs come from: the untouched stubs
@@ -56,22 +57,22 @@ def _texts(notebook: nbformat.NotebookNode) -> list[str]:
 
 def checks_saying(notebook: nbformat.NotebookNode, *, but: str) -> list[str]:
     """Every check's first line in the notebook's outputs whose status is not ``but``."""
-    labels = "|".join(re.escape(label) for label, *_ in subjects())
+    labels = "|".join(re.escape(row.label) for row in subjects())
     status = rf"(?!{re.escape(but)}\b)[A-Z][A-Z ]*(?: \(\d+/\d+ checks\))?"  # FAILING (0/8 checks)
-    verdict = re.compile(rf"^(?:{labels}): {status}$", re.MULTILINE)
-    return [found for text in _texts(notebook) for found in verdict.findall(text)]
+    first_line = re.compile(rf"^(?:{labels}): {status}$", re.MULTILINE)
+    return [found for text in _texts(notebook) for found in first_line.findall(text)]
 
 
 def checks_not_passing(notebook: nbformat.NotebookNode) -> list[str]:
     """Every check's first line that does not say PASSING (a run on the reference)."""
-    return checks_saying(notebook, but="PASSING")
+    return checks_saying(notebook, but=Status.PASSING)
 
 
 def not_storable(notebook: nbformat.NotebookNode) -> list[str]:
     """Why a run may not be stored: a check that does not say NOT STARTED, any output that
     says PASSING, an error output. Empty when it may."""
-    found = checks_saying(notebook, but="NOT STARTED")
-    found += [text.strip().splitlines()[0] for text in _texts(notebook) if "PASSING" in text]
+    found = checks_saying(notebook, but=Status.NOT_STARTED)
+    found += [text.strip().splitlines()[0] for text in _texts(notebook) if Status.PASSING in text]
     found += [
         f"error: {output.get('ename')}: {output.get('evalue')}"
         for cell in notebook.cells

@@ -17,6 +17,7 @@ from typing import Any
 
 from lucyshop.lab.lesson.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import Status
 from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
 
 STORED = ROOT / "notebooks" / "stored"
@@ -263,11 +264,15 @@ def receipt_check(mine: Path, leases: Any) -> None:
 
     if mine.is_file():
         problems = check_receipt(mine, leases)
-        verdict = "PASSING: every figure recomputed" if not problems else f"FAILING: {problems}"
-        say(f"your receipt ({mine.name}): {verdict}")
+        said = (
+            f"{Status.PASSING}: every figure recomputed"
+            if not problems
+            else f"{Status.FAILING}: {problems}"
+        )
+        say(f"your receipt ({mine.name}): {said}")
         say("\n".join(headline(json.loads(mine.read_text()))))
         return
-    say(f"your receipt: NOT STARTED: no {mine.name} yet (run the optional cell above)")
+    say(f"your receipt: {Status.NOT_STARTED}: no {mine.name} yet (run the optional cell above)")
 
 
 def kit_receipt(kit: Path) -> None:
@@ -382,8 +387,8 @@ def predicted(
         return
     off = measured - guess
     near = math.isclose(guess, measured, rel_tol=0.1, abs_tol=1e-9)
-    verdict = "within 10%" if near else f"off by {_figure(off, sign=True)}{unit}"
-    say(f"{what}: your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}: {verdict}")
+    how_near = "within 10%" if near else f"off by {_figure(off, sign=True)}{unit}"
+    say(f"{what}: your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}: {how_near}")
 
 
 def _figure(value: float, *, sign: bool = False) -> str:

@@ -112,11 +112,11 @@ def run(config: Config, leases: Any, directory: Path, report: Path | None) -> in
         return 3
     chaos = Soak(config, leases, directory)
     evidence = chaos.run()
-    verdicts, figures = check(evidence), facts(chaos, evidence)
-    print_report(config, figures, verdicts, time.monotonic() - started)
+    findings, figures = check(evidence), facts(chaos, evidence)
+    print_report(config, figures, findings, time.monotonic() - started)
     if report:
-        write_report(report, config, figures, verdicts)
-    return 0 if all(v.ok for v in verdicts) else 1
+        write_report(report, config, figures, findings)
+    return 0 if all(v.ok for v in findings) else 1
 
 
 def run_to_the_end(config: Config, leases: Any, directory: Path, report: Path | None) -> int:

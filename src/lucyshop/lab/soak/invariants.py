@@ -1,7 +1,7 @@
 """The six invariants of a soak, judged from what both SQLite files and the worker logs hold.
 
 Each invariant is a function of one ``Evidence`` (read back after the run, never taken from
-the processes' word) and returns a ``Verdict`` naming the work ids that broke it. Read from
+the processes' word) and returns a ``Finding`` naming the work ids that broke it. Read from
 files alone, they can be judged on a hand-built shop as well as after a real run.
 """
 
@@ -24,7 +24,7 @@ CONCLUSIVE = ("ACCEPTED", "REJECTED")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Finding:
     invariant: str
     ok: bool
     detail: str
@@ -103,13 +103,13 @@ def _ids(values: Iterable[Any]) -> tuple[int, ...]:
     return tuple(sorted({int(v) for v in values if v is not None}))
 
 
-def _verdict(
+def _finding(
     invariant: str, problems: list[str], passed: str, work_ids: Iterable[Any] = ()
-) -> Verdict:
-    return Verdict(invariant, not problems, "; ".join(problems) or passed, _ids(work_ids))
+) -> Finding:
+    return Finding(invariant, not problems, "; ".join(problems) or passed, _ids(work_ids))
 
 
-def finished_once(ev: Evidence) -> Verdict:
+def finished_once(ev: Evidence) -> Finding:
     """1. Every assignment finished exactly once, with exactly one outcome row."""
     audited = Counter(w["work_id"] for w in ev.writes if w["kind"] == "outcome")
     bad = [
@@ -125,7 +125,7 @@ def finished_once(ev: Evidence) -> Verdict:
     if bad:
         problems.append(f"{len(bad)} not finished exactly once, with one outcome")
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(ev.statuses.items()))
-    return _verdict(
+    return _finding(
         "every assignment finished exactly once, with exactly one outcome row",
         problems,
         f"{len(ev.work)} of {ev.items}, {statuses}",
@@ -146,7 +146,7 @@ def _disagreeing(ev: Evidence, shop_ops: dict[str, dict[str, Any]]) -> list[int]
     return found
 
 
-def ledger_matches(ev: Evidence) -> Verdict:
+def ledger_matches(ev: Evidence) -> Finding:
     """2. One ledger order per accepted (or rejected) operation, none unknown, none twice."""
     shop_ops = {o["operation"]: o for o in ev.orders}
     ledger_ops = Counter(r["operation"] for r in ev.ledger)
@@ -170,7 +170,7 @@ def ledger_matches(ev: Evidence) -> Verdict:
         (many, f"{len(many)} assignments with more than one order"),
     )
     accepted = sum(1 for r in ev.ledger if r["status"] == "ACCEPTED")
-    return _verdict(
+    return _finding(
         "the supplier ledger holds one order per accepted operation"
         " and none the shop does not know",
         [message for found, message in checks if found],
@@ -180,7 +180,7 @@ def ledger_matches(ev: Evidence) -> Verdict:
     )
 
 
-def money_balances(ev: Evidence) -> Verdict:
+def money_balances(ev: Evidence) -> Finding:
     """3. Spent cents equal the accepted amounts; reserved cents equal what is still uncertain."""
     accepted_cents = sum(o["amount_cents"] for o in ev.orders if o["status"] == "ACCEPTED")
     ledger_cents = sum(r["amount_cents"] for r in ev.ledger if r["status"] == "ACCEPTED")
@@ -203,7 +203,7 @@ def money_balances(ev: Evidence) -> Verdict:
     if unsent:
         problems.append(f"{len(unsent)} approved orders of finished work were never sent")
     never_saw = " the supplier never saw" if uncertain else ""
-    return _verdict(
+    return _finding(
         "spent cents equal the accepted amounts; reserved cents equal what is still uncertain",
         problems,
         f"spent {spent} = accepted {accepted_cents}; reserved {reserved} = uncertain "
@@ -212,7 +212,7 @@ def money_balances(ev: Evidence) -> Verdict:
     )
 
 
-def no_superseded_writes(ev: Evidence) -> Verdict:
+def no_superseded_writes(ev: Evidence) -> Finding:
     """4. No transcript row or outcome was written by a generation that did not hold the lease."""
     stale = [
         w
@@ -231,7 +231,7 @@ def no_superseded_writes(ev: Evidence) -> Verdict:
     if witnessed != ev.transcript_rows:
         problems.append(f"{ev.transcript_rows} transcript rows but {witnessed} witnessed")
     outcomes = sum(1 for w in ev.writes if w["kind"] == "outcome")
-    return _verdict(
+    return _finding(
         "no transcript row or outcome was written by a superseded generation",
         problems,
         f"{witnessed} transcript rows and {outcomes} outcomes, "
@@ -256,7 +256,7 @@ def _late_sends(ev: Evidence) -> list[dict[str, Any]]:
     return late
 
 
-def stale_writes_refused(ev: Evidence) -> Verdict:
+def stale_writes_refused(ev: Evidence) -> Finding:
     """5. Every stale write was refused with PermissionError, and none reached the supplier."""
     writes = ev.logged("write")
     # A probe is made only after the worker read a newer generation: it is stale for certain.
@@ -284,7 +284,7 @@ def stale_writes_refused(ev: Evidence) -> Verdict:
     if ev.crashes:
         problems.append(f"{len(ev.crashes)} worker crashes, e.g. {ev.crashes[0][:400]}")
     refused = sum(1 for e in writes if not e["ok"])
-    return _verdict(
+    return _finding(
         "every stale write was refused by the fence",
         problems,
         f"{refused} refused, no stale write reached the database or the supplier",
@@ -292,7 +292,7 @@ def stale_writes_refused(ev: Evidence) -> Verdict:
     )
 
 
-def generations_step_by_one(ev: Evidence) -> Verdict:
+def generations_step_by_one(ev: Evidence) -> Finding:
     """6. Each claim advanced the lease generation by exactly one: 1, 2, 3, ... per work id."""
     by_work: dict[int, list[Any]] = defaultdict(list)
     for row in ev.history:
@@ -303,7 +303,7 @@ def generations_step_by_one(ev: Evidence) -> Verdict:
         if any(type(g) is not int for g in gens) or gens != list(range(1, len(gens) + 1))
     ]
     highest = max((len(v) for v in by_work.values()), default=0)
-    return _verdict(
+    return _finding(
         "each claim advanced the lease generation by exactly one",
         [f"{len(jumps)} assignments whose generations were not 1, 2, 3, ..."] if jumps else [],
         f"{len(ev.history)} claims, highest generation {highest}",
@@ -311,7 +311,7 @@ def generations_step_by_one(ev: Evidence) -> Verdict:
     )
 
 
-INVARIANTS: tuple[Callable[[Evidence], Verdict], ...] = (
+INVARIANTS: tuple[Callable[[Evidence], Finding], ...] = (
     finished_once,
     ledger_matches,
     money_balances,
@@ -321,6 +321,6 @@ INVARIANTS: tuple[Callable[[Evidence], Verdict], ...] = (
 )
 
 
-def check(ev: Evidence) -> list[Verdict]:
+def check(ev: Evidence) -> list[Finding]:
     """Every invariant's verdict, in order."""
     return [invariant(ev) for invariant in INVARIANTS]

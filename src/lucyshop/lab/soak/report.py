@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
-from lucyshop.lab.soak.invariants import Evidence, Verdict
+from lucyshop.lab.soak.invariants import Evidence, Finding
 from lucyshop.validate import owner_of
 
 
@@ -122,7 +122,7 @@ def rerun_command(config: Config) -> str:
     return command
 
 
-def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], took: float) -> None:
+def print_report(config: Config, f: dict[str, Any], findings: list[Finding], took: float) -> None:
     by = ", ".join(f"{b} {n}" for b, n in f["stale_refused_by_boundary"].items())
     drain = f["drain"]
     print(
@@ -152,7 +152,7 @@ def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], too
         f"settled {drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} "
         f"reserved {f['reserved_cents']} cents"
     )
-    for v in verdicts:
+    for v in findings:
         ids = (
             " (work ids "
             f"{', '.join(map(str, v.work_ids[:20]))}{' ...' if len(v.work_ids) > 20 else ''})"
@@ -160,17 +160,17 @@ def print_report(config: Config, f: dict[str, Any], verdicts: list[Verdict], too
             else ""
         )
         print(f"{'PASS' if v.ok else 'FAIL'}  {v.invariant}: {v.detail}{ids}")
-    failed = [v.invariant for v in verdicts if not v.ok]
+    failed = [v.invariant for v in findings if not v.ok]
     print(f"soak {'FAILED: ' + '; '.join(failed) if failed else 'passed'} ({took:.0f}s)")
     print(f"rerun: {rerun_command(config)}")
 
 
 def write_report(
-    path: Path, config: Config, figures: dict[str, Any], verdicts: list[Verdict]
+    path: Path, config: Config, figures: dict[str, Any], findings: list[Finding]
 ) -> None:
-    """The figures and verdicts as JSON, for tests and for keeping."""
+    """The figures and findings as JSON, for tests and for keeping."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    passed = all(v.ok for v in verdicts)
-    verdicts_json = [v.__dict__ | {"work_ids": list(v.work_ids)} for v in verdicts]
-    report = figures | {"passed": passed, "rerun": rerun_command(config), "verdicts": verdicts_json}
+    passed = all(v.ok for v in findings)
+    findings_json = [v.__dict__ | {"work_ids": list(v.work_ids)} for v in findings]
+    report = figures | {"passed": passed, "rerun": rerun_command(config), "verdicts": findings_json}
     path.write_text(json.dumps(report, indent=2, default=str) + "\n")

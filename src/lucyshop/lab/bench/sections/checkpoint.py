@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.bench.stats import spread
-from lucyshop.lab.check.report import CHECKPOINT
+from lucyshop.lab.check.watcher import CHECKPOINT
 from lucyshop.lab.loader import ROOT
 
 NAME = "checkpoint"

@@ -11,9 +11,10 @@ specification as a JSON Schema, and the tests validate every file written here a
 from __future__ import annotations
 
 from lucyshop.lab.grade.feedback import exercises_missing, span, why
-from lucyshop.lab.grade.rubric import NOT_SUBMITTED, Line, Rubric, lines
+from lucyshop.lab.grade.rubric import Line, Rubric, lines
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import Status, VerdictStatus
 
 SCHEMA = ROOT / "grading" / "results.schema.json"
 
@@ -38,7 +39,7 @@ def _cents(points: float) -> int:
 
 
 def _summary(verdict: Verdict) -> str:
-    if verdict.status != "CHECKED":
+    if verdict.status != VerdictStatus.CHECKED:
         return f"{verdict.status}: {verdict.error}\n\n{verdict.feedback}".rstrip()
     return verdict.feedback
 
@@ -52,12 +53,14 @@ def _tests(verdict: Verdict, rubric: Rubric) -> list[dict]:
         "exercise": rubric.exercises.visibility,
         "checkpoint": rubric.checkpoint_visibility,
     }
-    missing = [line for line in found if line.row is not None and line.row.status == NOT_SUBMITTED]
+    missing = [
+        line for line in found if line.row is not None and line.row.status == Status.NOT_SUBMITTED
+    ]
     if missing:  # one line, 0 points, not rows blaming a file that was not handed in
         found = [line for line in found if line not in missing]
         name = "exercises" if exercises_missing(verdict) else span([m.label for m in missing])
         available = sum(line.available for line in missing)
-        found.append(Line("exercise", f"{name}: {NOT_SUBMITTED}", 0, available))
+        found.append(Line("exercise", f"{name}: {Status.NOT_SUBMITTED}", 0, available))
     return [_test(line, verdict, visibility[line.kind]) for line in found]
 
 

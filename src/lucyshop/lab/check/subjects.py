@@ -1,0 +1,165 @@
+"""What ``make check`` checks: one ``Subject`` per row of its table, and which rows run nothing.
+
+Each chapter function (in the order of ``learner/ch13_leases.py``) is a row with its test
+module under ``tests/learner``; each exercise of the book a row with its modules under
+``tests/exercises``; exercise 7 (``ch13_postgres.py``, beside the chapter file) a row with its
+four modules under ``tests/postgres``. A row still a stub, read here from the file's syntax
+tree (``stubs_in``), runs none of its tests; a row ``set_aside`` runs none either and has its
+status from here: the measured exercises under ``--no-measured``, exercise 7 without its file
+or without PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import NamedTuple
+
+from lucyshop.lab.given.stubs import functions_in, is_stub_node, stub_section
+from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.postgres import missing_for_tests as postgres_missing
+from lucyshop.lab.statuses import Status
+
+
+class Subject(NamedTuple):
+    """One row of the table: what it is called, where its tests are, which stubs are its own."""
+
+    label: str  # a function (``Claim.worker_id``) or ``exercise N``
+    directory: str  # its tests' directory, relative to the kit's root
+    modules: tuple[str, ...]  # its test modules there, without ``.py``
+    stubs: tuple[str, ...]  # the functions whose stub makes it NOT STARTED
+
+
+# Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
+FUNCTIONS: tuple[str, ...] = (
+    "percentile",
+    "false_expiry_share",
+    "shortest_lease",
+    "detection_delay",
+    "outlive_curve",
+    "fenced",
+    "open_worker_shop",
+    "Claim.worker_id",
+    "enqueue",
+    "claim",
+    "assert_current",
+    "observe",
+    "finish",
+    "recover_once",
+    "reconcile",
+    "cancel",
+)
+SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
+# Exercise 7: the chapter's leases on PostgreSQL, in ch13_postgres.py beside the chapter file.
+# Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.
+PG_FILE = "ch13_postgres.py"
+PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
+PG_STUBS = tuple(f"{Path(PG_FILE).stem}.{name}" for name in PG_FUNCTIONS)
+PG_MODULES = tuple(f"test_pg_{name}" for name in PG_FUNCTIONS)  # tests/postgres's others: the kit's
+PG_EXERCISE = "exercise 7"
+# The exercise book's answers (learner/exercises.py), each with its check modules and its stubs,
+# then exercise 7.
+EXERCISES: tuple[Subject, ...] = (
+    Subject("exercise 1", SUITES[1], ("test_exercise_1",), ("exercise_1_reuse_owner_label",)),
+    Subject("exercise 2", SUITES[1], ("test_exercise_2",), ("exercise_2_cancel_while_delayed",)),
+    Subject(
+        "exercise 3",
+        SUITES[1],
+        ("test_exercise_3",),
+        ("observe_without_fence", "exercise_3_remove_one_fence"),
+    ),
+    Subject("exercise 4", SUITES[1], ("test_exercise_4",), ("exercise_4_sessions_vs_ceiling",)),
+    Subject(
+        "exercise 5",
+        SUITES[1],
+        ("test_exercise_5",),
+        ("renew", "keep_renewing", "exercise_5_renewal"),
+    ),
+    Subject(
+        "exercise 6", SUITES[1], ("test_exercise_6",), ("records_message", "exercise_6_records")
+    ),
+    Subject(PG_EXERCISE, SUITES[2], PG_MODULES, PG_STUBS),
+)
+MEASURED = ("exercise 5", "exercise 6")  # a measurement, run on the scripted stand-in
+LEFT_OUT = (Status.LEFT_OUT, "left out by --no-measured")
+
+
+def module_of(function: str) -> str:
+    return "test_" + function.rpartition(".")[2]
+
+
+def subjects() -> list[Subject]:
+    """Every row of the table: the chapter's functions, then the exercises."""
+    functions = [Subject(f, SUITES[0], (module_of(f),), (f,)) for f in FUNCTIONS]
+    return functions + list(EXERCISES)
+
+
+def subject(label: str) -> Subject:
+    """The row called ``label``; ValueError names the rows there are."""
+    for found in subjects():
+        if found.label == label:
+            return found
+    known = ", ".join(s.label for s in subjects())
+    raise ValueError(f"no row {label!r} in make check's table: it has {known}")
+
+
+def row_function(nodeid: str) -> str:
+    """The function a test belongs to (what a hang in it blocks): exercise 7's by its module."""
+    module = Path(nodeid.split("::")[0]).stem
+    if module in PG_MODULES:  # exercise 7: one module per function
+        return module.removeprefix("test_pg_")
+    label = next((s.label for s in subjects() if module in s.modules), module)
+    return label.rpartition(".")[2]
+
+
+def shown(path: Path) -> str:
+    """``path`` as a student types it: relative to the kit's root when inside it (not
+    resolved, so the venv's ``python`` stays the venv's)."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------- the stubs
+
+
+def stubs_in(path: Path) -> dict[str, str | None]:
+    """The functions (``Class.method`` for methods) whose body is still ``raise NotStarted``,
+    each with the notebook section its stub names."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return {name: stub_section(node) for name, node in functions_in(tree) if is_stub_node(node)}
+
+
+def all_stubs(path: Path) -> dict[str, str | None]:
+    """The stubs of a student's files: the chapter file's and ``exercises.py``'s by name, and
+    those of the ``ch13_postgres.py`` beside them as ``ch13_postgres.<name>``."""
+    pg = stubs_in(path.with_name(PG_FILE))
+    pg = {f"{Path(PG_FILE).stem}.{name}": section for name, section in pg.items()}
+    return stubs_in(path) | stubs_in(path.with_name("exercises.py")) | pg
+
+
+def not_started(section: str | None) -> str:
+    """A NOT STARTED row's message: where to read first."""
+    return f"read notebook {section}" if section else "the body is still `raise NotStarted(...)`"
+
+
+def set_aside(
+    path: Path, measured: bool, stubs: dict[str, str | None]
+) -> dict[str, tuple[Status, str]]:
+    """The rows that run no test, each with its status and message: the measured exercises
+    under ``--no-measured``; exercise 7, once it is not a stub, without its file or PostgreSQL."""
+    aside = {} if measured else dict.fromkeys(MEASURED, LEFT_OUT)
+    if any(stub in stubs for stub in PG_STUBS):
+        return aside  # NOT STARTED by its syntax: nothing needs to run
+    if not path.with_name(PG_FILE).is_file():
+        aside[PG_EXERCISE] = (
+            Status.FAILING,
+            f"no {PG_FILE} beside {shown(path)}: exercise 7 lives there",
+        )
+    elif reason := postgres_missing():
+        aside[PG_EXERCISE] = (Status.LEFT_OUT, f"left out: it needs PostgreSQL, and {reason}")
+    return aside

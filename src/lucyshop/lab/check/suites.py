@@ -1,0 +1,303 @@
+"""The pytest children of one ``make check``: what each runs, side by side, watched to the end.
+
+Each suite (``tests/learner``, ``tests/exercises``, ``tests/postgres``) runs in a child of its
+own, and each measured exercise in another (``plan``). A child writes its outcomes as it goes
+(``lucyshop.lab.check.collect``); ``watch_suite`` reads them, and stops a child whose test ran
+past its deadline, whose process died, or whose sandboxes filled their scratch. The rest of the
+suite is then rerun without that test, its function failing at once in the tests after it.
+A separate ``--collect-only`` run on the kit's own stubs (``pristine_counts``) says how many
+tests each row has, so a row that reports fewer results is not PASSING.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.check.collect import deadline_of
+from lucyshop.lab.check.guard import (
+    DEFAULT_LIMITS,
+    DISK_LIMIT,
+    LOAD_TIMEOUT,
+    Limits,
+    OwnGroupChild,
+    disk_usage,
+)
+from lucyshop.lab.check.subjects import MEASURED, SUITES, row_function, subjects
+from lucyshop.lab.loader import ENV, ROOT
+
+GRACE = 10.0  # past a test's own deadline before its process is stopped
+MAX_RESTARTS = 8
+POLL = 0.1
+WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
+# A suite that shares its directory with the kit's own tests: it runs its row modules by name.
+NAMED_ONLY = (SUITES[2],)
+
+
+@dataclass
+class SuiteRun:
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tail: list[str] = field(default_factory=list)
+    problem: str | None = None  # why the suite could not run (exit 2)
+    stopped: str | None = None  # why some tests were never reached
+
+
+def wait(child: OwnGroupChild, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while (status := child.poll()) is None:
+        if time.monotonic() > deadline:
+            child.kill()
+            return None
+        time.sleep(POLL)
+    return status
+
+
+# ---------------------------------------------------------------- what runs where
+
+
+def suite_paths(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
+    """What pytest is given to run ``suite`` less the ``left_out`` (directory, module) pairs:
+    the directory with an ``--ignore`` for each, or, for a directory that also holds the kit's
+    own tests (tests/postgres), its row modules by name. Empty when nothing of it is left."""
+    mine = {(s.directory, m) for s in subjects() if s.directory == suite for m in s.modules}
+    if not mine - left_out:
+        return []
+    if suite in NAMED_ONLY:
+        return [f"{d}/{m}.py" for d, m in sorted(mine - left_out)]
+    return [suite, *(f"--ignore={d}/{m}.py" for d, m in sorted(mine & left_out))]
+
+
+def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str], list[list]]:
+    """What the pristine collection is given, and the parts the suites run in.
+
+    A row set aside never runs; nor do the tests of a row still a stub by its syntax, which is
+    NOT STARTED whatever they report (the counts still name all its tests). Each suite runs in
+    a pytest child of its own, and each measured exercise (mostly waiting on its scripted turns
+    and leases) in another: the tests wait on the sandbox more than they compute, so side by
+    side they take the time of the longest. Exercise 7 is a suite of its own (tests/postgres,
+    with its own PostgreSQL server)."""
+    pairs = [(s, (s.directory, m)) for s in subjects() for m in s.modules]
+    not_run = {pair for s, pair in pairs if s.label in aside}
+    stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}
+    paths = [p for suite in SUITES for p in suite_paths(suite, not_run)]
+    skipped = stubbed | not_run
+    alone = {pair for s, pair in pairs if s.label in MEASURED} - skipped
+    parts = [suite_paths(suite, skipped | alone) for suite in SUITES]
+    parts = [part for part in parts if part] + [[f"{d}/{m}.py"] for d, m in sorted(alone)]
+    return paths, parts
+
+
+# ---------------------------------------------------------------- one child
+
+
+class Outcomes:
+    """Reads a growing outcomes file: the test running now, and since when."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+        self.records: list[dict[str, Any]] = []
+        self.current: str | None = None
+        self.since = time.monotonic()
+        self.finished = False
+
+    def read(self) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = self.partial + handle.read()
+                self.offset = handle.tell()
+        except OSError:
+            return
+        *lines, self.partial = data.split(b"\n")
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            self.records.append(record)
+            if record.get("event") == "finish":
+                self.finished = True
+            elif record.get("event") == "start":
+                self.current, self.since = record["nodeid"], time.monotonic()
+            elif record.get("nodeid") == self.current:
+                self.current = None
+
+
+def suite_argv(
+    path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list, deadline: float
+) -> list:
+    argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path)]
+    argv += ["-q", "--color=no", "-p", "lucyshop.lab.check.collect", "--outcomes", str(outcomes)]
+    argv += [f"--deadline={deadline:g}"]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        argv += ["-p", "pytest_timeout", "--timeout", f"{deadline:g}"]
+    argv += [f"--hung={function}" for function in hung]
+    return argv + [f"--deselect={nodeid}" for nodeid in skip]
+
+
+def watch_suite(
+    child: OwnGroupChild, outcomes: Outcomes, until: float, deadline: float, scratch: Path
+) -> tuple[str | None, str] | None:
+    """Wait for the child; None when it ran to its end, else (the test it stopped in, why).
+    A test whose sandbox fills its scratch past ``DISK_LIMIT`` is stopped like a hang."""
+    weighed = time.monotonic()
+    while True:
+        status = child.poll()
+        outcomes.read()
+        if status is not None:
+            if outcomes.finished:
+                return None  # a result it never wrote is counted against its row
+            if outcomes.current is not None:
+                return outcomes.current, "ended the test process (os._exit, a signal or a crash)"
+            return None, "the test process ended before the end of the suite"
+        now = time.monotonic()
+        limit = deadline_of(outcomes.current, deadline) if outcomes.current else 0.0
+        if outcomes.current and now - outcomes.since > limit + GRACE:
+            child.kill()
+            return outcomes.current, f"timed out after {limit:g} s"
+        if now > until:
+            child.kill()
+            return outcomes.current, "the whole suite ran out of time"
+        if now - weighed > WEIGH_EVERY:
+            weighed = now
+            if disk_usage(scratch) > DISK_LIMIT:
+                child.kill()
+                return outcomes.current, f"wrote over {DISK_LIMIT >> 20} MiB to its scratch"
+        time.sleep(POLL)
+
+
+def stopped_in(nodeid: str, why: str) -> dict[str, Any]:
+    """The failed result of a test its child was stopped in: its function is the one that hung."""
+    function = row_function(nodeid)
+    return {
+        "event": "result",
+        "nodeid": nodeid,
+        "module": Path(nodeid.split("::")[0]).stem,
+        "outcome": "failed",
+        "message": f"{why} in {function}()",
+        "hung": function,
+        "not_started": None,
+    }
+
+
+def keep_outcomes(run: SuiteRun, outcomes: Outcomes, hung: list[str]) -> None:
+    """Add what one child reported to ``run``, and each function it found hung to ``hung``."""
+    for record in outcomes.records:
+        if record.get("event") in ("result", "collect_error"):
+            run.results[record["nodeid"]] = record
+        if record.get("hung") and record["hung"] not in hung:  # past its deadline in a test:
+            hung.append(record["hung"])  # a rerun fails it at once, as this run did
+
+
+def ended(run: SuiteRun, child: OwnGroupChild, outcomes: Outcomes) -> SuiteRun:
+    """A child that ran to its end: a pytest that failed before any test says why."""
+    if child.poll() not in (0, 1, 5) and not outcomes.records:
+        last = [line for line in run.tail if line.strip()]
+        run.problem = f"pytest exit {child.poll()}: {last[-1] if last else ''}"
+    return run
+
+
+def run_suites(
+    path: Path,
+    env: dict[str, str],
+    tmp: Path,
+    marker: str,
+    paths: Sequence[str],
+    limits: Limits = DEFAULT_LIMITS,
+) -> SuiteRun:
+    """Run the suites; after a test that hangs or kills its process, rerun the rest without it."""
+    run, hung = SuiteRun(), []
+    until = time.monotonic() + limits.suite
+    # Plugins not autoloaded: seconds of start-up saved per run. TMPDIR: whatever the child
+    # makes (its sandboxes' directories too) goes with this check's own, even if it is killed.
+    env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TMPDIR": str(tmp)}
+    for attempt in range(MAX_RESTARTS + 1):
+        outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
+        argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
+        scratch = tmp / f"scratch-{attempt}"  # the sandboxes' only writable place; gone after
+        argv.append(f"--basetemp={scratch}")
+        child = OwnGroupChild(
+            argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker
+        )
+        stopped = watch_suite(child, outcomes, until, limits.test, scratch)
+        run.tail = child.tail()
+        before = len(run.results)
+        keep_outcomes(run, outcomes, hung)
+        if stopped is None:
+            return ended(run, child, outcomes)
+        nodeid, why = stopped
+        if attempt and len(run.results) == before:
+            run.stopped = "the test process reported no results twice in a row"
+            return run
+        if nodeid is None:
+            run.stopped = why
+            return run
+        run.results[nodeid] = stopped_in(nodeid, why)
+        if run.results[nodeid]["hung"] not in hung:
+            hung.append(run.results[nodeid]["hung"])
+        if time.monotonic() > until:
+            run.stopped = "the whole suite ran out of time"
+            return run
+    run.stopped = f"the test process was stopped {MAX_RESTARTS + 1} times"
+    return run
+
+
+def run_side_by_side(
+    path: Path,
+    env: dict[str, str],
+    tmp: Path,
+    marker: str,
+    parts: Sequence[Sequence[str]],
+    limits: Limits = DEFAULT_LIMITS,
+) -> SuiteRun:
+    """Each part of the suites in a pytest child of its own, all at once; their results as one.
+
+    The measured exercises mostly wait (on the stand-in's scripted turns, on leases), so beside
+    the rest they cost a check almost no time of its own."""
+
+    def run_part(number: int, paths: Sequence[str]) -> SuiteRun:
+        own = tmp / f"part-{number}"
+        own.mkdir()
+        return run_suites(path, env, own, marker, paths, limits)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        runs = list(pool.map(run_part, range(len(parts)), parts))
+    merged = SuiteRun()
+    for run in runs:
+        merged.results |= run.results
+        merged.tail += run.tail
+        merged.problem = merged.problem or run.problem
+        merged.stopped = merged.stopped or run.stopped
+    return merged
+
+
+# ---------------------------------------------------------------- how many tests each row has
+
+
+def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChild:
+    """Collect (never run) the same suites against the kit's own stubs, in another process."""
+    argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "--impl", "learner"]
+    if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have
+        argv += ["-p", "pytest_timeout"]
+    env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop(ENV, None)
+    return OwnGroupChild(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
+
+
+def read_counts(child: OwnGroupChild) -> dict[str, int] | None:
+    if wait(child, LOAD_TIMEOUT) not in (0, 5):
+        return None
+    counts: dict[str, int] = {}
+    for line in Path(child.log).read_text(encoding="utf-8", errors="replace").splitlines():
+        if "::" in line:
+            module = Path(line.split("::")[0]).stem
+            counts[module] = counts.get(module, 0) + 1
+    return counts

@@ -1,0 +1,198 @@
+"""``make check``'s table: the rows read from the suites' outcomes, and every line it prints.
+
+A row is NOT STARTED when its own stub stopped a test or its body is still the stub; FAILING
+with every failing test (one line each: what was expected, what happened, and the command
+that reruns just that test); PASSING only when every test of it passed and as many reported a
+result as a separate collection finds. The summary line and the exit status come from the
+rows and the checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.check.results import CheckpointResult, Failure, Row
+from lucyshop.lab.check.subjects import PG_FILE, PG_MODULES, Subject, not_started, shown, subjects
+from lucyshop.lab.statuses import CheckpointStatus, Status
+
+# What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
+RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
+
+
+def rerun_command(nodeid: str, spec: str) -> str:
+    python = shown(Path(sys.executable))
+    return (
+        f"{RERUN_ENV} {python} -m pytest {shlex.quote(nodeid)} --impl {shlex.quote(spec)}"
+        " -p pytest_timeout"
+    )
+
+
+# ---------------------------------------------------------------- the rows
+
+
+def build_rows(
+    results: dict[str, dict[str, Any]],
+    spec: str,
+    *,
+    stubs: dict[str, str | None],
+    counts: dict[str, int] | None,
+    stopped: str | None = None,
+    aside: dict[str, tuple[Status, str]] | None = None,
+    only: str | None = None,
+) -> list[Row]:
+    """One row per function and exercise (or the one called ``only``); ``aside`` maps a row
+    that did not run to its status and message (``subjects.set_aside``)."""
+    hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
+    for record in results.values():  # exercise 7's functions share the chapter's names
+        if record.get("hung") and record.get("module") not in PG_MODULES:
+            hangs.setdefault(record["hung"], record["message"])
+    rows = []
+    for row in subjects():
+        if only is not None and row.label != only:
+            continue
+        kind = "exercise" if row.label.startswith("exercise") else "function"
+        if aside and row.label in aside:
+            rows.append(Row(row.label, kind, aside[row.label][0], message=aside[row.label][1]))
+            continue
+        tests = [r for r in results.values() if r.get("module") in row.modules]
+        found = grade_row(row, kind, tests, spec, stubs, counts, stopped)
+        function = row.label.rpartition(".")[2]
+        if found.status != Status.NOT_STARTED and function in hangs:
+            found.status, found.message = Status.FAILING, hangs[function]
+        rows.append(found)
+    return rows
+
+
+def grade_row(
+    subject: Subject,
+    kind: str,
+    tests: list[dict[str, Any]],
+    spec: str,
+    stubs: dict[str, str | None],
+    counts: dict[str, int] | None,
+    stopped: str | None,
+) -> Row:
+    """The row of ``subject`` from its tests' results."""
+    passed = sum(r["outcome"] == "passed" for r in tests)
+    known = counts is not None and all(module in counts for module in subject.modules)
+    expected = sum(counts[module] for module in subject.modules) if known else None
+    row = Row(subject.label, kind, Status.PASSING, passed, expected or len(tests))
+    prefix = f"{Path(PG_FILE).stem}."  # a NotStarted names the function alone
+    names = {s.removeprefix(prefix) for s in subject.stubs}
+    own = [r for r in tests if r.get("not_started") in names]
+    if own or any(stub in stubs for stub in subject.stubs):
+        section = own[0].get("section") if own else None
+        section = section or next((stubs[s] for s in subject.stubs if s in stubs), None)
+        row.status, row.message = Status.NOT_STARTED, not_started(section)
+        return row
+    row.failures = [
+        Failure(r["nodeid"], failure_message(r, subject.label), rerun_command(r["nodeid"], spec))
+        for r in tests
+        if r["outcome"] == "failed"
+    ]
+    if row.failures:
+        row.status, row.message = Status.FAILING, row.failures[0].message
+    elif not tests:
+        row.status = Status.FAILING
+        row.message = f"not reached: {stopped}" if stopped else "no test ran"
+    elif expected is not None and len(tests) != expected:
+        row.status = Status.FAILING
+        row.message = f"{len(tests)} of its {expected} tests reported a result" + (
+            f" ({stopped})" if stopped else ""
+        )
+    return row
+
+
+def failure_message(record: dict[str, Any], label: str) -> str:
+    other = record.get("not_started")
+    if other:
+        return f"needs {other}() first: it is not started"
+    blocked = record.get("blocked_by")
+    if blocked == label.rpartition(".")[2]:
+        return f"not run again: {blocked}() hung or ended the process in an earlier test"
+    if blocked:
+        return f"needs {blocked}() first: it hung or ended the process in an earlier test"
+    return record.get("message") or "failed"
+
+
+# ---------------------------------------------------------------- what is printed
+
+
+def table_lines(rows: list[Row]) -> list[str]:
+    width = max(len(r.label) for r in rows) + 2
+    lines = [f"  {'function':<{width}}{'status':<13}{'tests':>7}"]
+    pad = " " * (width + 22)
+    for row in rows:
+        tests = "" if row.status == Status.LEFT_OUT else f"{row.passed}/{row.total}"
+        line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
+        lines.append(f"{line}   {row.message}" if row.message else line)
+        for failure in row.failures:
+            lines.append(f"{pad} {failure.test.split('::')[-1]}: {failure.message}")
+            lines.append(f"{pad}   rerun: {failure.rerun}")
+    return lines
+
+
+def row_text(row: Row) -> str:
+    """One row as a notebook's check cell shows it: its status, then every failing test."""
+    text = f"{row.label}: {row.status} ({row.passed}/{row.total} checks)"
+    if row.status == Status.PASSING:
+        return text
+    lines = [text] + ([f"  {row.message}"] if not row.failures else [])
+    for failure in row.failures:
+        lines += [
+            f"  {failure.test.split('::')[-1]}: {failure.message}",
+            f"    rerun: {failure.rerun}",
+        ]
+    return "\n".join(lines)
+
+
+def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
+    """The checkpoint after the table: how to run it alone, what it printed last when it
+    FAILED, and each case as the judge read it from the files it kept."""
+    lines = ["", f"checkpoint: {command}"]
+    if checkpoint.status == CheckpointStatus.FAILED:  # what it printed last, to debug from
+        lines += [f"  | {line}" for line in checkpoint.tail]
+    lines.append("checkpoint verdict, read from the files it kept (never from its exit status):")
+    for case in checkpoint.cases:
+        mark = "PASS" if case.passed else "FAIL"
+        if not case.passed and checkpoint.status == CheckpointStatus.NOT_STARTED:
+            mark = CheckpointStatus.NOT_STARTED
+        lines.append(f"  {mark}  {case.case} {case.name}: {case.message}")
+    return lines
+
+
+def summary_line(rows: list[Row], checkpoint: CheckpointStatus) -> str:
+    functions = [r for r in rows if r.kind == "function"]
+    exercises = [r for r in rows if r.kind == "exercise"]
+
+    def count(group: list[Row], status: Status) -> int:
+        return sum(r.status == status for r in group)
+
+    parts = [f"{count(functions, Status.PASSING)}/{len(functions)} functions PASSING"]
+    for status in (Status.FAILING, Status.NOT_STARTED):
+        if count(functions, status):
+            parts[0] += f", {count(functions, status)} {status}"
+    parts.append(f"checkpoint {checkpoint}")
+    words = [f"{count(exercises, Status.NOT_STARTED)} of {len(exercises)} not started"]
+    if count(exercises, Status.FAILING):
+        words.append(f"{count(exercises, Status.FAILING)} FAILING")
+    if count(exercises, Status.LEFT_OUT):
+        words.append(f"{count(exercises, Status.LEFT_OUT)} left out")
+    parts.append("exercises: " + ", ".join(words))
+    return " · ".join(parts)
+
+
+def exit_status(rows: list[Row], checkpoint: CheckpointStatus, tampered: bool) -> int:
+    """0 all passed; 1 something FAILING; 3 nothing failing, but work not started yet."""
+    failing = any(r.status == Status.FAILING for r in rows)
+    if tampered or checkpoint == CheckpointStatus.FAILED or failing:
+        return 1
+    functions = [r for r in rows if r.kind == "function"]
+    if checkpoint == CheckpointStatus.NOT_STARTED or any(
+        r.status != Status.PASSING for r in functions
+    ):
+        return 3
+    return 0

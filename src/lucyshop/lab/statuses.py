@@ -1,0 +1,42 @@
+"""The lab's status words, each defined once: ``make check``'s rows and checkpoint, ``make
+grade``'s verdicts. A ``StrEnum`` member *is* its word (``Status.PASSING == "PASSING"``), so
+the JSON, the printed table and the gradebook keep the same words.
+
+``schemas/check.json`` lists the same words for the ``ch13-check/1`` contract; a test holds the
+two equal.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """One row of ``make check``'s table: a chapter function or an exercise."""
+
+    NOT_STARTED = "NOT STARTED"  # still the stub, or its own NotStarted stopped a test
+    FAILING = "FAILING"
+    PASSING = "PASSING"
+    LEFT_OUT = "LEFT OUT"  # exercises 5 and 6 under --no-measured; exercise 7 without PostgreSQL
+    NOT_SUBMITTED = "NOT SUBMITTED"  # make grade only: its file was not handed in
+
+
+class CheckpointStatus(StrEnum):
+    """The checkpoint, as the judge reads it from the files it kept."""
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    NOT_STARTED = "NOT STARTED"  # the file is not ready for it: it stopped at a stub
+    SKIPPED = "SKIPPED"  # not run: --no-checkpoint, or the kit has no checkpoint
+
+
+class VerdictStatus(StrEnum):
+    """Whether ``make grade`` could check one hand-in at all (``lab.grade.verdict``)."""
+
+    CHECKED = "CHECKED"  # the check ran to its end: its rows and checkpoint are the grade
+    CANNOT_CHECK = "CANNOT CHECK"  # no such file, a syntax error, an import that fails
+    TIMED_OUT = "TIMED OUT"
+    STOPPED = "STOPPED"  # the grader was interrupted
+    CHECK_ERROR = "CHECK ERROR"  # the grader's fault: no result, or one that breaks the schema
+    NO_FILE = "NO FILE"
+    EMPTY = "EMPTY"
