@@ -115,10 +115,10 @@ lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreS
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.experiment --impl solutions --out evidence/ch13-leases-receipt.json
-	@$(PY) -m lucyshop.lab.evidence.plots evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.experiment.plots evidence/ch13-leases-receipt.json
 
 plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
-	@$(PY) -m lucyshop.lab.evidence.plots evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.experiment.plots evidence/ch13-leases-receipt.json
 
 bench: $(VENV)/.bench ## the kit beside litequeue and persist-queue, fence cost, checkpoint time (~10 min)
 	@$(PY) -m lucyshop.lab.bench --impl solutions --out evidence/bench.json

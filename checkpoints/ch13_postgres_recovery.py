@@ -33,8 +33,9 @@ from typing import Any
 
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
 from lucyshop.lab.checkpoint.checks import child_record, expect
-from lucyshop.lab.checkpoint.holder import OWNER, VANILLA, refusal
+from lucyshop.lab.checkpoint.holder import OWNER, refusal
 from lucyshop.lab.given import pg_shop
+from lucyshop.lab.given.orders import VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, block_reference, impl_path
 from lucyshop.lab.services.postgres import missing, postgres_server, scratch_schema

@@ -29,6 +29,7 @@ from typing import Any
 from lucyshop import approval, validate
 from lucyshop.lab.exercises import runs as exercise_runs
 from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given.orders import VANILLA
 from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 from lucyshop.lab.services.processes import wait_until
 from lucyshop.lab.services.suppliers import supplier_process
@@ -41,7 +42,6 @@ OPERATOR = "lucy"
 POLICY = approval.SpendingPolicy(
     frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
 )
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}  # 2700 cents
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 5, "unit_cents": 500}  # 2500 cents
 DEADLINE = 30.0  # the longest any single wait here may take
 

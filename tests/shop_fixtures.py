@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
+from lucyshop.lab.given.orders import VANILLA, VANILLA_CENTS
 from lucyshop.lab.services.suppliers import RunningSupplier, supplier_process
 
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
-VANILLA_CENTS = VANILLA["quantity"] * VANILLA["unit_cents"]  # 2700
+__all__ = ["VANILLA", "VANILLA_CENTS"]  # the shop's order, from the lab's one statement of it
+
 REJECTED_SKU = "oat-milk"  # the test suppliers refuse it: a conclusive REJECTED receipt
 
 

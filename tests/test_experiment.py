@@ -210,7 +210,7 @@ def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path)
             sys.executable,
             "-m",
             "lucyshop.lab.blocked",
-            "lucyshop.lab.evidence.plots",
+            "lucyshop.lab.experiment.plots",
             str(quick_receipt),
             "--out-dir",
             str(tmp_path),
@@ -228,7 +228,7 @@ def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: P
         [
             sys.executable,
             "-m",
-            "lucyshop.lab.evidence.plots",
+            "lucyshop.lab.experiment.plots",
             str(quick_receipt),
             "--out-dir",
             str(tmp_path),

@@ -8,6 +8,9 @@ could not run the shop without the grading machinery. And code under ``src/`` ch
 implementation only when told to: a hard-coded load of ``solutions``, or a command line or
 function that falls back to it, would run the reference where a student's file was meant.
 
+Inside the lab, the rooms import downward only (README's Layout): import-linter's
+``lab-rooms`` layers contract, which must place every room.
+
 The first rule is import-linter's contract in pyproject.toml (``lint-imports``, which counts an
 import inside a function too); the second is read from the source with ``ast``.
 """
@@ -107,9 +110,22 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
     )
 
 
-def contract() -> dict:
+def contract(name: str = "runtime-below-lab") -> dict:
     config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
-    return next(c for c in config["contracts"] if c["id"] == "runtime-below-lab")
+    return next(c for c in config["contracts"] if c["id"] == name)
+
+
+def rooms_in_layers() -> list[str]:
+    """Every room and top-level lab module the rooms contract places, top layer first."""
+    return [room.strip() for layer in contract("lab-rooms")["layers"] for room in layer.split("|")]
+
+
+def test_the_rooms_contract_places_every_room_and_lab_module():
+    """A new room, or a module added loose at the top of the lab, is under the contract only
+    once it is given a layer."""
+    present = {p.stem for p in LAB.glob("*.py") if p.stem != "__init__"}
+    present |= {p.name for p in LAB.iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(rooms_in_layers()) == sorted(present)
 
 
 def test_the_layer_contract_names_every_runtime_module():
@@ -118,10 +134,11 @@ def test_the_layer_contract_names_every_runtime_module():
     assert set(contract()["source_modules"]) == {f"lucyshop.{t}" for t in tops}
 
 
-def test_the_runtime_never_imports_the_lab():
+def test_the_runtime_never_imports_the_lab_and_the_rooms_import_downward():
     result = lint_imports(SRC.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the runtime never imports the lab KEPT" in result.stdout
+    assert "the lab's rooms import downward only KEPT" in result.stdout
 
 
 @pytest.mark.parametrize("path", EVERYTHING, ids=name)
@@ -141,16 +158,36 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert len(reference_loads(planted)) == 5
 
 
+def planted_copy(tmp_path: Path, module: str, line: str) -> Path:
+    """A copy of src/ and pyproject.toml with ``line`` appended to ``module`` (a path under
+    src/lucyshop), for a contract to be run on."""
+    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
+    shutil.copy(SRC.parent / "pyproject.toml", tmp_path)
+    target = tmp_path / "src" / "lucyshop" / module
+    target.write_text(target.read_text() + line)
+    return tmp_path
+
+
+@pytest.mark.timeout(300)
+def test_the_rooms_contract_breaks_on_an_upward_import(tmp_path):
+    """A lower room importing a higher one (the sandbox reaching for make check), even inside a
+    function, breaks the rooms contract."""
+    root = planted_copy(
+        tmp_path, "lab/sandbox/jail.py", "\n\ndef _late():\n    import lucyshop.lab.check.report\n"
+    )
+    result = lint_imports(root)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the lab's rooms import downward only BROKEN" in result.stdout
+    assert "lucyshop.lab.sandbox.jail -> lucyshop.lab.check.report" in result.stdout
+
+
 @pytest.mark.timeout(300)
 def test_the_layer_contract_breaks_on_an_import_of_the_lab(tmp_path):
     """A runtime module importing the lab, even inside a function, breaks the contract."""
-    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
-    shutil.copy(SRC.parent / "pyproject.toml", tmp_path)
-    store = tmp_path / "src" / "lucyshop" / "store.py"
-    store.write_text(
-        store.read_text() + "\n\ndef _late():\n    import lucyshop.lab.services.processes\n"
+    root = planted_copy(
+        tmp_path, "store.py", "\n\ndef _late():\n    import lucyshop.lab.services.processes\n"
     )
-    result = lint_imports(tmp_path)
+    result = lint_imports(root)
     assert result.returncode == 1, result.stdout + result.stderr
     assert (
         "BROKEN" in result.stdout

@@ -1,4 +1,5 @@
-"""Each shared shop fixture is stated once in tests/: in ``shop_fixtures.py``, nowhere else.
+"""Each shared shop fixture is stated once in tests/: in ``shop_fixtures.py``, nowhere else;
+and the order itself once in the whole kit, in ``lucyshop.lab.given.orders``.
 
 The order every suite proposes (``VANILLA``, and the same dict written out), the free-port
 probe (a socket bound to port 0 and closed, not listened on), ``dead_endpoint``, and the
@@ -16,7 +17,15 @@ import pytest
 from shop_fixtures import VANILLA
 
 TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 HOME = TESTS / "shop_fixtures.py"
+ORDERS = ROOT / "src" / "lucyshop" / "lab" / "given" / "orders.py"
+KIT = sorted(
+    p
+    for folder in ("src", "solutions", "learner", "checkpoints")
+    for p in (ROOT / folder).rglob("*.py")
+    if p != ORDERS
+)
 DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU"}
 DEFINED = {
     "free_port",
@@ -88,10 +97,23 @@ def test_no_shared_fixture_is_stated_again(path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("path", KIT, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_order_is_written_out_nowhere_else_in_the_kit(path: Path) -> None:
+    """The checkpoint, the experiment, the exercises and the reference import the one order."""
+    found = [line for line in restatements(path.read_text(encoding="utf-8")) if "VANILLA" in line]
+    assert found == [], f"{path.relative_to(ROOT)}: import VANILLA from lucyshop.lab.given.orders"
+
+
+def test_the_order_lives_in_the_labs_given_orders() -> None:
+    assert restatements(ORDERS.read_text(encoding="utf-8"))[:2] == [
+        "line 7: VANILLA = ...",
+        "line 7: the VANILLA order written out",
+    ]
+
+
 def test_the_fixtures_live_in_shop_fixtures() -> None:
     found = restatements(HOME.read_text(encoding="utf-8"))
     assert {line.split(": ", 1)[1] for line in found} >= {
-        "VANILLA = ...",
         "def free_port",
         "def supplier",
         "def held",

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lucyshop import approval
+from lucyshop.lab.given.orders import VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ReferenceBlocked, _ImportBlocker, load_impl
 from lucyshop.lab.sandbox.relay import listen_inside
@@ -31,7 +32,6 @@ OPERATOR = "lucy"
 POLICY = approval.SpendingPolicy(
     frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
 )
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
 DEADLINE = 20.0  # seconds any single wait may take before the case fails
 MODES = ("killed", "live", "paused", "sending", "cancel")

@@ -1,2 +1,2 @@
-"""Receipts and figures: the receipt engine, the kit's statistics, Part A's plots, make test's
-time."""
+"""Receipts: the one receipt engine (provenance, a durable write, recompute-and-compare), the
+kit's statistics, and make test's time."""

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from lucyshop.lab.experiment.receipt import recovery_counts
-from lucyshop.lab.experiment.tasks import RECOVERY_TOOLS, crashed_transcript
+from lucyshop.lab.model.tasks import RECOVERY_TOOLS, crashed_transcript
 from lucyshop.models import parse_tool_calls
 
 RECOUNTED = "records"  # the key of the records arm

@@ -33,9 +33,9 @@ from lucyshop.lab.exercises import receipts as exercise_receipts
 from lucyshop.lab.exercises import renewal
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.renewer import attempts, renewals
-from lucyshop.lab.experiment.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, crashed_transcript
 from lucyshop.lab.experiment.worker import SHOP
 from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given.orders import VANILLA
 from lucyshop.lab.given.renewals import prepare_renewals
 from lucyshop.lab.model.backend import (
     OLLAMA_HOST,
@@ -44,6 +44,7 @@ from lucyshop.lab.model.backend import (
     model_argv,
     open_model,
 )
+from lucyshop.lab.model.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, crashed_transcript
 from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.store import connect
@@ -73,7 +74,6 @@ OWNER, OPERATOR = "lucy-worker", "lucy"
 POLICY = approval.SpendingPolicy(
     frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
 )
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 
 
 @contextlib.contextmanager

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.evidence.stats import median_interval
-from lucyshop.lab.experiment.tasks import kind_of, turn_messages
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.model.backend import MEASURING, model_argv, open_model, warm_up
+from lucyshop.lab.model.tasks import kind_of, turn_messages
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     python_argv,

@@ -24,14 +24,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from lucyshop.lab.experiment.tasks import (
+from lucyshop.lab.experiment.worker import SHOP, STOP
+from lucyshop.lab.loader import ENV
+from lucyshop.lab.model.backend import describe, model_argv, open_model
+from lucyshop.lab.model.tasks import (
     OPERATION,
     RECOVERY_TOOLS,
     crashed_transcript,
 )
-from lucyshop.lab.experiment.worker import SHOP, STOP
-from lucyshop.lab.loader import ENV
-from lucyshop.lab.model.backend import describe, model_argv, open_model
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     python_argv,

@@ -20,9 +20,9 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.overhead import blocker_overhead
 from lucyshop.lab.experiment.receipt import RULES, SCHEMA, TARGETS, figures, rule_leases
-from lucyshop.lab.experiment.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.model.backend import TEMPERATURE, describe, open_model, warm_up
+from lucyshop.lab.model.tasks import KINDS, OPERATION, RECOVERY_TOOLS, crashed_transcript
 from lucyshop.lab.services.processes import SharedGroupChildren
 
 SCAN_SECONDS = 0.05

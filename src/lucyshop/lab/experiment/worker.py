@@ -43,9 +43,9 @@ from types import ModuleType
 from typing import IO, Any
 
 from lucyshop.lab.experiment.renewer import Renewer, load_answers
-from lucyshop.lab.experiment.tasks import TASKS, kind_of, turn_messages
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.model.backend import BACKENDS, open_model, warm_up
+from lucyshop.lab.model.tasks import TASKS, kind_of, turn_messages
 from lucyshop.lab.services.processes import wait_until, write_ready
 from lucyshop.queue import WorkQueue
 

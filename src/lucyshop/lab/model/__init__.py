@@ -1,1 +1,2 @@
-"""What answers a model turn: a real model (embedded or Ollama) or the scripted stand-in."""
+"""What a model is asked (``tasks``), and what answers it (``backend``): a real model, embedded or
+Ollama, or the scripted stand-in (``scripted``) that exercises 5 and 6 are graded on."""

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.experiment.tasks import KINDS, turn_messages
 from lucyshop.lab.model.scripted import TURN_SECONDS, ScriptedModel
+from lucyshop.lab.model.tasks import KINDS, turn_messages
 from lucyshop.models import ChatModel, EmbeddedModel, OllamaModel
 
 MEASURING = ("embedded", "ollama")  # real models: what the Part A experiment measures

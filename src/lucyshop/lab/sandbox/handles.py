@@ -119,13 +119,6 @@ def sandboxed_shop(impl: Remote, path: Path) -> tuple[Mirror, Remote]:
     return impl._sandbox.mirror(connection, path), queue
 
 
-def kind_of(value: Any) -> str:
-    """What a handle stands for (``object sqlite3.Connection``), or the local type's name."""
-    if isinstance(value, Remote):
-        return value._handle["$handle"][2]
-    return f"object {type(value).__module__}.{type(value).__qualname__}"
-
-
 def _fails_at_once(name: str):
     def failing(*_args: Any, **_kwargs: Any) -> None:
         raise TimedOutBefore(name)

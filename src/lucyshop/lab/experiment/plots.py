@@ -1,4 +1,4 @@
-"""``python -m lucyshop.lab.evidence.plots RECEIPT [--out-dir evidence]``: draw Part A's two
+"""``python -m lucyshop.lab.experiment.plots RECEIPT [--out-dir evidence]``: draw Part A's two
 figures.
 
 Both are drawn from one receipt and nothing else: the curve from its pilot turns (the share of
@@ -131,7 +131,7 @@ def _save(figure: Any, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lucyshop.lab.evidence.plots", description=__doc__.split("\n", 1)[0]
+        prog="python -m lucyshop.lab.experiment.plots", description=__doc__.split("\n", 1)[0]
     )
     parser.add_argument("receipt", type=Path)
     parser.add_argument("--out-dir", type=Path, default=Path("evidence"))

@@ -7,6 +7,7 @@ is an order sent to the supplier with its operation key, and no reply.
 
 from __future__ import annotations
 
+from lucyshop.lab.given.orders import VANILLA
 from lucyshop.proposal import operation_id
 
 SYSTEM = (
@@ -61,7 +62,6 @@ def turn_messages(kind: str) -> list[dict]:
 # --- Recovery: a worker crashed right after sending an order --------------------------------
 
 SUPPLIER = "lucy-supplier"
-VANILLA = {"sku": "vanilla-tub", "quantity": 6, "unit_cents": 450}
 # The shop's own deterministic key for this order (work 1, this supplier, this proposal).
 OPERATION = operation_id(1, SUPPLIER, VANILLA)
 
