@@ -106,9 +106,13 @@ test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the
 	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
 	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
 
-test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/test-time.json and bench.json (output in test-time.log; quiet machine)
+# make test-time records a quiet run (on a quiet machine; also bench.json's make_test section);
+# make test-time BURNERS=8 records a run beside 8 CPU burners (each spins a core, from a minute
+# before the suite starts to its end). evidence/test-time.json keeps one run of each.
+BURNERS ?= 0
+test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/test-time.json (BURNERS=8: beside 8 CPU burners; output in test-time.log)
 	@$(PY) -m lucyshop.lab.evidence.testtime --out evidence/test-time.json --bench evidence/bench.json \
-	  --log test-time.log -- $(PARALLEL) $(ONCE)
+	  --burners $(BURNERS) --log test-time.log -- $(PARALLEL) $(ONCE)
 
 lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreSQL for 13d)
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)

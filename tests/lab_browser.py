@@ -37,7 +37,7 @@ CHROMIUM_ARGS = (
     "--window-size=1400,1000",
 )
 TOKEN = "ch13-browser-test"
-START_SECONDS = 120.0
+START_SECONDS = 300.0  # far past a start beside 8 CPU burners: a backstop, not a measure
 STOP_SECONDS = 20.0
 POLL = 0.2  # seconds between looks at the server and the page
 

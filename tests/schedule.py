@@ -10,23 +10,28 @@ from __future__ import annotations
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-LONGEST_FIRST = (
-    "test_check_report.py",
-    "grading/test_grade_class.py",
+LONGEST_FIRST = (  # by each file's time in a whole run (pytest --durations), longest first
     "test_notebooks.py",
+    "grading/test_grade_class.py",
+    "test_check_report.py",
+    "judge/test_hostile_kit.py",
+    "grading/test_grade_under_load.py",
     "test_experiment.py",
     "judge/test_bounded.py",
-    "judge/test_hostile_kit.py",
-    "judge/test_hostile.py",
-    "judge/test_hostile_grade.py",
-    "grading/test_grade_parts.py",
-    "grading/test_resume.py",
-    "test_soak.py",
-    "test_checkpoint.py",
     "test_learner_mutants.py",
+    "judge/test_hostile.py",
+    "test_checkpoint.py",
+    "grading/test_grade_parts.py",
+    "grading/test_grade_postgres.py",
     "judge/test_chatty.py",
-    "judge/test_trust.py",
+    "test_student_commands.py",
+    "test_soak.py",
+    "grading/test_autograder_zip.py",
+    "test_moved.py",
+    "judge/test_hostile_grade.py",
     "postgres/test_pg_checkpoint.py",
+    "judge/test_trust.py",
+    "grading/test_resume.py",
 )
 
 

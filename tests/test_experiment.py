@@ -26,8 +26,10 @@ from lucyshop.lab.services.processes import wait_until
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
-RUN_SECONDS = 540
-CHECK_SECONDS = 60
+# Deadlines far past the work, not measures of it: the quick run takes about a minute on a quiet
+# 2-core machine and several beside 8 CPU burners; a check, seconds.
+RUN_SECONDS = 1800
+CHECK_SECONDS = 300
 TOKENS = 8  # the quick run's token cap per turn
 
 
@@ -126,15 +128,14 @@ def test_an_edited_overhead_figure_fails_the_check(
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_a_tampered_figure_fails_the_check_naming_it(
-    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_tampered_figure_fails_the_check_naming_it(quick_receipt: Path, tmp_path: Path) -> None:
     receipt = json.loads(quick_receipt.read_text())
     receipt["figures"]["pilot"]["p50"] += 0.001
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(receipt))
-    assert check(tampered, load_impl("solutions")) == 1
-    out = capsys.readouterr().out
+    checked = run_check(tampered)  # the command line: a failing receipt exits 1
+    assert checked.returncode == 1, checked.stdout
+    out = checked.stdout
     assert "FAIL  pilot.p50: the receipt says" in out
     assert "FAILED: 1 of" in out and f"check {tampered}" in out
 
@@ -175,7 +176,11 @@ def test_a_stale_completion_accepted_fails_the_check(
     ],
 )
 def test_an_edited_surprise_figure_fails_the_check(
-    quick_receipt: Path, tmp_path: Path, figure: tuple[str, ...], bump: float
+    quick_receipt: Path,
+    tmp_path: Path,
+    figure: tuple[str, ...],
+    bump: float,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     receipt = json.loads(quick_receipt.read_text())
     *parents, leaf = figure
@@ -185,9 +190,8 @@ def test_an_edited_surprise_figure_fails_the_check(
     holder[leaf] = holder[leaf] - bump if holder[leaf] >= bump else holder[leaf] + bump
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(receipt))
-    checked = run_check(edited)
-    assert checked.returncode == 1
-    assert f"FAIL  {'.'.join(figure)}: the receipt says" in checked.stdout
+    assert check(edited, load_impl("solutions")) == 1
+    assert f"FAIL  {'.'.join(figure)}: the receipt says" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -215,7 +219,7 @@ def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path)
             "--out-dir",
             str(tmp_path),
         ],
-        timeout=120,
+        timeout=CHECK_SECONDS,
         env={**os.environ, ENV: "learner"},
     )
     assert drawn.returncode == 0, drawn.stderr
@@ -233,7 +237,7 @@ def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: P
             "--out-dir",
             str(tmp_path),
         ],
-        timeout=120,
+        timeout=CHECK_SECONDS,
     )
     assert drawn.returncode == 0, drawn.stderr
     for name in ("ch13-outlive-curve.png", "ch13-detection-delays.png"):
@@ -261,7 +265,7 @@ def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     done = python(
         [*EXPERIMENT, "--out", str(out), "--impl", "solutions"]
         + ["--backend", "ollama", "--model", "qwen2.5:0.5b"],
-        timeout=60,
+        timeout=CHECK_SECONDS,
         env={**os.environ, "OLLAMA_HOST": host},
     )
     assert done.returncode == 2
@@ -277,7 +281,7 @@ KILLED_RUNS = {
 }
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("command", sorted(KILLED_RUNS))
 def test_a_kill_of_a_measured_run_ends_the_workers_it_started(
     command: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -291,12 +295,12 @@ def test_a_kill_of_a_measured_run_ends_the_workers_it_started(
         try:
             started = wait_until(
                 lambda: psutil.Process(run.pid).children(recursive=True),
-                timeout=120,
+                timeout=600,
                 what="the run's first worker",
             )
             run.send_signal(signal.SIGTERM)
-            assert run.wait(timeout=60) == 128 + signal.SIGTERM
-            _gone, alive = psutil.wait_procs(started, timeout=10)
+            assert run.wait(timeout=300) == 128 + signal.SIGTERM
+            _gone, alive = psutil.wait_procs(started, timeout=60)
             assert alive == [], f"left running: {[p.cmdline() for p in alive]}"
         finally:
             if run.poll() is None:

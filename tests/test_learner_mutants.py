@@ -23,7 +23,7 @@ from mutants import MUTANTS
 
 from lucyshop.lab.check.subjects import module_of
 
-# Module fixtures run whole suites (one per mutant): past the 120 s default.
+# Module fixtures run whole suites (one per mutant): past the suite's default.
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,11 +17,15 @@ from pathlib import Path
 import pytest
 
 from lucyshop.approval import open_shop
+from lucyshop.atomic import write_ready
 from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.soak import invariants
+from lucyshop.lab.soak import script as script_module
+from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_EXTRA, PAUSE_SHARE, Config, chaos_plan
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
-from lucyshop.lab.soak.shop import install_history
-from lucyshop.store import migrate
+from lucyshop.lab.soak.script import Script
+from lucyshop.lab.soak.shop import install_history, patient
+from lucyshop.store import BUSY_TIMEOUT_MS, WriteLockTimeout, connect, immediate, migrate
 from lucyshop.supplier import Ledger
 
 ACCEPTED_CENTS = 500
@@ -246,3 +250,89 @@ def test_generations_step_by_one_fails_for_a_skipped_generation(history):
     assert "1 assignments whose generations were not 1, 2, 3" in breaks(
         invariants.generations_step_by_one, history.evidence(), [three]
     )
+
+
+def test_stale_writes_refused_fails_for_an_accepted_scripted_write(history):
+    """A write made after the script saw a newer generation take the work over is stale for
+    certain, probe or not."""
+    clean_run(history)
+    history.log("w1.0", e="write", b="completion", work_id=2, gen=1, ok=False, scripted=True)
+    assert invariants.stale_writes_refused(history.evidence()).ok  # refused: as it must be
+
+    history.log("w1.0", e="write", b="completion", work_id=2, gen=1, ok=True, scripted=True)
+    detail = breaks(invariants.stale_writes_refused, history.evidence(), [2])
+    assert "1 writes accepted from a claim already superseded" in detail
+
+
+def test_a_soak_write_outwaits_every_pause_its_chaos_can_make(tmp_path):
+    """A worker paused inside a write transaction holds SQLite's write lock for its whole pause
+    (the lease and up to PAUSE_EXTRA more), and a waiter paused while it waits spends its own
+    pause on its clock: the soak's busy timeout outlasts one longest pause of every worker, on
+    top of the kit's own timeout, and the connections it opens are given it."""
+    config = Config(20, 13, tmp_path, "solutions", 4, 60, 1.5, CHAOS_EVERY, PAUSE_SHARE)
+    longest = config.lease + PAUSE_EXTRA[1]
+    assert config.busy_timeout_ms >= BUSY_TIMEOUT_MS + 1000 * config.workers * longest
+    assert all(extra <= PAUSE_EXTRA[1] for _, _, _, extra in chaos_plan(config))
+
+    db = connect(tmp_path / "shop.db")
+    other = connect(tmp_path / "shop.db")
+    patient(db, 250)
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 250
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(WriteLockTimeout, match="busy timeout of 250 ms"), immediate(db):
+            pass
+    finally:
+        other.execute("ROLLBACK")
+        db.close()
+        other.close()
+
+
+def test_the_script_steps_on_events_and_arms_one_boundary_at_a_time(tmp_path, monkeypatch):
+    """Armed, stopped (the worker's word), released once the shop shows a newer generation,
+    done once the worker has written; the next boundary is armed only then. A worker that
+    dies on the way, or a token taken and never answered, is armed again, with files of its
+    own, so that a late taker of the old token is never let go."""
+    history = History(tmp_path)
+    work = history.admit()
+    history.claim(work, 1)
+    script = Script(tmp_path / "breaks", history.shop, ["completion", "transcript"])
+    script.follow(alive=set())
+    assert [s.step for s in script.stales] == ["armed", "waiting"]
+    assert sorted(p.name for p in script.dir.iterdir()) == ["completion.armed"]
+
+    def take(boundary: str, pid: int, *, answer: bool = True) -> str:  # what a worker does
+        token = script.dir / f"{boundary}.armed"
+        arming = token.read_text().strip()
+        token.unlink()
+        if answer:
+            where = {"work_id": work, "gen": 1, "pid": pid}
+            write_ready(script.dir / f"{boundary}.{arming}.at", where)
+        return arming
+
+    first = take("completion", 101)
+    script.follow(alive={101})
+    assert script.stales[0].step == "stopped" and script.holding() == {101}
+    script.follow(alive={101})
+    assert script.stales[0].step == "stopped", "no newer generation yet: no go"
+
+    script.follow(alive=set())  # it died before its write: armed again
+    assert (script.stales[0].step, script.stales[0].rearmed) == ("armed", 1)
+    take("completion", 102, answer=False)  # taken, then its taker killed before it answered
+    script.follow(alive={102})
+    assert script.stales[0].step == "armed"
+    monkeypatch.setattr(script_module, "LOST_SECONDS", 0.0)
+    script.follow(alive={102})
+    assert (script.stales[0].step, script.stales[0].rearmed) == ("armed", 2)
+
+    third = take("completion", 103)
+    history.claim(work, 2)  # the lease ran out and another worker took the work over
+    script.follow(alive={103})
+    assert (script.stales[0].step, script.stales[0].superseded_by) == ("released", 2)
+    assert (script.dir / f"completion.{third}.go").exists()
+    assert not (script.dir / f"completion.{first}.go").exists(), "an old taker stays stopped"
+    write_ready(script.dir / f"completion.{third}.done", {"pid": 103})
+    script.follow(alive={103})
+    assert [s.step for s in script.stales] == ["done", "armed"]
+    assert script.pending and "transcript write was never made" in script.problems()[0]
+    history.close()

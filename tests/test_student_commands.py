@@ -89,7 +89,7 @@ def test_an_out_inside_evidence_is_refused_before_anything_runs(tmp_path):
             "--out",
             str(EVIDENCE / RECEIPT),
         ],
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "evidence/ holds the kit's receipts" in done.stderr
@@ -97,7 +97,7 @@ def test_an_out_inside_evidence_is_refused_before_anything_runs(tmp_path):
 
 
 @pytest.mark.model
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(2000)
 def test_a_measured_run_by_hand_writes_under_the_students_folder_and_says_where(tmp_path):
     """A finished exercise 5 (the reference's answer, copied into a student's folder), run as
     the docstring says, from the kit's root and outside an activated venv: the receipt lands in
@@ -106,14 +106,15 @@ def test_a_measured_run_by_hand_writes_under_the_students_folder_and_says_where(
         pytest.skip("exercise 5 measures real model turns: make model")
     folder = student(tmp_path, ROOT / "solutions")
     before = evidence_digest()
-    done = by_hand([sys.executable, str(folder / "exercises.py"), "5", "--quick"], timeout=540)
+    # deadlines far past the work (about a minute on a quiet machine), not measures of it
+    done = by_hand([sys.executable, str(folder / "exercises.py"), "5", "--quick"], timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     written = folder / "runs" / RECEIPT
     assert written.is_file()
     assert re.search(rf"^receipt written to {re.escape(str(written))}$", done.stdout, re.MULTILINE)
     assert evidence_digest() == before
     check = by_hand(
-        [sys.executable, str(folder / "exercises.py"), "check", str(written)], timeout=120
+        [sys.executable, str(folder / "exercises.py"), "check", str(written)], timeout=600
     )
     assert check.returncode == 0 and "receipt check passed" in check.stdout, check.stdout
 

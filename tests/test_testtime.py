@@ -1,49 +1,178 @@
-"""``python -m lucyshop.lab.evidence.testtime``: one timed pytest run, reported as it happened."""
+"""``python -m lucyshop.lab.evidence.testtime``: timed pytest runs, quiet and beside CPU burners,
+reported as they happened and kept side by side in one file."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 
+import psutil
+import pytest
 from schedule import LONGEST_FIRST, TESTS
 
-from lucyshop.lab.evidence import testtime
+from lucyshop.lab.evidence import receipts, testtime
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
+LEGACY = {  # evidence/test-time.json as kits before loaded runs wrote it: one bare quiet run
+    "command": "LEASES_IMPL=solutions python -m pytest -q --color=no -n auto",
+    "seconds": 246.5,
+    "exit_status": 0,
+    "summary": "1238 passed in 244.16s (0:04:04)",
+    "started_utc": "2026-12-04T20:58:07+00:00",
+    "cpus": 2,
+    "load_average_before": [0.87, 2.12, 2.11],
+    "load_average_after": [3.19, 3.15, 2.58],
+    "python": "3.11.7",
+    "machine": "x86_64",
+}
 
 
 def test_measure_times_a_run_and_keeps_its_summary():
-    entry = testtime.measure([ONE_TEST])
-    assert entry["exit_status"] == 0
+    entry = testtime.measure([ONE_TEST], sample_every=0.2)
+    assert entry["exit_status"] == 0 and entry["passed"] is True
     assert entry["summary"].startswith("1 passed in ")
-    assert 0 < entry["seconds"] < 600
+    assert entry["counts"] == {"passed": 1, "failed": 0, "errors": 0}
+    assert 0 < entry["pytest_seconds"] <= entry["seconds"] < 600
     assert entry["command"].startswith("LEASES_IMPL=solutions python -m pytest -q")
     assert entry["command"].endswith(ONE_TEST)
     assert entry["cpus"] >= 1 and len(entry["load_average_before"]) == 3
+    assert entry["burners"] == 0 and entry["host"]
+    assert entry["load_average_during"]["samples"] >= 1
+    assert receipts.validate({"quiet": entry}, "testtime") == []
+
+
+def test_burners_spin_a_core_each_for_the_block_and_are_gone_after_it():
+    with testtime.burners(2) as pids:
+        procs = [psutil.Process(pid) for pid in pids]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.cpu_times().user > 0.2 for p in procs):
+            time.sleep(0.1)
+        assert all(p.cpu_times().user > 0.2 for p in procs)  # each one really burns
+        assert all(p.is_running() for p in procs)
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).is_running()]
+    with pytest.raises(ValueError, match="0 or more"), testtime.burners(-1):
+        pass
+
+
+def test_a_loaded_run_records_its_burners_and_the_load_it_ran_under(tmp_path, monkeypatch):
+    seen: list = []
+
+    def suite_beside_burners(command, **options):
+        seen.extend(
+            p.pid for p in psutil.Process().children() if p.cmdline()[-1:] == [testtime.BURN]
+        )
+        return subprocess.CompletedProcess(command, 0, "1 passed in 0.2s\n", "")
+
+    monkeypatch.setattr(testtime.subprocess, "run", suite_beside_burners)
+    entry = testtime.measure([ONE_TEST], burn=2, sample_every=0.05)
+    assert len(seen) == 2, "the suite ran beside both burners"
+    assert entry["passed"] is True and entry["burners"] == 2
+    during = entry["load_average_during"]
+    assert during["samples"] >= 1 and during["max"] >= during["mean"] >= 0
+    out = tmp_path / "test-time.json"
+    assert testtime.record(out, entry) == {"loaded": entry}
+    assert receipts.validate(out, "testtime") == []
+
+
+def fake_suite(returncode: int, summary: str, ran: list):
+    def run(command, **options):
+        ran.append((command, options["env"]["LEASES_IMPL"]))
+        return subprocess.CompletedProcess(command, returncode, f"F.\n{summary}\n", "")
+
+    return run
 
 
 def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys, monkeypatch):
-    ran = []
-
-    def failing_suite(command, **options):
-        ran.append((command, options["env"]["LEASES_IMPL"]))
-        return subprocess.CompletedProcess(command, 1, "F.\n1 failed, 1 passed in 0.5s\n", "")
-
-    monkeypatch.setattr(testtime.subprocess, "run", failing_suite)
+    ran: list = []
+    monkeypatch.setattr(
+        testtime.subprocess, "run", fake_suite(1, "1 failed, 1 passed in 0.5s", ran)
+    )
     out = tmp_path / "test-time.json"
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"schema": 1, "queues": {"kit": 1.5}}))
 
     assert testtime.main(["--out", str(out), "--bench", str(bench), "--", "-k", "claim"]) == 1
-    entry = json.loads(out.read_text())
-    assert entry == json.loads(capsys.readouterr().out)
+    entry = json.loads(capsys.readouterr().out)
+    assert json.loads(out.read_text()) == {"quiet": entry}
     assert json.loads(bench.read_text()) == {
         "schema": 1,
         "queues": {"kit": 1.5},
         "make_test": entry,
     }
-    assert entry["exit_status"] == 1 and entry["summary"] == "1 failed, 1 passed in 0.5s"
+    assert entry["exit_status"] == 1 and entry["passed"] is False
+    assert entry["summary"] == "1 failed, 1 passed in 0.5s" and entry["pytest_seconds"] == 0.5
+    assert entry["counts"] == {"passed": 1, "failed": 1, "errors": 0}
     assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]
+    assert receipts.validate(out, "testtime") == []
+
+
+def test_a_loaded_run_is_kept_beside_the_quiet_one_and_not_put_in_the_bench(
+    tmp_path, capsys, monkeypatch
+):
+    ran: list = []
+    monkeypatch.setattr(testtime.subprocess, "run", fake_suite(0, "9 passed in 3.0s", ran))
+    out, bench = tmp_path / "test-time.json", tmp_path / "bench.json"
+    bench.write_text(json.dumps({"schema": 1}))
+
+    assert testtime.main(["--out", str(out), "--bench", str(bench)]) == 0
+    quiet = json.loads(capsys.readouterr().out)
+    loading = ["--burners", "3", "--settle", "0.1"]
+    assert testtime.main(["--out", str(out), "--bench", str(bench), *loading]) == 0
+    loaded = json.loads(capsys.readouterr().out)
+    assert loaded["burners"] == 3 and loaded["settle_seconds"] == 0.1
+    assert json.loads(out.read_text()) == {"quiet": quiet, "loaded": loaded}
+    assert json.loads(bench.read_text())["make_test"] == quiet  # the bench's figure is quiet
+    assert receipts.validate(out, "testtime") == []
+
+    assert testtime.main(["--out", str(out)]) == 0  # a new quiet run
+    again = json.loads(capsys.readouterr().out)
+    assert json.loads(out.read_text()) == {"quiet": again, "loaded": loaded}
+    assert len(ran) == 3
+
+
+def test_a_file_of_one_bare_run_is_read_as_its_quiet_run(tmp_path):
+    out = tmp_path / "test-time.json"
+    out.write_text(json.dumps(LEGACY))
+    assert receipts.validate(out, "testtime") == []  # still valid until it is measured again
+    assert testtime.read_runs(out) == {"quiet": LEGACY}
+    loaded = {**LEGACY, "burners": 8}
+    assert testtime.record(out, loaded) == {"quiet": LEGACY, "loaded": loaded}
+
+
+@pytest.mark.parametrize(
+    ("data", "broken"),
+    [
+        ({}, "(top)"),
+        ({"loaded": {**LEGACY}}, "(top)"),  # a run without the figures a loaded run needs
+        ({"quiet": {**LEGACY, "seconds": -1}}, "(top)"),
+        ({"quiet": None, "other": 1}, "(top)"),
+    ],
+)
+def test_a_malformed_record_breaks_the_schema(data, broken):
+    assert any(line.startswith(broken) for line in receipts.validate(data, "testtime"))
+
+
+def test_a_loaded_run_needs_burners_and_a_quiet_one_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(testtime.subprocess, "run", fake_suite(0, "1 passed in 1.0s", []))
+    entry = testtime.measure(["-k", "x"])
+    assert receipts.validate({"quiet": entry}, "testtime") == []
+    assert receipts.validate({"loaded": entry}, "testtime") != []
+    assert receipts.validate({"quiet": {**entry, "burners": 8}}, "testtime") != []
+    assert receipts.validate({"loaded": {**entry, "burners": 8}}, "testtime") == []
+
+
+def test_counts_read_every_word_pytest_prints():
+    assert testtime.counts("3 failed, 1400 passed, 2 skipped, 1 error, 4 warnings in 300.2s") == {
+        "passed": 1400,
+        "failed": 3,
+        "errors": 1,
+        "skipped": 2,
+        "warnings": 4,
+    }
+    assert testtime.counts("") == {"passed": 0, "failed": 0, "errors": 0}
+    assert testtime.pytest_seconds("1417 passed in 438.00s (0:07:18)") == 438.0
+    assert testtime.pytest_seconds("") is None
 
 
 def test_every_file_scheduled_first_exists():

@@ -20,6 +20,7 @@ afterwards, wherever it landed.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sysconfig
@@ -190,13 +191,15 @@ def test_a_fifo_where_the_checkpoint_writes_costs_one_case_deadline(links_and_fi
     the check ends, every other row is graded."""
     checked, _outside, left = links_and_fifos
     assert checked.status == 1, checked.output[-3000:]
-    assert checked.seconds < 300, checked.seconds
     functions, lost = checked.functions(), ("claim", "outlive_curve")
     assert {f: s for f, s in functions.items() if f not in lost} == {
         f: "PASSING" for f in FUNCTIONS if f not in lost
     }, functions
     checkpoint = checked.data["checkpoint"]
     assert checkpoint["status"] == "FAILED", checkpoint
+    # a case's deadline stopped it, never the whole checkpoint's (not a measure of the clock:
+    # the check's own verdict on what stopped it)
+    assert "did not finish within" not in json.dumps(checkpoint), checkpoint
     cases = {case["case"]: case for case in checkpoint["cases"]}
     assert [cases[n]["passed"] for n in (0, 1)] == [True, True], checkpoint
     assert not any(cases[n]["passed"] for n in range(3, 7)), checkpoint
@@ -207,6 +210,7 @@ def test_a_fifo_where_the_checkpoint_writes_costs_one_case_deadline(links_and_fi
 
 
 FAKE = "16/16 functions PASSING · checkpoint PASSED · exercises: forged by a daemon"
+DAEMON_SECONDS = 600  # how long the daemon of hostile/noisy.py sleeps, holding the output
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +230,7 @@ def noisy(tmp_path_factory):
                 *FAST,
                 "--no-checkpoint",
                 env={SECRET_NAME: secret},
-                timeout=300,
+                timeout=DAEMON_SECONDS - 60,  # a check that waited for the daemon is killed
                 through_cat=True,
             )
             left = leftovers(checked.marker, token, str(tmpdir))
@@ -239,8 +243,9 @@ def noisy(tmp_path_factory):
 
 def test_a_daemon_cannot_hold_the_output_or_print_the_last_line(noisy):
     checked, _secret, left, _kept, _private = noisy
+    # ended by itself (a check that waited for the daemon, which sleeps DAEMON_SECONDS holding
+    # the output, would have been killed at its timeout: no status)
     assert checked.status == 1, checked.output[-3000:]
-    assert checked.seconds < 240, checked.seconds
     lines = [line for line in checked.output.splitlines() if line.strip()]
     assert lines[-1] == checked.data["summary"], lines[-3:]
     assert FAKE not in checked.output

@@ -187,14 +187,23 @@ def hold_lock(
 
 
 def test_a_writer_waits_for_a_lock_held_briefly_and_then_writes(db, tmp_path):
-    held = threading.Event()
-    holder = hold_lock(tmp_path / "store.db", 0.3, held)
-    started = time.monotonic()
-    with immediate(db):
-        waited = time.monotonic() - started
-        db.execute("INSERT INTO notes(body) VALUES ('after the wait')")
+    held, release = threading.Event(), threading.Event()
+    holder = hold_lock(tmp_path / "store.db", 60, held, release=release)
+    tries: list[float] = []
+    real_sleep = time.sleep
+
+    def waiting(seconds: float) -> None:  # the lock is let go once the writer has waited
+        tries.append(seconds)
+        if len(tries) >= 5:
+            release.set()
+        real_sleep(seconds)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store.time, "sleep", waiting)
+        with immediate(db):
+            db.execute("INSERT INTO notes(body) VALUES ('after the wait')")
     holder.join(10)
-    assert waited >= 0.2, f"the write lock was held for 0.3 s, yet immediate() got it in {waited}"
+    assert len(tries) >= 5, f"immediate() got a held lock after {len(tries)} tries"
     assert notes(db) == ["after the wait"]
     assert db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS, "restored"
 
@@ -202,19 +211,22 @@ def test_a_writer_waits_for_a_lock_held_briefly_and_then_writes(db, tmp_path):
 def test_the_wait_ends_at_the_busy_timeout_with_a_clear_error_and_writes_nothing(tmp_path):
     patient = connect(tmp_path / "store.db", busy_timeout_ms=200)
     patient.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-    held = threading.Event()
-    holder = hold_lock(tmp_path / "store.db", 1.5, held)
+    held, release = threading.Event(), threading.Event()
+    holder = hold_lock(tmp_path / "store.db", 60, held, release=release)  # until released
     try:
         started = time.monotonic()
         refused = pytest.raises(WriteLockTimeout, match="within the busy timeout of 200 ms")
         with refused, immediate(patient):
             patient.execute("INSERT INTO notes(body) VALUES ('never')")
         waited = time.monotonic() - started
-        assert 0.2 <= waited < 1.4, f"gave up after {waited:.2f}s, not at its 0.2 s timeout"
+        # It gave up at its own timeout: the other connection still held the lock then.
+        assert holder.is_alive() and not release.is_set()
+        assert waited >= 0.2, f"gave up after {waited:.2f}s, before its 0.2 s timeout"
         assert issubclass(WriteLockTimeout, sqlite3.OperationalError), "callers' except still works"
         assert not patient.in_transaction
         assert patient.execute("PRAGMA busy_timeout").fetchone()[0] == 200, "timeout restored"
     finally:
+        release.set()
         holder.join(10)
     assert notes(patient) == [], "the refused transaction wrote nothing"
     patient.close()

@@ -337,7 +337,7 @@ class PgChecker:
                 wrap(f"{label}: {Status.NOT_STARTED}\n  read notebook {stub_section(stub)}")
             )
         argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
-        argv += ["-p", "no:cacheprovider", "-n", "0"]
+        argv += ["-p", "no:cacheprovider", "-p", "pytest_timeout"]
         try:
             done = subprocess.run(
                 argv,
@@ -346,6 +346,9 @@ class PgChecker:
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
+                # as make check runs them: no third-party plugin but the timeout (each other
+                # one costs start-up, seconds of it per check)
+                env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
             )
         except subprocess.TimeoutExpired:
             return CheckText(

@@ -2,6 +2,7 @@
 
     python -m lucyshop.lab.soak [--impl learner|solutions|PATH] [--seconds 120] [--seed 13]
                                 [--workers 4] [--items 400] [--lease 1.5] [--keep] [--report FILE]
+                                [--stale transcript|propose|supplier|completion ...]
 
 What runs, all on this machine:
 
@@ -13,6 +14,13 @@ What runs, all on this machine:
 * a chaos loop that, on a schedule drawn from the seed, SIGKILLs a worker, or SIGSTOPs one
   past its lease and SIGCONTs it later, and restarts killed workers as a service manager
   would (sometimes under the shared service name, so only generations tell them apart).
+
+``--stale BOUNDARY`` also makes one stale write at that boundary for certain, by a script
+rather than by chance (``soak.script``): the first turn to reach it stops there until another
+worker has taken its work over, then writes. Every write waits for SQLite's write lock longer
+than chaos can hold it (``Config.busy_timeout_ms``: a worker paused inside a write transaction
+holds the lock for its whole pause), so a lock timeout fails the soak only when something held
+a transaction past any pause.
 
 Then it drains: chaos stops, every paused worker is continued, the workers are ended where
 they stand, ``recover_once`` (owner ``drain``) takes every unfinished assignment until it is

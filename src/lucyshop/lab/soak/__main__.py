@@ -25,6 +25,7 @@ from lucyshop.lab.soak import __doc__ as ABOUT
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import check
 from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_report
+from lucyshop.lab.soak.script import BOUNDARIES
 from lucyshop.lab.soak.shop import SUPPLIER
 from lucyshop.lab.soak.worker import worker_main
 
@@ -60,6 +61,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help=f"share of chaos events that are pauses (default {PAUSE_SHARE:g})",
     )
     parser.add_argument(
+        "--stale",
+        action="append",
+        choices=BOUNDARIES,
+        default=[],
+        help="also make one stale write at this boundary for certain: the first turn to reach "
+        "it stops there until another worker has taken its work over (repeatable)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the run's directory even when it passes"
     )
     parser.add_argument(
@@ -74,11 +83,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--log",
         "--stop",
         "--worker-seed",
+        "--breaks",
     ):
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--busy-timeout-ms", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return args
@@ -95,6 +106,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             "--chaos-every is from 0.1 to 60",
         ),
         (0 <= args.pause_share <= 1, "--pause-share is from 0 to 1"),
+        (not args.stale or args.workers >= 2, "--stale needs 2 workers or more (one takes over)"),
     )
     for ok, message in checks:
         if not ok:
@@ -161,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         args.lease,
         args.chaos_every,
         args.pause_share,
+        tuple(dict.fromkeys(args.stale)),
     )
     try:
         leases = load_impl(impl)

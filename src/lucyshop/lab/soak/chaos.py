@@ -25,18 +25,22 @@ from lucyshop.lab.loader import ENV
 from lucyshop.lab.services.processes import SharedGroupChildren, python_argv
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
+from lucyshop.lab.soak.script import SCRIPT_SECONDS, Script
 from lucyshop.lab.soak.shop import (
     REJECTED_SKU,
     SERVICE,
     SUPPLIER,
     install_history,
+    patient,
     policy_for,
     read_only,
 )
+from lucyshop.store import BUSY_TIMEOUT_MS
 
 DROP_RATE, DELAY_RATE = 0.08, 0.08
 CHAOS_EVERY = 1.5  # mean seconds between chaos events
 PAUSE_SHARE = 0.4  # share of chaos events that are pauses (the rest are kills)
+PAUSE_EXTRA = (0.3, 1.0)  # a pause lasts the lease and this much more (seconds, seeded)
 
 
 @dataclass
@@ -82,6 +86,7 @@ class Config:
     lease: float
     chaos_every: float
     pause_share: float
+    stale: tuple[str, ...] = ()  # boundaries of the scripted stale writes (soak.script)
 
     @property
     def timeout(self) -> float:
@@ -97,6 +102,15 @@ class Config:
     def sessions(self) -> int:
         return max(2, self.workers * 3)
 
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long every write of this soak waits for SQLite's write lock. A worker paused in
+        a write transaction holds the lock for its whole pause (the lease and up to a second
+        more), and a waiter paused while it waits spends its own pause on its clock. So: the
+        kit's own timeout, plus the longest pause once for every worker; a wait that outlasts
+        that was not made by chaos, and fails the soak."""
+        return BUSY_TIMEOUT_MS + round(1000 * self.workers * (self.lease + PAUSE_EXTRA[1]))
+
 
 def chaos_plan(config: Config) -> list[tuple[float, str, int, float]]:
     """(seconds after start, kill or pause, slot, extra) for the whole run, from the seed alone.
@@ -107,7 +121,7 @@ def chaos_plan(config: Config) -> list[tuple[float, str, int, float]]:
     plan, at = [], rng.uniform(0.5, 1.5)
     while at < config.seconds:
         action = "pause" if rng.random() < config.pause_share else "kill"
-        plan.append((at, action, rng.randrange(config.workers), rng.uniform(0.3, 1.0)))
+        plan.append((at, action, rng.randrange(config.workers), rng.uniform(*PAUSE_EXTRA)))
         at += min(max(rng.expovariate(1 / config.chaos_every), 0.2), 3 * config.chaos_every)
     return plan
 
@@ -129,6 +143,7 @@ class Soak:
         self.supplier_faults: dict[str, int] = {}
         self.policy = policy_for(config.items)
         self.facts: dict[str, Any] = {}
+        self.script = Script(directory / "breaks", self.shop, config.stale)
 
     # -- workers
 
@@ -163,7 +178,10 @@ class Soak:
             "--worker-seed",
             f"{self.config.seed}:{name}",
             "--max-seconds",
-            str(self.config.seconds * 3 + 120),
+            str(self.config.seconds * 3 + 120 + (SCRIPT_SECONDS if self.config.stale else 0)),
+            "--busy-timeout-ms",
+            str(self.config.busy_timeout_ms),
+            *(("--breaks", str(self.script.dir)) if self.config.stale else ()),
             blocked=True,
         )
         env = os.environ | {ENV: str(self.config.impl)}
@@ -202,8 +220,14 @@ class Soak:
         self.counts.resumes += 1
 
     def strike(self, now: float, action: str, first: int, extra: float) -> None:
-        """One chaos event on the first eligible slot from ``first`` on (skipped if none is)."""
-        running = [s for s in self.slots if s.alive and s.paused_until is None]
+        """One chaos event on the first eligible slot from ``first`` on (skipped if none is).
+        A worker the script has stopped, or is letting make its stale write, is left be."""
+        scripted = self.script.holding()
+        running = [
+            s
+            for s in self.slots
+            if s.alive and s.paused_until is None and s.proc.pid not in scripted
+        ]
         order = self.slots[first:] + self.slots[:first]
         eligible = [s for s in order if s in running]
         if action == "pause" and len(running) < 2:
@@ -257,6 +281,7 @@ class Soak:
         """
         try:
             db, queue = self.leases.open_worker_shop(self.shop)
+            patient(db, self.config.busy_timeout_ms)
             with closing(db):
                 config = self.config
                 backlog = config.workers * 3
@@ -305,6 +330,7 @@ class Soak:
             SharedGroupChildren() as children,
         ):
             db, _ = self.leases.open_worker_shop(self.shop)
+            patient(db, config.busy_timeout_ms)
             try:
                 install_history(db, config.items)
                 self.chaos(children, supplier)
@@ -323,7 +349,7 @@ class Soak:
 
     def harness_problems(self) -> list[str]:
         """Failures of admission and of the drain: the first invariant reports them."""
-        problems = list(self.drain.get("errors", []))
+        problems = self.script.problems() + list(self.drain.get("errors", []))
         if self.feeder_error is not None:
             error = self.feeder_error
             problems.insert(0, f"admission failed: {type(error).__name__}: {error}")
@@ -336,16 +362,18 @@ class Soak:
         feeder = threading.Thread(target=self.feed, args=(stop, started), daemon=True)
         feeder.start()
         try:
+            self.script.arm_next()
             for slot in self.slots:
                 self.start(children, slot, supplier)
             plan = chaos_plan(config)
             report_at = 10.0
-            while (now := time.monotonic()) - started < config.seconds:
+            while self.chaos_goes_on((now := time.monotonic()) - started):
                 elapsed = now - started
                 while plan and plan[0][0] <= elapsed:
                     _, action, first, extra = plan.pop(0)
                     self.strike(now, action, first, extra)
                 self.supervise(children, supplier, now, chaos=True)
+                self.script.follow({s.proc.pid for s in self.slots if s.alive})
                 if elapsed >= report_at:
                     report_at += 10.0
                     c = self.counts
@@ -362,6 +390,16 @@ class Soak:
             for slot in self.slots:  # chaos is over: nobody stays stopped
                 if slot.paused_until is not None:
                     self.resume(slot)
+
+    def chaos_goes_on(self, elapsed: float) -> bool:
+        """For the seconds asked, then until the scripted stale writes are made: a step waits
+        for its event however slow the machine, up to SCRIPT_SECONDS more (then the soak fails
+        naming it), or until no work is left for a turn to reach the boundary."""
+        if elapsed < self.config.seconds:
+            return True
+        if not self.script.pending or elapsed >= self.config.seconds + SCRIPT_SECONDS:
+            return False
+        return self.enqueued < self.config.items or self.unfinished() > 0
 
     def drain_queue(
         self, children: SharedGroupChildren, supplier: Any, db: sqlite3.Connection

@@ -259,8 +259,9 @@ def _late_sends(ev: Evidence) -> list[dict[str, Any]]:
 def stale_writes_refused(ev: Evidence) -> Finding:
     """5. Every stale write was refused with PermissionError, and none reached the supplier."""
     writes = ev.logged("write")
-    # A probe is made only after the worker read a newer generation: it is stale for certain.
-    probes = [e for e in writes if e["ok"] and e.get("probe")]
+    # A probe is made only after the worker read a newer generation, and a scripted write only
+    # after the harness saw a newer generation take the work over: both are stale for certain.
+    probes = [e for e in writes if e["ok"] and (e.get("probe") or e.get("scripted"))]
     late, errors = _late_sends(ev), ev.logged("error")
     problems = []
     if probes:

@@ -15,7 +15,12 @@ from lucyshop.validate import owner_of
 
 def facts(soak: Soak, ev: Evidence) -> dict[str, Any]:
     """Every figure of the report, each counted from what this run observed."""
-    return _run_figures(soak) | _lease_figures(ev) | _supplier_figures(soak, ev)
+    return (
+        _run_figures(soak)
+        | _lease_figures(ev)
+        | _supplier_figures(soak, ev)
+        | {"scripted": soak.script.figures(ev.events)}
+    )
 
 
 def _run_figures(soak: Soak) -> dict[str, Any]:
@@ -110,6 +115,8 @@ def rerun_command(config: Config) -> str:
             "--pause-share",
             f"{config.pause_share:g}",
         ]
+    for boundary in config.stale:
+        words += ["--stale", boundary]
     command = shlex.join(words)
     defaults = (config.impl_spec, config.workers, config.items, config.lease) == (
         "solutions",
@@ -117,7 +124,8 @@ def rerun_command(config: Config) -> str:
         400,
         1.5,
     )
-    if defaults and (config.chaos_every, config.pause_share) == (CHAOS_EVERY, PAUSE_SHARE):
+    plain = (config.chaos_every, config.pause_share, config.stale) == (CHAOS_EVERY, PAUSE_SHARE, ())
+    if defaults and plain:
         return f"make soak SOAK_SECONDS={config.seconds:g} SEED={config.seed}   (or: {command})"
     return command
 
@@ -152,6 +160,12 @@ def print_report(config: Config, f: dict[str, Any], findings: list[Finding], too
         f"settled {drain.get('reconciled')}; outcomes {f['outcomes']}; spent {f['spent_cents']} "
         f"reserved {f['reserved_cents']} cents"
     )
+    for row in f["scripted"]:
+        print(
+            f"scripted: a stale {row['boundary']} write of work {row['work_id']} by generation "
+            f"{row['generation']} after generation {row['superseded_by']} took over: "
+            f"{row['outcome']}" + (f" (armed again {row['rearmed']}x)" if row["rearmed"] else "")
+        )
     for v in findings:
         ids = (
             " (work ids "

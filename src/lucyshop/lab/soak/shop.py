@@ -103,6 +103,14 @@ def install_history(db: sqlite3.Connection, items: int) -> None:
     db.execute("COMMIT")
 
 
+def patient(db: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Let ``db`` wait up to ``busy_timeout_ms`` for SQLite's write lock: for the kit's
+    ``immediate`` (which keeps its budget on the connection) and for a plain ``BEGIN``."""
+    db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    if hasattr(db, "busy_timeout_ms"):
+        db.busy_timeout_ms = int(busy_timeout_ms)
+
+
 def read_only(path: str | Path) -> sqlite3.Connection:
     """A read-only connection whose rows read by column name."""
     db = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=5)

@@ -3,6 +3,12 @@
 Every fenced write and every supplier send is logged (one JSON object a line) with the
 generation that attempted it, so the invariants can tell a refused stale write from an
 accepted one. Once refused and superseded, a turn tries its other writes anyway, on purpose.
+
+A scripted stale write (``--stale BOUNDARY``, ``soak.script``): the parent leaves a token in
+the breaks directory; the first turn to reach that boundary takes it, says where it stopped
+(``BOUNDARY.ARMING.at``) and waits, doing nothing, until the parent has seen another
+generation take its work over and says go (``BOUNDARY.ARMING.go``). The write it then makes
+is stale for certain.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop import approval
+from lucyshop.atomic import write_ready
 from lucyshop.lab.loader import load_impl
-from lucyshop.lab.soak.shop import OPERATOR, policy_for, proposal_for
+from lucyshop.lab.soak.shop import OPERATOR, patient, policy_for, proposal_for
 from lucyshop.supplier import SupplierClient
 
 
@@ -54,6 +61,41 @@ class LoggedSupplier:
 
 
 REFUSED = object()
+BREAK_POLL_SECONDS = 0.01
+
+
+class Breaks:
+    """The worker's side of the scripted stale writes (see the module's docstring)."""
+
+    def __init__(self, directory: str | None, stop: Path, parent: int) -> None:
+        self.dir = Path(directory) if directory else None
+        self.stop, self.parent = stop, parent
+
+    def stop_here(self, boundary: str, held: Any, log: Log) -> str | None:
+        """If a token for ``boundary`` is left, take it and wait for the parent's go; once it
+        came, the arming's number (the write that follows is stale for certain), else None."""
+        if self.dir is None:
+            return None
+        token = self.dir / f"{boundary}.armed"
+        try:
+            arming = token.read_text().strip()
+            token.unlink()
+        except FileNotFoundError:
+            return None  # none left, or another worker took it
+        where = {"work_id": held.work_id, "gen": held.generation, "pid": os.getpid()}
+        log.write(e="break", b=boundary, arming=arming, t=time.time(), **where)
+        write_ready(self.dir / f"{boundary}.{arming}.at", where)
+        go = self.dir / f"{boundary}.{arming}.go"
+        while not go.exists():
+            if self.stop.exists() or os.getppid() != self.parent:
+                return None  # the run ends before a takeover: this write is not stale for sure
+            time.sleep(BREAK_POLL_SECONDS)
+        return arming
+
+    def made(self, boundary: str, arming: str) -> None:
+        """Tell the parent the scripted write is made."""
+        if self.dir is not None:
+            write_ready(self.dir / f"{boundary}.{arming}.done", {"pid": os.getpid()})
 
 
 class Turn:
@@ -69,14 +111,40 @@ class Turn:
         policy: approval.SpendingPolicy,
         held: Any,
         lease: float,
+        breaks: Breaks | None = None,
     ) -> None:
         self.leases, self.db, self.client, self.log = leases, db, client, log
         self.rng, self.policy, self.held, self.lease = rng, policy, held, lease
+        self.breaks = breaks
         self.order: dict[str, Any] | None = None
 
-    def write(self, boundary: str, call: Callable[[], Any], *, probe: bool = False) -> Any:
+    def stop_at(self, boundary: str) -> str | None:
+        """Stop here if the script asks for a stale write at ``boundary`` (see ``Breaks``)."""
+        if self.breaks is None:
+            return None
+        return self.breaks.stop_here(boundary, self.held, self.log)
+
+    def write(
+        self,
+        boundary: str,
+        call: Callable[[], Any],
+        *,
+        probe: bool = False,
+        scripted: str | None = None,
+    ) -> Any:
         """Run one fenced write; log it accepted or refused (PermissionError);
-        REFUSED if refused."""
+        REFUSED if refused. A write made after a scripted stop (``scripted``: the arming) is
+        logged ``scripted``, stale for certain, and the parent is told it was made."""
+        extra = {"scripted": True} if scripted else {}
+        try:
+            return self._write(boundary, call, probe=probe, extra=extra)
+        finally:
+            if scripted and self.breaks is not None:
+                self.breaks.made(boundary, scripted)
+
+    def _write(
+        self, boundary: str, call: Callable[[], Any], *, probe: bool, extra: dict[str, Any]
+    ) -> Any:
         held, started = self.held, time.time()
         try:
             result = call()
@@ -92,6 +160,7 @@ class Turn:
                 t1=time.time(),
                 why=str(refused)[:300],
                 lease_gen=self.lease_generation(),
+                **extra,
             )
             return REFUSED
         self.log.write(
@@ -103,6 +172,7 @@ class Turn:
             probe=probe,
             t0=started,
             t1=time.time(),
+            **extra,
         )
         return result
 
@@ -122,13 +192,19 @@ class Turn:
         # more lease left than the supplier's timeout; then a short reply before finishing.
         self.think(0.05, 0.25)
         message = {"role": "assistant", "text": f"working on: {held.text}", "by": held.worker_id}
-        if self.write("transcript", lambda: leases.observe(db, held, message)) is REFUSED:
+        observed = self.write(
+            "transcript",
+            lambda: leases.observe(db, held, message),
+            scripted=self.stop_at("transcript"),
+        )
+        if observed is REFUSED:
             return self.refused()
         order = self.write(
             "propose",
             lambda: approval.propose(
                 db, held, supplier=self.client.identity, proposal=proposal_for(held.work_id)
             ),
+            scripted=self.stop_at("propose"),
         )
         if order is REFUSED:
             return self.refused()
@@ -160,12 +236,18 @@ class Turn:
             "operation": receipt["operation"],
             "by": held.worker_id,
         }
-        if self.write("completion", lambda: leases.finish(db, held, status, result)) is REFUSED:
+        finished = self.write(
+            "completion",
+            lambda: leases.finish(db, held, status, result),
+            scripted=self.stop_at("completion"),
+        )
+        if finished is REFUSED:
             return self.refused()
         return None
 
     def execute(self, *, probe: bool = False) -> Any:
         held, order = self.held, self.order
+        scripted = None if probe else self.stop_at("supplier")  # before execute begins
         self.client.current = (held.work_id, held.generation, time.time())
         try:
             return self.write(
@@ -174,6 +256,7 @@ class Turn:
                     self.db, held, order["order_id"], self.client, policy=self.policy
                 ),
                 probe=probe,
+                scripted=scripted,
             )
         finally:
             self.client.current = None
@@ -211,9 +294,12 @@ def worker_main(args: argparse.Namespace) -> int:
     client = LoggedSupplier(
         SupplierClient(args.endpoint, identity=args.identity, timeout=args.timeout), log
     )
+    if args.busy_timeout_ms:
+        patient(db, args.busy_timeout_ms)
     policy = policy_for(args.items)
     rng = random.Random(args.worker_seed)
     stop, parent = Path(args.stop), args.parent
+    breaks = Breaks(args.breaks, stop, parent)
     deadline = time.monotonic() + args.max_seconds
     log.write(e="start", pid=os.getpid(), owner=args.owner, t=time.time())
     held = None
@@ -233,7 +319,7 @@ def worker_main(args: argparse.Namespace) -> int:
                 t1=time.time(),
                 expires=held.expires,
             )
-            Turn(leases, db, client, log, rng, policy, held, args.lease).run()
+            Turn(leases, db, client, log, rng, policy, held, args.lease, breaks).run()
             held = None
     except Exception as error:  # noqa: BLE001 - logged for the parent's verdict, then a crash exit
         log.write(
