@@ -29,7 +29,7 @@ from lucyshop.lab.lesson.inline import pg_checker
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.services import postgres
 
-# Module fixtures run whole suites (a whole report): past the 120 s default.
+# Module fixtures run whole suites (a whole report), beside burners too: past the 600 s default.
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[1]

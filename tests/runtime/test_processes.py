@@ -142,7 +142,8 @@ def test_wait_until_times_out_naming_what_it_waited_for():
     with pytest.raises(TimeoutError, match=r"waited 0\.20s for the moon"):
         wait_until(lambda: 0, timeout=0.2, what="the moon")
 
-    assert 0.2 <= time.monotonic() - started < 1.0
+    # gave up at its deadline, not never: the upper bound leaves a loaded machine 2 s of slack
+    assert 0.2 <= time.monotonic() - started < 0.2 + 2.0
 
 
 def test_wait_exit_returns_the_status_or_times_out():
