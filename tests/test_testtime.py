@@ -14,7 +14,7 @@ from schedule import LONGEST_FIRST, TESTS
 from lucyshop.lab.evidence import receipts, testtime
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
-LEGACY = {  # evidence/test-time.json as kits before loaded runs wrote it: one bare quiet run
+BARE = {  # a run without the figures measure() adds (as kits before loaded runs wrote it)
     "command": "LEASES_IMPL=solutions python -m pytest -q --color=no -n auto",
     "seconds": 246.5,
     "exit_status": 0,
@@ -131,22 +131,17 @@ def test_a_loaded_run_is_kept_beside_the_quiet_one_and_not_put_in_the_bench(
     assert len(ran) == 3
 
 
-def test_a_file_of_one_bare_run_is_read_as_its_quiet_run(tmp_path):
-    out = tmp_path / "test-time.json"
-    out.write_text(json.dumps(LEGACY))
-    assert receipts.validate(out, "testtime") == []  # still valid until it is measured again
-    assert testtime.read_runs(out) == {"quiet": LEGACY}
-    loaded = {**LEGACY, "burners": 8}
-    assert testtime.record(out, loaded) == {"quiet": LEGACY, "loaded": loaded}
-
-
 @pytest.mark.parametrize(
     ("data", "broken"),
     [
         ({}, "(top)"),
-        ({"loaded": {**LEGACY}}, "(top)"),  # a run without the figures a loaded run needs
-        ({"quiet": {**LEGACY, "seconds": -1}}, "(top)"),
-        ({"quiet": None, "other": 1}, "(top)"),
+        (BARE, "(top)"),  # one bare run, not filed under its kind
+        (
+            {"loaded": {**BARE}},
+            "loaded: 'pytest_seconds' is a required",
+        ),  # a run without the figures a loaded run needs
+        ({"quiet": {**BARE, "seconds": -1}}, "quiet/seconds: -1 is less than"),
+        ({"quiet": None, "other": 1}, "quiet: None is not of type"),
     ],
 )
 def test_a_malformed_record_breaks_the_schema(data, broken):

@@ -189,13 +189,10 @@ def kind_of(entry: Mapping[str, Any]) -> str:
 
 
 def read_runs(path: Path) -> dict[str, Any]:
-    """The runs a test-time file holds, by kind; a file written before loaded runs were
-    recorded (one bare entry) holds its quiet run. A missing file holds none."""
+    """The runs a test-time file holds, by kind. A missing file holds none."""
     if not path.exists():
         return {}
     data = dict(receipts.read_receipt(path))
-    if "command" in data:  # the one-run shape of earlier kits
-        return {"quiet": data}
     return {kind: data[kind] for kind in RUNS if kind in data}
 
 
