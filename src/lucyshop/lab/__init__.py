@@ -26,7 +26,7 @@ Words used across the lab:
 - **receipt**: a JSON file in ``evidence/`` with every raw observation of a measurement and
   its provenance (model, backend, host, date, command, code hashes); its figures are
   recomputed from the observations, never typed in.
-- **stand-in**: the scripted model (``lab.experiment.scripted``) the measured exercises are
+- **stand-in**: the scripted model (``lab.model.scripted``) the measured exercises are
   graded on, so that no grade depends on how fast the machine is.
 """
 

@@ -54,7 +54,8 @@ SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
 # Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.
 PG_FILE = "ch13_postgres.py"
 PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
-PG_STUBS = tuple(f"{Path(PG_FILE).stem}.{name}" for name in PG_FUNCTIONS)
+PG_PREFIX = f"{Path(PG_FILE).stem}."  # how a stub of exercise 7 is named among the others
+PG_STUBS = tuple(f"{PG_PREFIX}{name}" for name in PG_FUNCTIONS)
 PG_MODULES = tuple(f"test_pg_{name}" for name in PG_FUNCTIONS)  # tests/postgres's others: the kit's
 PG_EXERCISE = "exercise 7"
 # The exercise book's answers (learner/exercises.py), each with its check modules and its stubs,
@@ -138,7 +139,7 @@ def all_stubs(path: Path) -> dict[str, str | None]:
     """The stubs of a student's files: the chapter file's and ``exercises.py``'s by name, and
     those of the ``ch13_postgres.py`` beside them as ``ch13_postgres.<name>``."""
     pg = stubs_in(path.with_name(PG_FILE))
-    pg = {f"{Path(PG_FILE).stem}.{name}": section for name, section in pg.items()}
+    pg = {f"{PG_PREFIX}{name}": section for name, section in pg.items()}
     return stubs_in(path) | stubs_in(path.with_name("exercises.py")) | pg
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.check.results import CheckpointResult, Failure, Row
-from lucyshop.lab.check.subjects import PG_FILE, PG_MODULES, Subject, not_started, shown, subjects
+from lucyshop.lab.check.subjects import PG_MODULES, PG_PREFIX, Subject, not_started, shown, subjects
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
@@ -80,7 +80,7 @@ def grade_row(
     known = counts is not None and all(module in counts for module in subject.modules)
     expected = sum(counts[module] for module in subject.modules) if known else None
     row = Row(subject.label, kind, Status.PASSING, passed, expected or len(tests))
-    prefix = f"{Path(PG_FILE).stem}."  # a NotStarted names the function alone
+    prefix = PG_PREFIX  # a NotStarted names the function alone
     names = {s.removeprefix(prefix) for s in subject.stubs}
     own = [r for r in tests if r.get("not_started") in names]
     if own or any(stub in stubs for stub in subject.stubs):

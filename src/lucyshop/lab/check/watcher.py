@@ -99,7 +99,6 @@ class Checkpoint:
         with why, and what the child printed last (without the reference's source lines)."""
         self.thread.join()
         status, cases = judge.judge(self.evidence, self.keep)
-        status = CheckpointStatus(status)
         if self.stopped:
             name, why = self.stopped
             for case in cases:

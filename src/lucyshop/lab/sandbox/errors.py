@@ -13,6 +13,7 @@ imported or executed. The call's own failures (``CallTimedOut``, ``WorkerDied``,
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import keyword
 from typing import Any
@@ -106,8 +107,10 @@ _KNOWN_PLACES = {
 }
 
 
+@functools.cache
 def known() -> dict[tuple[str, str], type[BaseException]]:
-    """The exception types rebuilt as themselves, by (module, name)."""
+    """The exception types rebuilt as themselves, by (module, name): built once a process (the
+    checkpoint starts a sandbox per case), and only read."""
     found: dict[tuple[str, str], type[BaseException]] = {
         ("builtins", name): getattr(builtins, name) for name in _BUILTIN
     }
