@@ -34,7 +34,10 @@ CONTENTION = {mutant.name for mutant in MUTANTS if mutant.needs_contention}
 
 
 def run_suite(path: Path, tests: str, *, slow: bool = False) -> subprocess.CompletedProcess:
-    # Third-party plugins are not needed here and cost seconds of start-up per mutant.
+    """``tests`` on ``path``, the reference blocked. Third-party plugins are not needed here
+    and cost seconds of start-up per mutant. The run's temporary directories live beside its
+    file (``--basetemp``): pytest's own clean-up of older sessions' directories would walk
+    other runs' kit copies, whose ``solutions`` entries the block refuses by name."""
     return subprocess.run(
         [
             sys.executable,
@@ -51,6 +54,7 @@ def run_suite(path: Path, tests: str, *, slow: bool = False) -> subprocess.Compl
             "" if slow else "not slow",
             "-p",
             "pytest_timeout",
+            f"--basetemp={path.parent / 'tmp'}",
         ],
         check=False,
         cwd=ROOT,
