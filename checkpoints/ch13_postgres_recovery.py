@@ -34,6 +34,7 @@ from typing import Any
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
 from lucyshop.lab.checkpoint.checks import child_record, expect
 from lucyshop.lab.checkpoint.holder import OWNER, refusal
+from lucyshop.lab.checkpoint.judge import EXIT, overall, said
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.orders import VANILLA
 from lucyshop.lab.given.stubs import NotStarted
@@ -47,6 +48,7 @@ from lucyshop.lab.services.processes import (
     write_ready,
 )
 from lucyshop.lab.services.suppliers import supplier_process
+from lucyshop.lab.statuses import CaseResult
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
@@ -208,31 +210,31 @@ def main(argv: list[str] | None = None) -> int:
         for number, name, mode in CASES:
             with tempfile.TemporaryDirectory(prefix="pg-checkpoint-") as tmp:
                 results.append(_run_case(pg, server, Path(tmp), args, (number, name), mode))
-    outcome = 1 if "fail" in results else 3 if "not started" in results else 0
-    print({0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome])
-    return outcome
+    status = overall(results)
+    print(said(status))
+    return EXIT[status]
 
 
 def _run_case(
     pg: Any, server: Any, directory: Path, args: Any, listed: tuple[int, str], mode: str
-) -> str:
+) -> CaseResult:
     number, name = listed
     rerun = f"python checkpoints/ch13_postgres_recovery.py --impl {args.impl}"
     try:
         facts = case(pg, server, directory, args.lease, mode)
     except NotStarted as stub:
         print(f"NOT STARTED  {number} {name}: {stub}")
-        return "not started"
+        return CaseResult.NOT_STARTED
     except Exception as error:  # noqa: BLE001 - a student's code may raise anything
         print(f"FAIL  {number} {name}: {type(error).__name__}: {error}\n      rerun: {rerun}")
-        return "fail"
+        return CaseResult.FAIL
     stale = "/".join(sorted(facts.get("stale", {}))) or "none"
     print(
         f"PASS  {number} {name}: generation {facts['generations'][0]}->{facts['generations'][1]},"
         f" waited {facts['waited_seconds']:.2f}s, ledger {len(facts['ledger'])} order,"
         f" stale writes refused: {stale}"
     )
-    return "pass"
+    return CaseResult.PASS
 
 
 if __name__ == "__main__":

@@ -1,13 +1,12 @@
-"""Suite-wide: the implementation options, a guard that no test leaves a process behind, and the
-shop fixtures every suite shares (``shop_fixtures``: ``supplier``, ``shared_supplier``,
-``held``)."""
+"""Suite-wide: the implementation options, a guard that no test leaves a process behind
+(``leftovers``), and the shop fixtures every suite shares (``shop_fixtures``: ``supplier``,
+``shared_supplier``, ``held``)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,10 @@ from shop_fixtures import held, shared_supplier, supplier  # noqa: F401  (fixtur
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.loader import ENV, ImplementationError, block_for
 from lucyshop.lab.sandbox import Sandbox
-from lucyshop.lab.sandbox.remote import sandbox_pids
-from lucyshop.lab.services.processes import descendants
+
+# A plugin, not names imported here: a conftest's hooks are not called for the session's own
+# fixtures (their node is the root, above tests/), and the guard must see those set up too.
+pytest_plugins = ("leftovers",)
 
 SUITES = ("runtime", "learner", "exercises")
 # a directory each; the modules beside them: kit
@@ -89,20 +90,6 @@ def sandbox(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactor
             yield box
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_processes():
-    """A test leaves no process behind (the session's sandboxed workers are owned by their
-    fixture, and a worker restarted after a hang is the same worker)."""
-    before = descendants(os.getpid())
-    yield
-    deadline = time.monotonic() + 5
-    left = descendants(os.getpid()) - before - sandbox_pids()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = descendants(os.getpid()) - before - sandbox_pids()
-    assert not left, f"the test left processes running: {sorted(left)}"
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@
   ``make grade`` reads it (``lucyshop.lab.grade``, whose ``Verdict`` it is, and its
   ``VerdictStatus``). No other function, class, variable, argument or attribute of the lab is
   named after either (the glossary at the top of ``lucyshop.lab`` says so too).
-- A status word (PASSING, FAILED, CHECKED, ...) is written once, in ``lucyshop.lab.statuses``;
-  the lab's code says ``Status.PASSING``, never the bare string.
+- A status word (PASSING, FAILED, CHECKED, a checkpoint case's "pass", ...) is written once,
+  in ``lucyshop.lab.statuses``; the lab's code says ``Status.PASSING``, never the bare string.
 - The tests swap a module's attribute only through ``monkeypatch`` or ``mock.patch.object``
   (which put it back), never by assigning to it.
 
@@ -19,7 +19,7 @@ import ast
 import re
 from pathlib import Path
 
-from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
+from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Status, VerdictStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "src" / "lucyshop" / "lab"
@@ -29,7 +29,9 @@ ALLOWED = {
     "judge": ("checkpoint/judge.py",),
     "verdict": ("grade/", "statuses.py"),
 }
-STATUS_WORDS = {str(word) for enum in (Status, CheckpointStatus, VerdictStatus) for word in enum}
+STATUS_WORDS = {
+    str(word) for enum in (Status, CheckpointStatus, VerdictStatus, CaseResult) for word in enum
+}
 # The rooms whose code reads and writes statuses, and the one exception, which is not a check's.
 STATUS_ROOMS = ("check", "checkpoint", "grade", "lesson", "bench")
 NOT_A_STATUS = {"grade/gradescope/stockimage.py": {"PASSED", "FAILED"}}  # the image proof's

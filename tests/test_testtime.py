@@ -12,9 +12,10 @@ import pytest
 from schedule import LONGEST_FIRST, TESTS
 
 from lucyshop.lab.evidence import receipts, testtime
+from lucyshop.lab.loader import ENV
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
-BARE = {  # a run without the figures measure() adds (as kits before loaded runs wrote it)
+BARE = {  # a run in the shape of earlier kits: its own host and load fields, no provenance
     "command": "LEASES_IMPL=solutions python -m pytest -q --color=no -n auto",
     "seconds": 246.5,
     "exit_status": 0,
@@ -33,11 +34,13 @@ def test_measure_times_a_run_and_keeps_its_summary():
     assert entry["exit_status"] == 0 and entry["passed"] is True
     assert entry["summary"].startswith("1 passed in ")
     assert entry["counts"] == {"passed": 1, "failed": 0, "errors": 0}
-    assert 0 < entry["pytest_seconds"] <= entry["seconds"] < 600
-    assert entry["command"].startswith("LEASES_IMPL=solutions python -m pytest -q")
-    assert entry["command"].endswith(ONE_TEST)
-    assert entry["cpus"] >= 1 and len(entry["load_average_before"]) == 3
-    assert entry["burners"] == 0 and entry["host"]
+    provenance = entry["provenance"]
+    assert 0 < entry["pytest_seconds"] <= provenance["seconds"] < 600
+    assert provenance["command"][1:5] == ["-m", "pytest", "-q", "--color=no"]
+    assert provenance["command"][-1] == ONE_TEST and entry["environment"] == {ENV: "solutions"}
+    assert provenance["cpu_count"] >= 1 and len(provenance["loadavg_start"]) == 3
+    assert sorted(provenance["code"]) == sorted(testtime.SUITE_FILES)
+    assert entry["burners"] == 0 and provenance["hostname"]
     assert entry["load_average_during"]["samples"] >= 1
     assert receipts.validate({"quiet": entry}, "testtime") == []
 
@@ -136,11 +139,7 @@ def test_a_loaded_run_is_kept_beside_the_quiet_one_and_not_put_in_the_bench(
     [
         ({}, "(top)"),
         (BARE, "(top)"),  # one bare run, not filed under its kind
-        (
-            {"loaded": {**BARE}},
-            "loaded: 'pytest_seconds' is a required",
-        ),  # a run without the figures a loaded run needs
-        ({"quiet": {**BARE, "seconds": -1}}, "quiet/seconds: -1 is less than"),
+        ({"loaded": {**BARE}}, "loaded: 'provenance' is a required"),  # an earlier kit's shape
         ({"quiet": None, "other": 1}, "quiet: None is not of type"),
     ],
 )
@@ -155,6 +154,17 @@ def test_a_loaded_run_needs_burners_and_a_quiet_one_none(tmp_path, monkeypatch):
     assert receipts.validate({"loaded": entry}, "testtime") != []
     assert receipts.validate({"quiet": {**entry, "burners": 8}}, "testtime") != []
     assert receipts.validate({"loaded": {**entry, "burners": 8}}, "testtime") == []
+
+
+def test_a_run_whose_provenance_is_broken_breaks_the_schema(monkeypatch):
+    monkeypatch.setattr(testtime.subprocess, "run", fake_suite(0, "1 passed in 1.0s", []))
+    entry = testtime.measure(["-k", "x"])
+    broken = {**entry, "provenance": {**entry["provenance"], "seconds": -1}}
+    found = receipts.validate({"quiet": broken}, "testtime")
+    assert any(line.startswith("quiet/provenance/seconds: -1 is less than") for line in found)
+    lost = {key: value for key, value in entry.items() if key != "environment"}
+    found = receipts.validate({"quiet": lost}, "testtime")
+    assert any("'environment' is a required" in line for line in found)
 
 
 def test_counts_read_every_word_pytest_prints():

@@ -1,6 +1,7 @@
-"""The lab's status words, each defined once: ``make check``'s rows and checkpoint, ``make
-grade``'s verdicts. A ``StrEnum`` member *is* its word (``Status.PASSING == "PASSING"``), so
-the JSON, the printed table and the gradebook keep the same words.
+"""The lab's status words, each defined once: ``make check``'s rows and checkpoint (and the
+checkpoint child's word for each case), ``make grade``'s verdicts. A ``StrEnum`` member *is*
+its word (``Status.PASSING == "PASSING"``), so the JSON, the printed table and the gradebook
+keep the same words.
 
 ``schemas/check.json`` lists the same words for the ``ch13-check/1`` contract; a test holds the
 two equal.
@@ -28,6 +29,16 @@ class CheckpointStatus(StrEnum):
     FAILED = "FAILED"
     NOT_STARTED = "NOT STARTED"  # the file is not ready for it: it stopped at a stub
     SKIPPED = "SKIPPED"  # not run: --no-checkpoint, or the kit has no checkpoint
+
+
+class CaseResult(StrEnum):
+    """What the checkpoint's child records for one case in its evidence. The judge believes
+    only PASS, and only when the files the case kept agree."""
+
+    STARTED = "started"  # running; still so when the child ended inside the case
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_STARTED = "not started"  # it stopped at a stub
 
 
 class VerdictStatus(StrEnum):

@@ -21,7 +21,7 @@ from lucyshop.lab.check.guard import DISK_LIMIT, Limits, OwnGroupChild, disk_usa
 from lucyshop.lab.check.results import CheckpointResult
 from lucyshop.lab.checkpoint import judge
 from lucyshop.lab.loader import ROOT, SOLUTIONS
-from lucyshop.lab.statuses import CheckpointStatus
+from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 CHECKPOINT_LINES = 12  # of what the checkpoint printed last, shown when it FAILED
@@ -70,7 +70,7 @@ class Checkpoint:
             cases = json.loads(self.evidence.read_text(encoding="utf-8"))["cases"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return next((n for n, c in cases.items() if c.get("result") == "started"), None)
+        return next((n for n, c in cases.items() if c.get("result") == CaseResult.STARTED), None)
 
     def _why_stop(self, case: str | None, since: float, now: float) -> str | None:
         if now - self.child.started > self.limits.checkpoint:

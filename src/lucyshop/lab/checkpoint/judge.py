@@ -20,7 +20,7 @@ import json
 import math
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from lucyshop.lab.checkpoint.cases import (
     POST_COMMIT,
 )
 from lucyshop.lab.sandbox.remote import checked_file
-from lucyshop.lab.statuses import CheckpointStatus
+from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 from lucyshop.supplier import ledger_orders
 
 EXIT = {CheckpointStatus.PASSED: 0, CheckpointStatus.FAILED: 1, CheckpointStatus.NOT_STARTED: 3}
@@ -202,14 +202,14 @@ def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
     if not isinstance(record, dict):
         return Case(number, name, False, "no record: the checkpoint never reached this case")
     result = record.get("result")
-    if result == "started":
+    if result == CaseResult.STARTED:
         return Case(
             number,
             name,
             False,
             "the checkpoint process ended inside this case (os._exit, a crash or its deadline)",
         )
-    if result != "pass":
+    if result != CaseResult.PASS:
         return Case(number, name, False, str(record.get("message") or result))
     try:
         CHECKS[name](keep / f"case{number}", record)
@@ -230,16 +230,33 @@ def judge(evidence: Path, keep: Path) -> tuple[CheckpointStatus, list[Case]]:
     if not isinstance(recorded, dict):
         recorded = {}
     cases = [judge_case(n, name, recorded.get(name), keep) for n, name in CASES]
-    results = [
-        recorded.get(name, {}).get("result") if isinstance(recorded.get(name), dict) else None
-        for _n, name in CASES
-    ]
-    if all(case.passed for case in cases):
-        return CheckpointStatus.PASSED, cases
-    failing = [
-        c for c, r in zip(cases, results, strict=True) if not c.passed and r != "not started"
-    ]
-    return (CheckpointStatus.FAILED if failing else CheckpointStatus.NOT_STARTED), cases
+    return overall(
+        CaseResult.PASS if case.passed else _unpassed(recorded.get(case.name)) for case in cases
+    ), cases
+
+
+def overall(results: Iterable[str]) -> CheckpointStatus:
+    """PASSED when every case passed; NOT STARTED when each case that did not stopped at a
+    stub; else FAILED."""
+    unpassed = {result for result in results if result != CaseResult.PASS}
+    if not unpassed:
+        return CheckpointStatus.PASSED
+    if unpassed == {CaseResult.NOT_STARTED}:
+        return CheckpointStatus.NOT_STARTED
+    return CheckpointStatus.FAILED
+
+
+def said(status: CheckpointStatus) -> str:
+    """A checkpoint child's last line: its own word, lower case where it claims a pass, since
+    only the judge's PASSED counts."""
+    return "checkpoint passed" if status is CheckpointStatus.PASSED else f"checkpoint {status}"
+
+
+def _unpassed(record: Any) -> CaseResult:
+    """A case that did not pass: NOT STARTED only when its own record says it stopped at a
+    stub."""
+    stub = isinstance(record, dict) and record.get("result") == CaseResult.NOT_STARTED
+    return CaseResult.NOT_STARTED if stub else CaseResult.FAIL
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,11 +35,12 @@ from typing import Any
 
 from lucyshop.lab.checkpoint.cases import CASES, CaseId
 from lucyshop.lab.checkpoint.checks import CheckFailed, refused_at
-from lucyshop.lab.checkpoint.judge import kept_directory
+from lucyshop.lab.checkpoint.judge import EXIT, kept_directory, overall, said
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ENV, ROOT, ReferenceBlocked, impl_path
 from lucyshop.lab.sandbox import Sandbox, describe
+from lucyshop.lab.statuses import CaseResult
 
 CASE_SECONDS = 120.0  # what one case's calls into the sandbox may take in all
 CaseFunction = Callable[
@@ -122,14 +123,14 @@ def run_case(
     try:
         facts = function(run, leases, directory)
     except NotStarted as stub:
-        record = {"result": "not started", "function": stub.function, "message": str(stub)}
+        record = {"result": CaseResult.NOT_STARTED, "function": stub.function, "message": str(stub)}
         return record, f"NOT STARTED  {number} {name}: {stub}"
     except ReferenceBlocked as blocked:
-        record = {"result": "fail", "message": str(blocked)}
+        record = {"result": CaseResult.FAIL, "message": str(blocked)}
         return record, f"FAIL  {number} {name}: {blocked}"
     except CheckFailed as failed:
         record = {
-            "result": "fail",
+            "result": CaseResult.FAIL,
             "check": failed.check,
             "expected": repr(failed.expected),
             "seen": repr(failed.seen),
@@ -144,12 +145,12 @@ def run_case(
         where = traceback.extract_tb(error.__traceback__)[-1]
         stopped = " (it tried to stop the checkpoint)" if not isinstance(error, Exception) else ""
         message = f"{kind}{stopped}: {error}"
-        record = {"result": "fail", "error": message, "message": message}
+        record = {"result": CaseResult.FAIL, "error": message, "message": message}
         return (
             record,
             f"FAIL  {number} {name}: {message}\n      at {where.filename}:{where.lineno}\n{again}",
         )
-    return {"result": "pass"} | facts, f"PASS  {number} {name}: {summary(facts)}"
+    return {"result": CaseResult.PASS} | facts, f"PASS  {number} {name}: {summary(facts)}"
 
 
 def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
@@ -211,7 +212,7 @@ def run_cases(
     results: dict[str, str] = {}
     for case in [c for c in CASES if not args.case or c.number in args.case]:
         number, name = case
-        run.cases[name] = {"case": number, "result": "started"}
+        run.cases[name] = {"case": number, "result": CaseResult.STARTED}
         if args.evidence:  # a case that ends the process is named by this record
             write_evidence(args.evidence, run, None)
         directory = root / f"case{number}"
@@ -237,11 +238,11 @@ def run_cases(
         print(line)
         if args.evidence:
             write_evidence(args.evidence, run, None)
-    outcome = 1 if "fail" in results.values() else 3 if "not started" in results.values() else 0
+    status = overall(results.values())
+    outcome = EXIT[status]
     print(
-        {0: "checkpoint passed", 1: "checkpoint FAILED", 3: "checkpoint NOT STARTED"}[outcome]
-        + f" ({sum(v == 'pass' for v in results.values())}/{len(results)} cases, "
-        f"{time.time() - run.started:.1f}s)"
+        f"{said(status)} ({sum(v == CaseResult.PASS for v in results.values())}/{len(results)}"
+        f" cases, {time.time() - run.started:.1f}s)"
     )
     if args.evidence:
         write_evidence(args.evidence, run, outcome)

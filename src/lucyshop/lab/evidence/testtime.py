@@ -9,9 +9,10 @@
 beside the suite from before it starts until it ends), keeping the other run already there, so
 one file holds the quiet figure and the proof that the suite holds under load. A quiet run also
 goes into ``make bench``'s report (``--bench``) as its ``make_test`` section. Both writes go
-through the receipt engine. Each entry carries the host, the date, the command, the counts
-pytest reported, the cores, the burners, and the load average before, during (sampled) and
-after, since a duration means little without the load it was measured under.
+through the receipt engine. Each entry carries the receipt engine's provenance (host, date,
+command, cores, load average at the start and the end, and the sha256 of the files that decide
+how the suite runs), the counts pytest reported, the burners, and the load average sampled
+while the suite ran, since a duration means little without the load it was measured under.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,9 @@ SETTLE_SECONDS = 60.0  # burners spin this long before a loaded run starts: the 
 # load average then shows the load the suite starts under
 BURN = "while True: pass"
 RUNS = ("quiet", "loaded")
+# What decides how make test runs (its workers, the order, the plugins, every test's guard):
+# their sha256s in a run's provenance say which configuration it timed.
+SUITE_FILES = ("Makefile", "pyproject.toml", "tests/conftest.py", "tests/schedule.py")
 
 
 def pytest_command(extra: Sequence[str] = ()) -> list[str]:
@@ -71,10 +73,6 @@ def pytest_seconds(summary: str) -> float | None:
     """The seconds pytest itself reported (``... in 290.12s``), without start-up and set-up."""
     match = re.search(r"\bin ([0-9.]+)s\b", summary)
     return float(match.group(1)) if match else None
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 class LoadSampler:
@@ -143,9 +141,7 @@ def measure(
     ``log`` keeps pytest's whole output, to read what failed when the run did not pass."""
     command = pytest_command(extra)
     with burners(burn, settle=settle) as pids:
-        load_before = _load()
-        started_utc = datetime.now(UTC).isoformat(timespec="seconds")
-        started = time.monotonic()
+        started = receipts.provenance(command=command[1:], code=[ROOT / f for f in SUITE_FILES])
         with LoadSampler(sample_every) as sampler:
             done = subprocess.run(
                 command,
@@ -156,30 +152,21 @@ def measure(
                 timeout=timeout,
                 check=False,
             )
-        seconds = time.monotonic() - started
-        load_after = _load()
+        provenance = receipts.finish(started)
     if log is not None:
         log.write_text(done.stdout + done.stderr)
     summary = _summary(done.stdout)
     return {
-        "command": f"{ENV}=solutions " + " ".join(["python", *command[1:]]),
-        "seconds": round(seconds, 1),
+        "provenance": provenance,
+        "environment": {ENV: "solutions"},
         "pytest_seconds": pytest_seconds(summary),
         "exit_status": done.returncode,
         "passed": done.returncode == 0,
         "summary": summary,
         "counts": counts(summary),
-        "started_utc": started_utc,
-        "ended_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
         "burners": len(pids),
         "settle_seconds": settle if pids else 0.0,
-        "load_average_before": load_before,
         "load_average_during": sampler.summary(),
-        "load_average_after": load_after,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
     }
 
 

@@ -1,6 +1,7 @@
 """The error every unfinished learner function raises, and how to tell a stub from its syntax."""
 
 import ast
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -72,10 +73,20 @@ def stub_nodes(path: os.PathLike | str) -> dict[str, ast.FunctionDef | ast.Async
     read from its syntax tree; empty for a file that cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+            return dict(_stubs_in(handle.read()))
+    except (OSError, ValueError):
         return {}
-    return {name: node for name, node in functions_in(tree) if is_stub_node(node)}
+
+
+@functools.lru_cache(maxsize=8)
+def _stubs_in(source: str) -> tuple[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef], ...]:
+    """The stub functions of one file's text: parsed once per text (a suite asks before each
+    test), so an edited file is parsed again."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    return tuple((name, node) for name, node in functions_in(tree) if is_stub_node(node))
 
 
 def placeholders(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list, dict]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from lucyshop.lab.lesson.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.statuses import Status
+from lucyshop.lab.statuses import CaseResult, Status
 from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
 
 STORED = ROOT / "notebooks" / "stored"
@@ -207,12 +207,12 @@ def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
     found = (evidence or {}).get("cases", {}).get(name)
     if found is None:
         raise StepMissing(f"the checkpoint wrote no evidence of its {name!r} case: rerun it")
-    if found.get("result") == "not started":
+    if found.get("result") == CaseResult.NOT_STARTED:
         raise StepMissing(
             f"the checkpoint's {name!r} case stopped at {found.get('function')}(), not started:"
             " finish it first, then rerun the checkpoint cell"
         )
-    if found.get("result") != "pass":
+    if found.get("result") != CaseResult.PASS:
         why = found.get("error") or found.get("check") or found.get("result")
         raise StepMissing(
             f"the checkpoint's {name!r} case failed ({why}): finish it first"
@@ -324,11 +324,11 @@ def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str
     """Your checkpoint's evidence when its ``name`` case passed; else the reference's recorded
     run, saying so in one line, so that the diagram is drawn either way."""
     found = (evidence or {}).get("cases", {}).get(name) or {}
-    if found.get("result") == "pass":
+    if found.get("result") == CaseResult.PASS:
         say(f"your checkpoint run, case {name!r}")
         return evidence
     why = found.get("result") or "no evidence"
-    if why == "not started":
+    if why == CaseResult.NOT_STARTED:
         why = f"stopped at {found.get('function')}(), not started"
     say(
         f"the reference's recorded run, case {name!r} (yours: {why}; it is drawn from your run"
