@@ -7,7 +7,7 @@ PY      := $(VENV)/bin/python
 IMPL    ?= learner
 ARGS    ?=
 # make test's pytest workers (pytest-xdist), each taking a whole test file at a time, the
-# longest files first; auto is one per core and one more (tests/conftest.py says why).
+# longest files first; auto is one per core and two more (tests/conftest.py says why).
 # `make test PYTEST_WORKERS=0` runs in one process.
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -160,12 +160,14 @@ def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, ow
         assert "recover_once: DONE at generation 2 | receipts: ['ACCEPTED']" in recovered
 
 
-@pytest.mark.timeout(900)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_on_the_stubs_every_cell_runs_and_a_stopped_one_prints_one_line(notebook, own_tmpdir):
+def test_on_the_stubs_every_cell_runs_and_a_stopped_one_prints_one_line(notebook):
     """Run All on a fresh clone: no cell ends in an error; each cell that needs learner code
-    prints one line naming what to finish; every check says NOT STARTED; nothing says PASSING."""
-    nb = run(runnable(notebook), "learner", allow_errors=True)
+    prints one line naming what to finish; every check says NOT STARTED; nothing says PASSING.
+    Read from the stored outputs: ``test_notebook_matches_its_stored_outputs_on_the_stubs``
+    runs every cell on the stubs and fails unless each prints what is stored (its sanitizing
+    masks only times, paths and ids), so what holds of them holds of a fresh Run All."""
+    nb = nbformat.read(notebook, as_version=4)
     assert notebooks.not_storable(nb) == []  # no error output, no PASSING, checks NOT STARTED
     code = [c for c in nb.cells if c.cell_type == "code"]
     stopped = [outputs_text(c).strip() for c in code if STOP.search(outputs_text(c))]

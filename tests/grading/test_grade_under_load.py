@@ -1,12 +1,13 @@
-"""The same hand-ins graded twice, once as the machine is and once at the lowest priority beside
-a CPU burner that keeps at least eight processes runnable on top of it: every score, row and
+"""Hand-ins graded at the lowest priority beside a CPU burner that keeps at least eight processes
+runnable on top of it get the grades they get on a quiet machine: every score, row and
 checkpoint case the same.
 
 A grade must not depend on how fast or how loaded the grading machine is (issue 29): exercises
 5 and 6 run on the scripted stand-in, and every deadline inside a check is wide of what the
 work takes. The hand-ins: the reference with its exercises and exercise 7's file (every row
-runs, the checkpoint too) and a mutant that loses points in its function rows and in the
-checkpoint. The burner's load is sampled while the loaded grading runs (processes running, as
+runs, the checkpoint too), whose grade is all of it, loaded or not, and a mutant that loses
+points in its function rows and in the checkpoint, graded once quiet to compare. The burner's
+load is sampled while the loaded grading runs (processes running, as
 psutil sees them), so the test fails if the load it claims was never there.
 
 The loaded grading and the burner both run at niceness 19: the grading's checks share with eight
@@ -35,17 +36,24 @@ LOWEST = 19  # the niceness of the loaded grading and of the burner
 SPIN = "while True:\n    pass\n"
 GRADE = Path(__file__).with_name("graded_outcome.py")
 GRADE_SECONDS = 1500
+REFERENCE_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 
 
-def hand_ins(directory: Path) -> Path:
-    reference = directory / "reference"
-    reference.mkdir(parents=True)
-    for name in ("ch13_leases.py", "exercises.py", "ch13_postgres.py"):
-        (reference / name).write_bytes((ROOT / "solutions" / name).read_bytes())
-    mutant = directory / "mutant"
-    mutant.mkdir()
-    (mutant / "ch13_leases.py").write_text(BY_NAME["observe_fence"].source(), encoding="utf-8")
-    (mutant / "exercises.py").write_bytes((ROOT / "solutions" / "exercises.py").read_bytes())
+def hand_ins(directory: Path, *students: str) -> Path:
+    """A class of ``students``: the reference (its exercises and exercise 7's file too), the
+    mutant (with the reference's exercises)."""
+    solved = {name: (ROOT / "solutions" / name).read_text() for name in REFERENCE_FILES}
+    files = {
+        "reference": solved,
+        "mutant": {
+            "ch13_leases.py": BY_NAME["observe_fence"].source(),
+            "exercises.py": solved["exercises.py"],
+        },
+    }
+    for student in students:
+        (directory / student).mkdir(parents=True)
+        for name, text in files[student].items():
+            (directory / student / name).write_text(text, encoding="utf-8")
     return directory
 
 
@@ -113,17 +121,22 @@ class Burner:
 @pytest.mark.slow
 @pytest.mark.timeout(2 * GRADE_SECONDS + 60)
 def test_the_same_hand_ins_get_the_same_grades_beside_a_cpu_burner(tmp_path):
-    found = hand_ins(tmp_path / "class")
     loaded = rubric.load()
-    quiet = graded(found, tmp_path / "quiet", 0)
+    quiet = graded(hand_ins(tmp_path / "quiet-class", "mutant"), tmp_path / "quiet", 0)
     with Burner() as burner:
-        busy = graded(found, tmp_path / "busy", LOWEST)
+        busy_class = hand_ins(tmp_path / "busy-class", "reference", "mutant")
+        busy = graded(busy_class, tmp_path / "busy", LOWEST)
         niceness = burner.niceness
     assert burner.samples, "the load was never sampled"
     typical = sorted(burner.samples)[len(burner.samples) // 2]
     assert typical >= BURNERS, f"runnable processes while grading: {burner.samples}"
     assert niceness == [LOWEST] * BURNERS, niceness
-    assert quiet["reference"]["score"] == loaded.total, quiet["reference"]
+    reference = busy["reference"]  # all of it: every row, every test, every case
+    assert reference["score"] == loaded.total, reference
+    assert {(status, passed == total > 0) for _l, status, passed, total in reference["rows"]} == {
+        ("PASSING", True)
+    }, reference["rows"]
+    assert reference["checkpoint"] == "PASSED" and all(p for _c, p in reference["cases"]), reference
     assert 0 < quiet["mutant"]["score"] < loaded.total, quiet["mutant"]
     assert quiet["mutant"]["checkpoint"] == "FAILED", quiet["mutant"]
-    assert busy == quiet
+    assert busy["mutant"] == quiet["mutant"]

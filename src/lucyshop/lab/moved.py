@@ -8,7 +8,6 @@ module state agree), with a ``DeprecationWarning`` naming the new path. Remove a
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 import warnings
@@ -28,8 +27,10 @@ MOVED = {  # old path: new path; only what a chapter file or exercises file impo
 }
 
 
-class OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old path and loads it as the module now at its new one."""
+class OldPaths:
+    """Finds an old path and loads it as the module now at its new one: a meta path finder and
+    its loader by their methods (``importlib.abc``'s base classes would cost every process that
+    imports the lab 20 ms, ``importlib.resources`` with them)."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
         return importlib.util.spec_from_loader(name, self) if name in MOVED else None

@@ -45,7 +45,12 @@ from lucyshop.lab.model.backend import (
     open_model,
 )
 from lucyshop.lab.model.tasks import OPERATION, RECOVERY_TOOLS, SUPPLIER, crashed_transcript
-from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
+from lucyshop.lab.services.processes import (
+    SharedGroupChildren,
+    wait_exit,
+    wait_for_file,
+    wait_until,
+)
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.store import connect
 from lucyshop.supplier import ledger_orders
@@ -259,6 +264,12 @@ def _hung_turns(
             "SELECT expires FROM assignment_leases WHERE work_id = ?",
             (hung["unbounded"]["work_id"],),
         ).fetchone()["expires"]
+        # The bounded renewer's next attempt after the takeover is refused: wait for it on its
+        # log, not the clock, so that a busy machine does not kill the worker first. A
+        # renewer that never asks again is killed at the deadline, and the receipt says so.
+        bounded_log = directory / f"renewals-{hung['bounded']['work_id']}.jsonl"
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: refused(bounded_log), timeout=DEADLINE, what="a refused renewal")
         killed = {}
         for name, proc in procs.items():
             killed[name] = time.time()
@@ -289,6 +300,15 @@ def _hung_turns(
         return result
     finally:
         db.close()
+
+
+def refused(log: Path) -> bool:
+    """Whether a renewer's log (whole lines only: it may be writing one) holds a refusal."""
+    try:
+        lines = log.read_text(encoding="utf-8").split("\n")[:-1]
+    except FileNotFoundError:
+        return False
+    return any(not json.loads(line)["granted"] for line in lines if line)
 
 
 # ================================================================ exercise 6

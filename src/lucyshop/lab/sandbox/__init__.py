@@ -11,10 +11,46 @@
 - ``postgres``: exercise 7's worker, shown a relay to a PostgreSQL server.
 """
 
-from lucyshop.lab.sandbox.errors import CallTimedOut, StudentError, TimedOutBefore, WorkerDied
-from lucyshop.lab.sandbox.handles import Mirror, Remote, sandboxed_shop
-from lucyshop.lab.sandbox.jail import CannotIsolate, Jail, describe, isolation
-from lucyshop.lab.sandbox.remote import Sandbox
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lucyshop.lab.sandbox.errors import (
+        CallTimedOut,
+        StudentError,
+        TimedOutBefore,
+        WorkerDied,
+    )
+    from lucyshop.lab.sandbox.handles import Mirror, Remote, sandboxed_shop
+    from lucyshop.lab.sandbox.jail import CannotIsolate, Jail, describe, isolation
+    from lucyshop.lab.sandbox.remote import Sandbox
+
+# Where each name lives, imported when first asked for: the worker, inside the sandbox, imports
+# this package too (for ``wire``), and need not load the trusted side (psutil, subprocess, ...)
+# at every start; a check starts hundreds.
+_HOMES = {
+    "CallTimedOut": "errors",
+    "StudentError": "errors",
+    "TimedOutBefore": "errors",
+    "WorkerDied": "errors",
+    "Mirror": "handles",
+    "Remote": "handles",
+    "sandboxed_shop": "handles",
+    "CannotIsolate": "jail",
+    "Jail": "jail",
+    "describe": "jail",
+    "isolation": "jail",
+    "Sandbox": "remote",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "CallTimedOut",
