@@ -5,10 +5,10 @@ checkpoint case the same.
 A grade must not depend on how fast or how loaded the grading machine is (issue 29): exercises
 5 and 6 run on the scripted stand-in, and every deadline inside a check is wide of what the
 work takes. The hand-ins: the reference with its exercises and exercise 7's file (every row
-runs, the checkpoint too), whose grade is all of it, loaded or not, and a mutant that loses
-points in its function rows and in the checkpoint, graded once quiet to compare. The burner's
-load is sampled while the loaded grading runs (processes running, as
-psutil sees them), so the test fails if the load it claims was never there.
+runs, the checkpoint too), whose grade is all of it, loaded or not, and a mutant chapter file
+that loses points in its function rows and in the checkpoint, graded once quiet to compare.
+The burner's load is sampled while the loaded grading runs (processes running, as psutil sees
+them), so the test fails if the load it claims was never there.
 
 The loaded grading and the burner both run at niceness 19: the grading's checks share with eight
 spinning processes whatever CPU the rest of the machine leaves, and the rest of the test suite,
@@ -41,14 +41,10 @@ REFERENCE_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 
 def hand_ins(directory: Path, *students: str) -> Path:
     """A class of ``students``: the reference (its exercises and exercise 7's file too), the
-    mutant (with the reference's exercises)."""
-    solved = {name: (ROOT / "solutions" / name).read_text() for name in REFERENCE_FILES}
+    mutant (its chapter file alone: its exercise rows would be the reference's)."""
     files = {
-        "reference": solved,
-        "mutant": {
-            "ch13_leases.py": BY_NAME["observe_fence"].source(),
-            "exercises.py": solved["exercises.py"],
-        },
+        "reference": {name: (ROOT / "solutions" / name).read_text() for name in REFERENCE_FILES},
+        "mutant": {"ch13_leases.py": BY_NAME["observe_fence"].source()},
     }
     for student in students:
         (directory / student).mkdir(parents=True)
