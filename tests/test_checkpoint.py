@@ -30,6 +30,7 @@ from lucyshop.lab.checkpoint.demo import EVIDENCE
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.services.processes import processes_mentioning
+from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
@@ -346,3 +347,23 @@ def test_the_runner_refuses_a_checkpoint_without_a_case():
     del namespace[KILLED.function]
     with pytest.raises(LookupError, match=f"defines no function for {KILLED.function}$"):
         runner.case_functions(namespace)
+
+
+@pytest.mark.parametrize(
+    ("results", "status"),
+    [
+        ([CaseResult.PASS, CaseResult.PASS], CheckpointStatus.PASSED),
+        ([CaseResult.PASS, CaseResult.NOT_STARTED], CheckpointStatus.NOT_STARTED),
+        ([CaseResult.NOT_STARTED, CaseResult.FAIL], CheckpointStatus.FAILED),
+        ([CaseResult.PASS, CaseResult.STARTED], CheckpointStatus.FAILED),  # ended inside a case
+        (["pass", "bogus"], CheckpointStatus.FAILED),  # a word it does not know is no pass
+    ],
+)
+def test_one_rule_turns_case_results_into_the_checkpoint_status(results, status):
+    """The child's own summary and the judge's verdict use the same rule (judge.overall), and
+    the same exit statuses (judge.EXIT): 0 PASSED, 1 FAILED, 3 NOT STARTED."""
+    assert judge.overall(results) == status
+    assert judge.EXIT[status] == {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}[status]
+    assert judge.said(status) == (
+        "checkpoint passed" if status == "PASSED" else f"checkpoint {status}"
+    )
