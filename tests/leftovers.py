@@ -1,5 +1,7 @@
 """No test leaves a process behind: a pytest plugin, loaded by ``tests/conftest.py``'s
-``pytest_plugins`` for every suite (the learner suite inside each ``make check`` too).
+``pytest_plugins`` for every suite. ``make check``'s pytest children block it by name
+(``lucyshop.lab.check.suites.LEFTOVER_GUARD``): there it could only blame the kit's fixtures,
+which this suite holds to it, since a student's processes live in sandboxes it leaves out.
 
 The session's sandboxed workers are owned by their fixture, and a worker restarted after a
 hang is the same worker, so they are left out.
@@ -24,8 +26,7 @@ class _Below:
     """The processes below this one when the last test ended: the next test's "before", unless
     a fixture was set up since (a module's or the session's server, started before the next
     test's guard), or none has ended yet. One scan of the machine's processes a test instead
-    of three: on a busy machine each scan costs milliseconds, and make test runs ten thousand
-    tests, those of every check included."""
+    of three: on a busy machine each scan costs milliseconds, and make test runs thousands."""
 
     pids: set[int] | None = None
 
