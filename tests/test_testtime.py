@@ -13,6 +13,7 @@ from schedule import LONGEST_FIRST, TESTS
 
 from lucyshop.lab.evidence import receipts, testtime
 from lucyshop.lab.loader import ENV
+from lucyshop.lab.services.processes import wait_until
 
 ONE_TEST = "tests/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
 BARE = {  # a run in the shape of earlier kits: its own host and load fields, no provenance
@@ -56,6 +57,16 @@ def test_burners_spin_a_core_each_for_the_block_and_are_gone_after_it():
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).is_running()]
     with pytest.raises(ValueError, match="0 or more"), testtime.burners(-1):
         pass
+
+
+def test_burners_can_spin_at_the_lowest_priority():
+    with testtime.burners(2, nice=19) as pids:
+        wait_until(
+            lambda: [psutil.Process(pid).nice() for pid in pids] == [19, 19],
+            timeout=60,
+            what="both burners at niceness 19",
+        )
+        assert all(psutil.Process(pid).cmdline()[-1] == testtime.BURN for pid in pids)
 
 
 def test_a_loaded_run_records_its_burners_and_the_load_it_ran_under(tmp_path, monkeypatch):

@@ -28,12 +28,12 @@ import psutil
 import pytest
 from mutants import BY_NAME
 
+from lucyshop.lab.evidence import testtime
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.loader import ROOT
 
 BURNERS = 8
 LOWEST = 19  # the niceness of the loaded grading and of the burner
-SPIN = "while True:\n    pass\n"
 GRADE = Path(__file__).with_name("graded_outcome.py")
 GRADE_SECONDS = 1500
 REFERENCE_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
@@ -79,10 +79,12 @@ def runnable() -> int:
 
 
 class Burner:
-    """``BURNERS`` processes that spin at the lowest priority, and the runnable count sampled."""
+    """``BURNERS`` processes that spin at the lowest priority (``testtime.burners``), and the
+    runnable count sampled."""
 
     def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
+        self.spinning = testtime.burners(BURNERS, nice=LOWEST)
+        self.pids: list[int] = []
         self.samples: list[int] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
@@ -92,26 +94,18 @@ class Burner:
             self.samples.append(runnable())
 
     def __enter__(self) -> Burner:
-        self.procs = [
-            subprocess.Popen(
-                ["nice", "-n", str(LOWEST), sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL
-            )
-            for _ in range(BURNERS)
-        ]
+        self.pids = self.spinning.__enter__()
         self.thread.start()
         return self
 
     @property
     def niceness(self) -> list[int]:
-        return [psutil.Process(proc.pid).nice() for proc in self.procs]
+        return [psutil.Process(pid).nice() for pid in self.pids]
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join(5)
-        for proc in self.procs:
-            proc.kill()
-        for proc in self.procs:
-            proc.wait(10)
+        self.spinning.__exit__(*exc)
 
 
 @pytest.mark.slow

@@ -107,15 +107,19 @@ class LoadSampler:
 
 
 @contextmanager
-def burners(n: int, *, settle: float = 0.0) -> Iterator[list[int]]:
+def burners(n: int, *, settle: float = 0.0, nice: int = 0) -> Iterator[list[int]]:
     """``n`` processes that spin a core each (``python -c 'while True: pass'``), running for the
-    whole block and ended when it ends, however it ends; ``settle`` seconds of spinning first."""
+    whole block and ended when it ends, however it ends; ``settle`` seconds of spinning first;
+    ``nice`` added to their niceness (19: they take only what nothing else wants)."""
     if n < 0:
         raise ValueError(f"burners are 0 or more, not {n}")
+    argv = ["nice", "-n", str(nice)] if nice else []
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(n):
-            procs.append(subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen([*argv, sys.executable, "-c", BURN], stdin=subprocess.DEVNULL)
+            )
         if n and settle > 0:
             time.sleep(settle)
         yield [proc.pid for proc in procs]
