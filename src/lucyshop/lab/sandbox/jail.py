@@ -1,19 +1,21 @@
 """The OS boundary around student code: what a sandboxed process may see, write and start.
 
-Three ways to run untrusted code, chosen once per machine (``isolation()``):
+Three ways to run untrusted code, chosen once per machine (``choice()``):
 
-- ``bwrap``: bubblewrap with every namespace unshared (its own PID namespace, so nothing it
-  starts outlives it; no network but its own loopback; no IPC with the host), capabilities
-  dropped, ``no_new_privs``, an empty root with only the interpreter, the kit's ``src/``, the
-  virtual environment and the student's staged files read-only, a private size-limited
-  ``/tmp``, and the check's scratch directory the only writable place it shares.
+- ``bwrap``: bubblewrap (the system's, else the kit's own pinned copy: ``bubblewrap.find``)
+  with every namespace unshared (its own PID namespace, so nothing it starts outlives it; no
+  network but its own loopback; no IPC with the host), capabilities dropped,
+  ``no_new_privs``, an empty root with only the interpreter, the kit's ``src/``, the virtual
+  environment and the student's staged files read-only, a private size-limited ``/tmp``, and
+  the check's scratch directory the only writable place it shares.
   ``solutions/``, ``.git``, the tests, the class directory and the other hand-ins are not in
   its view at all.
-- ``user``: root without user namespaces (a Gradescope container): the process drops to an
-  unprivileged uid, which works only when the protected parts are closed to that uid
-  (``protected_paths_closed``); otherwise nothing runs.
-- ``none``: no isolation (macOS, or Linux without bubblewrap): the check runs and says so in
-  one line; ``make grade`` refuses to grade a class this way unless told ``--unisolated``.
+- ``user``: root where no bubblewrap can make its namespaces (a container whose seccomp
+  refuses them): the process drops to an unprivileged uid, which holds only while the
+  protected parts are closed to that uid; the kit closes them itself (``ready_for_user``).
+- ``none``: no isolation (macOS, or an ordinary Linux user whom no bubblewrap serves): the
+  check runs and says so in one line; ``make grade`` refuses to grade a class this way
+  unless told ``--unisolated``.
 
 Every mode sets resource limits (memory, one file's size, CPU seconds, open files) with
 ``prlimit`` before the command starts, and passes only an allow-listed environment.
@@ -38,6 +40,7 @@ import psutil
 
 import lucyshop
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.sandbox import bubblewrap
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
@@ -68,44 +71,62 @@ class CannotIsolate(RuntimeError):
     """The chosen isolation is not available here (one line says why)."""
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The mode this machine gets, the bubblewrap that isolates (bwrap mode), and why no
+    bubblewrap does (the other modes): the real reason, for the check's first line."""
+
+    mode: str
+    bwrap: bubblewrap.Bwrap | None = None
+    why: str = ""
+
+
 @functools.cache
-def isolation() -> str:
-    """The strongest mode this machine offers (``$LUCYSHOP_ISOLATION`` overrides)."""
+def choice() -> Choice:
+    """The strongest mode this machine offers (``$LUCYSHOP_ISOLATION`` overrides): bubblewrap
+    (``bubblewrap.find``'s order), else, as root on Linux, an unprivileged user, else none."""
     forced = os.environ.get(MODE_ENV)
-    if forced:
-        if forced not in MODES:
-            raise CannotIsolate(f"{MODE_ENV}={forced!r}: use one of {', '.join(MODES)}")
-        return forced
-    if sys.platform.startswith("linux") and _bwrap_works():
-        return "bwrap"
-    if sys.platform.startswith("linux") and os.geteuid() == 0:
-        return "user"
-    return "none"
+    if forced and forced not in MODES:
+        raise CannotIsolate(f"{MODE_ENV}={forced!r}: use one of {', '.join(MODES)}")
+    if not sys.platform.startswith("linux"):
+        if forced in ("bwrap", "user"):
+            raise CannotIsolate(f"{MODE_ENV}={forced}: only Linux has it")
+        return Choice("none", why=f"no bubblewrap on {sys.platform}")
+    if forced in ("user", "none"):
+        return Choice(forced, why=f"{MODE_ENV}={forced}")
+    found, reasons = bubblewrap.find()
+    if found is not None:
+        return Choice("bwrap", found)
+    why = "; ".join(reasons)
+    if forced == "bwrap":
+        raise CannotIsolate(f"{MODE_ENV}=bwrap, but no bubblewrap works here: {why}")
+    return Choice("user" if os.geteuid() == 0 else "none", why=why)
 
 
-def _bwrap_works() -> bool:
-    binary = shutil.which("bwrap")
-    if binary is None:
-        return False
-    probe = [binary, *_namespaces(), "--ro-bind", "/", "/", *PROC_MOUNT, "true"]
-    try:
-        return subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def _namespaces() -> list[str]:
-    return ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+def isolation() -> str:
+    """The mode of ``choice()``: ``bwrap``, ``user`` or ``none``."""
+    return choice().mode
 
 
 def describe(mode: str | None = None) -> str:
-    """One line for the check's output: what isolates the student's code here."""
-    mode = mode or isolation()
-    if mode == "bwrap":
-        return "isolated: bubblewrap (own namespaces, read-only kit without the reference)"
+    """One line for the check's output: what isolates the student's code here. In ``user``
+    mode it is also the moment the kit readies that mode (``ready_for_user``), so that the
+    line can say what it changed."""
+    chosen = choice()
+    mode = mode or chosen.mode
+    if mode == "bwrap" and chosen.bwrap is not None:
+        return (
+            f"isolated: {chosen.bwrap.version}, {chosen.bwrap.origin}: own namespaces, a"
+            " read-only kit without the reference"
+        )
     if mode == "user":
-        return f"isolated: unprivileged user {NOBODY} (root without user namespaces)"
-    return "NOT isolated: no bubblewrap here; your code runs with your own rights"
+        done = ready_for_user()
+        return (
+            f"isolated: unprivileged user {NOBODY} (root, and no bubblewrap here: {chosen.why})"
+            + (f"; {done}" if done else "")
+        )
+    why = chosen.why or "bubblewrap isolates here, but this run was told not to use it"
+    return f"NOT isolated ({why}): your code runs with your own rights"
 
 
 def stage(impl: Path, into: Path) -> Path:
@@ -162,7 +183,10 @@ class Jail:
         binds += ["--cap-drop", "ALL"]
         binds += ["--uid", str(NOBODY)]
         binds += ["--gid", str(NOBODY), "--hostname", "sandbox"]
-        return ["bwrap", *_namespaces(), *binds, "--", *command]
+        found = choice().bwrap
+        if found is None:
+            raise CannotIsolate(f"no bubblewrap works here: {choice().why}")
+        return [str(found.path), *bubblewrap.NAMESPACES, *binds, "--", *command]
 
     def env(self, extra: dict[str, str]) -> dict[str, str]:
         """The allow-listed environment, plus what the kit itself hands in."""
@@ -194,11 +218,8 @@ class Jail:
     ) -> subprocess.Popen:
         """Start ``command`` in the sandbox (its own session: the caller ends it as a group);
         ``shown`` as in ``argv``."""
-        if self.mode == "user" and not protected_paths_closed():
-            raise CannotIsolate(
-                "cannot drop to an unprivileged user: the kit's protected parts"
-                f" ({', '.join(PROTECTED)}) are readable by others (chmod o-rwx them)"
-            )
+        if self.mode == "user":
+            ready_for_user()
         # A preload (a shifted clock's libfaketime) is set by ``env`` for the last exec alone:
         # bwrap, prlimit and setpriv run as root first, and libfaketime in them would make a
         # root-owned semaphore that the unprivileged code, told its name, then cannot open.
@@ -241,10 +262,7 @@ def share(path: Path, mode: str, *, writable: bool = True) -> None:
         return
     if writable:
         os.chown(path, NOBODY, NOBODY)
-    for above in path.resolve().parents:
-        mode_bits = above.stat().st_mode
-        if not mode_bits & stat.S_IXOTH:
-            above.chmod(stat.S_IMODE(mode_bits) | stat.S_IXOTH)
+    _searchable(path)
 
 
 def package_root() -> Path:
@@ -259,11 +277,52 @@ def package_root() -> Path:
 
 def protected_paths_closed() -> bool:
     """True when no part of the kit a student may not read is open to other users."""
-    for name in PROTECTED:
-        path = ROOT / name
-        if path.exists() and path.stat().st_mode & 0o007:
-            return False
-    return True
+    return not _open_to_others()
+
+
+def _open_to_others() -> list[Path]:
+    return [
+        ROOT / n for n in PROTECTED if (ROOT / n).exists() and (ROOT / n).stat().st_mode & 0o007
+    ]
+
+
+@functools.cache
+def ready_for_user() -> str:
+    """Ready ``user`` mode, once a process, and say what changed (empty when nothing did).
+
+    The unprivileged user is the boundary only while the kit's protected parts are closed to
+    others, so the kit, which owns its checkout, closes them (``chmod o-rwx``). The user must
+    also reach the runtime (the interpreter, the virtual environment, ``src/``): a directory
+    above them that others cannot search (Debian's ``/root``) gets the search bit, never the
+    read bit, as ``share`` does for a check's own directories."""
+    done = []
+    closing = _open_to_others()
+    for path in closing:
+        try:
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o007)
+        except OSError as error:
+            raise CannotIsolate(
+                f"cannot drop to an unprivileged user: {path} is readable by others and"
+                f" could not be closed ({error.strerror}); chmod o-rwx it"
+            ) from None
+    if closing:
+        done.append(f"closed {', '.join(p.name for p in closing)} to other users")
+    opened = _searchable(Path(sys.base_prefix), Path(sys.prefix), package_root())
+    if opened:
+        done.append(f"let others search (o+x, not list) {', '.join(map(str, opened))}")
+    return "; ".join(done)
+
+
+def _searchable(*paths: Path) -> list[Path]:
+    """Give every directory above ``paths`` the others' search bit; the ones changed."""
+    changed = []
+    for path in paths:
+        for above in path.resolve().parents:
+            bits = above.stat().st_mode
+            if not bits & stat.S_IXOTH:
+                above.chmod(stat.S_IMODE(bits) | stat.S_IXOTH)
+                changed.append(above)
+    return changed
 
 
 def inside_pids(proc: subprocess.Popen) -> set[int]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import hashlib
 import importlib.util
 import itertools
 import os
@@ -58,6 +59,7 @@ STOP_SECONDS = 10.0
 # workers, so no server process starts in the middle of an unrelated test's leftover check.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
+INSTALL_PREFIX = "lucyshop-pginstall-"  # a copy of the server's install its user can reach
 # A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432
 SHORT_DIRECTORY = 64
 OWNER_LOCK = "owner.lock"
@@ -131,9 +133,9 @@ def postgres_server() -> Iterator[Server]:
 @contextmanager
 def embedded_server() -> Iterator[Server]:
     """initdb a temporary cluster, run ``postgres`` as our child, and delete it all on exit."""
-    bin_dir = _bin_dir()
     user = _system_user()
     parent = _parent(user)
+    bin_dir = _runnable_by(user, _bin_dir(), parent)
     _sweep(parent)
     root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     proc = None
@@ -154,7 +156,7 @@ def embedded_server() -> Iterator[Server]:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                user=user,
+                **_as_user(user),
                 preexec_fn=_stop_with_parent,  # noqa: PLW1509 - one prctl call, no locks
             )
         dsn = f"host={sockets} dbname=postgres user=postgres password={password}"
@@ -299,7 +301,7 @@ def _parent(user: str | None) -> Path:
     its socket's path would be too long there (a check's or a grader's directory is deep), or
     the server runs as another user who could not reach it; then the system's own."""
     base = Path(tempfile.gettempdir()).resolve()
-    reachable = user is None or all(p.stat().st_mode & stat.S_IXOTH for p in (base, *base.parents))
+    reachable = user is None or _searchable(base / "server")
     if len(str(base)) <= SHORT_DIRECTORY and reachable:
         return base
     return Path("/tmp")
@@ -333,6 +335,56 @@ def _bin_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
+def _as_user(user: str | None) -> dict[str, Any]:
+    """Popen's arguments to run as ``user`` with its own group and no others: setting the user
+    alone kept root's group, and a directory of root's closed to its group but open to others
+    (a check's, once ``share`` lets others search it) then refused the server its own files."""
+    return {} if user is None else {"user": user, "group": user, "extra_groups": []}
+
+
+def _runnable_by(user: str | None, bin_dir: Path, parent: Path) -> Path:
+    """``bin_dir``, or where the server's ``user`` can run the same install from.
+
+    As root the server runs as another user, who must search every directory above the
+    install; a checkout under a folder closed to others (Debian's ``/root``) hides it. Then the
+    whole install (``bin``, ``lib``, ``share``) is copied once to ``parent``, which that user
+    reaches, as a directory of ours that no one else may write; a directory of that name that
+    is not ours is refused in one line, never used."""
+    install = bin_dir.parent
+    if user is None or _searchable(install / "bin" / "postgres"):
+        return bin_dir
+    built = (install / "bin" / "postgres").stat()  # a reinstalled package gets a new copy
+    made = f"{install.resolve()}:{built.st_size}:{built.st_mtime_ns}:{os.geteuid()}"
+    key = hashlib.sha256(made.encode()).hexdigest()[:16]
+    copy = parent / f"{INSTALL_PREFIX}{key}"
+    if not copy.exists():
+        staging = Path(tempfile.mkdtemp(prefix=f".{INSTALL_PREFIX}", dir=parent))
+        shutil.copytree(install, staging / "pginstall", symlinks=True)
+        staging.chmod(0o755)
+        try:
+            staging.rename(copy)
+        except OSError:  # another process made it first: use theirs, checked below
+            shutil.rmtree(staging, ignore_errors=True)
+    state = copy.lstat()
+    if (
+        not stat.S_ISDIR(state.st_mode)
+        or state.st_uid != os.geteuid()
+        or state.st_mode & 0o022
+        or not (copy / "pginstall" / "bin" / "postgres").is_file()
+    ):
+        raise PostgresUnavailable(
+            f"{copy} is not a PostgreSQL install this kit made (its owner or mode is wrong):"
+            " remove it, or clone the kit where others may search the folders above it"
+        )
+    return copy / "pginstall" / "bin"
+
+
+def _searchable(path: Path) -> bool:
+    """True when users other than the owner can reach ``path``: others may search every
+    directory above it."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in path.resolve().parents)
+
+
 def _system_user() -> str | None:
     """PostgreSQL will not run as root: then the package's unprivileged user, created once."""
     if os.geteuid() != 0:
@@ -352,7 +404,7 @@ def _run(argv: list, user: str | None) -> None:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        user=user,
+        **_as_user(user),
         timeout=START_SECONDS,
     )
     if done.returncode != 0:
