@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from lucyshop.lab.check.results import printable
 from lucyshop.lab.grade import gradebook
 from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import Graded, Interrupted, Options, default_jobs, grade_class
@@ -91,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not submissions:
         print(f"make grade: no submissions under {args.submissions}", file=sys.stderr)
         return 2
+    for refused in (s for s in submissions if s.refused):  # one line each; graded as NO FILE
+        print(f"make grade: {refused.shown}: {printable(refused.problem)}", file=sys.stderr)
     if isolation() == "none" and not args.unisolated:
         print(
             f"make grade: refused: {describe('none')}. Each hand-in could read, change or stop"
@@ -124,12 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_table(graded: list[Graded], rubric: rubrics.Rubric, out: Path) -> None:
-    width = max(len(g.submission.student) for g in graded) + 2
+    width = max(len(g.submission.shown) for g in graded) + 2
     for item in graded:
         like = "" if item.similarity is None else f"similarity {item.similarity:.2f}"
         flag = "  FLAGGED: compare with the reference" if item.flagged else ""
         print(
-            f"  {item.submission.student:<{width}}{item.verdict.status:<14}"
+            f"  {item.submission.shown:<{width}}{item.verdict.status:<14}"
             f"{item.score:>6g}/{rubric.total:g}  {like}{flag}"
         )
     print(

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lucyshop.lab.check.results import Row
+from lucyshop.lab.check.results import Row, printable
 from lucyshop.lab.check.subjects import EXERCISES as EXERCISE_ROWS
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric, lines
@@ -154,8 +154,10 @@ def grade_lines(verdict: Verdict, rubric: Rubric) -> list[str]:
 
 
 def text(verdict: Verdict, rubric: Rubric) -> str:
-    """The whole feedback file: the grade, then what ``make check`` showed."""
+    """The whole feedback file: the grade, then what ``make check`` showed (control characters
+    escaped: a hand-in's name or message is shown, never sent to a terminal)."""
     head = "\n".join(grade_lines(verdict, rubric))
     if verdict.status == VerdictStatus.CHECKED:
-        return f"{head}\n\n{verdict.feedback}".rstrip() + "\n"
-    return f"{head}\n\n{verdict.status}: {verdict.error}\n\n{verdict.feedback}".rstrip() + "\n"
+        return printable(f"{head}\n\n{verdict.feedback}".rstrip() + "\n")
+    said = f"{head}\n\n{verdict.status}: {verdict.error}\n\n{verdict.feedback}"
+    return printable(said.rstrip() + "\n")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lucyshop.atomic import write_text
+from lucyshop.lab.check.results import printable
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade.feedback import checkpoint_label
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
@@ -105,11 +106,33 @@ def load_roster(path: Path) -> dict[str, Student]:
     return roster
 
 
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # how a cell a spreadsheet would run begins
+
+
+def cell(value: object) -> str:
+    """``value`` as a CSV cell that a spreadsheet shows and never runs: control characters
+    escaped, and text that begins like a formula (``=HYPERLINK(...)``, ``+``, ``-``, ``@``)
+    quoted with a leading ``'``, as spreadsheets themselves do. A number stays a number."""
+    text = str(value)
+    if text.startswith(FORMULA) and not _number(text):
+        text = "'" + text
+    return printable(text)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, bom: bool = False) -> str:
+    """A CSV file's text (``\r\n`` lines, every cell through ``cell``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([cell(name) for name in header])
+    writer.writerows([cell(value) for value in row] for row in rows)
     return ("\ufeff" if bom else "") + buffer.getvalue()
 
 
@@ -215,9 +238,12 @@ def write_canvas(
     )
     absent = [s.folder for key, s in roster.items() if key not in scores]
     if strangers:
-        say(f"roster: {len(strangers)} hand-ins not on the roster (no ID): {', '.join(strangers)}")
+        named = ", ".join(strangers)
+        say(printable(f"roster: {len(strangers)} hand-ins not on the roster (no ID): {named}"))
     if absent:
         say(
-            f"roster: {len(absent)} students handed nothing in (empty in canvas.csv):"
-            f" {', '.join(absent)}"
+            printable(
+                f"roster: {len(absent)} students handed nothing in (empty in canvas.csv):"
+                f" {', '.join(absent)}"
+            )
         )

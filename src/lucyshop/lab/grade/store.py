@@ -98,13 +98,13 @@ def keep(out: Path, graded: Graded, rubric: Rubric, graded_under: dict[str, str]
     """Write the student's feedback, results.json and result; False when it is not kept."""
     if graded.verdict.status in NOT_KEPT:
         return False
-    name = graded.submission.student
-    _write(out / "feedback" / f"{name}.txt", feedback.text(graded.verdict, rubric))
+    shown = graded.submission.shown  # a file name never carries a control character
+    _write(out / "feedback" / f"{shown}.txt", feedback.text(graded.verdict, rubric))
     document = gradescope.results(graded.verdict, rubric, similarity=graded.similarity)
-    _write(out / "gradescope" / name / "results.json", _json(document))
+    _write(out / "gradescope" / shown / "results.json", _json(document))
     record = {
         "schema": SCHEMA,
-        "student": name,
+        "student": graded.submission.student,
         "key": graded_under,
         "verdict": dataclasses.asdict(graded.verdict),
         "similarity": graded.similarity,

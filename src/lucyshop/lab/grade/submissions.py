@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from lucyshop.lab.check.results import printable
 from lucyshop.lab.loader import IMPLEMENTATIONS
 
 CHAPTER = "ch13_leases.py"
@@ -23,6 +25,7 @@ EXERCISES = "exercises.py"
 POSTGRES = "ch13_postgres.py"  # exercise 7
 STARTER_EXERCISES = IMPLEMENTATIONS["learner"].with_name(EXERCISES)
 STARTER_POSTGRES = IMPLEMENTATIONS["learner"].with_name(POSTGRES)
+REFUSED = "refused: "  # how a refused hand-in's problem begins
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,16 @@ class Submission:
     def slug(self) -> str:
         return slug(self.student)
 
+    @property
+    def shown(self) -> str:
+        """The student's name as printed and in file names: control characters escaped."""
+        return printable(self.student)
+
+    @property
+    def refused(self) -> bool:
+        """A link or a special file where the hand-in or one of its files would be."""
+        return self.problem.startswith(REFUSED)
+
 
 def slug(student: str) -> str:
     """A file-name-safe, unique name for ``student`` (spaces, unicode, dots all allowed in)."""
@@ -49,26 +62,54 @@ def slug(student: str) -> str:
 
 
 def find(directory: Path) -> list[Submission]:
-    """Every hand-in under ``directory``, sorted by student name."""
+    """Every hand-in under ``directory``, sorted by student name. A link or a special file
+    (a FIFO, a device) where a hand-in or one of its files would be is refused: its row
+    says so (``problem``, ``refused``) and nothing is read through it."""
     if not directory.is_dir():
         raise ValueError(f"no submissions directory at {directory}")
     found = []
     for entry in sorted(directory.iterdir(), key=lambda p: p.name):
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
+        mode = entry.lstat().st_mode
+        name = entry.stem if entry.suffix == ".py" else entry.name
+        if why := _not_plain(mode):
+            found.append(Submission(name, None, problem=f"{REFUSED}{entry.name} is {why}"))
+        elif stat.S_ISDIR(mode):
             found.append(_from_directory(entry))
-        elif entry.is_file() and entry.suffix == ".py":
+        elif entry.suffix == ".py":
             found.append(Submission(entry.stem, entry))
     return found
 
 
+def _not_plain(mode: int) -> str:
+    """What makes an entry of this ``lstat`` mode no hand-in to read ("" for a directory or a
+    regular file): the grader, which may run as root, never follows a name a student chose."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (a hand-in is a folder or a .py file, never a link)"
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        return "a special file (a FIFO, a socket or a device), not a hand-in"
+    return ""
+
+
+def _own_file(path: Path) -> tuple[Path | None, str]:
+    """``(path, "")`` for a regular file, ``(None, "")`` when there is none, and ``(None,
+    why)`` for a link or a special file in its place."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None, ""
+    why = _not_plain(mode) or ("a directory" if stat.S_ISDIR(mode) else "")
+    return (None, why) if why else (path, "")
+
+
 def _from_directory(entry: Path) -> Submission:
-    chapter = entry / CHAPTER
-    exercises, postgres = entry / EXERCISES, entry / POSTGRES
-    extra = exercises if exercises.is_file() else None
-    pg = postgres if postgres.is_file() else None
-    if chapter.is_file():
+    owned = {name: _own_file(entry / name) for name in (CHAPTER, EXERCISES, POSTGRES)}
+    refused = [f"{entry.name}/{name} is {why}" for name, (_p, why) in owned.items() if why]
+    if refused:
+        return Submission(entry.name, None, problem=f"{REFUSED}{'; '.join(refused)}")
+    chapter, extra, pg = (owned[name][0] for name in (CHAPTER, EXERCISES, POSTGRES))
+    if chapter is not None:
         return Submission(entry.name, chapter, extra, postgres=pg)
     others = sorted(p.name for p in entry.iterdir())[:5]
     seen = f" (it holds: {', '.join(others)})" if others else " (it is empty)"
