@@ -15,7 +15,7 @@ from enum import StrEnum
 class Status(StrEnum):
     """One row of ``make check``'s table: a chapter function or an exercise."""
 
-    NOT_STARTED = "NOT STARTED"  # still the stub, or its own NotStarted stopped a test
+    NOT_STARTED = "NOT STARTED"  # still the stub, read from the file's syntax
     FAILING = "FAILING"
     PASSING = "PASSING"
     LEFT_OUT = "LEFT OUT"  # exercises 5 and 6 under --no-measured; exercise 7 without PostgreSQL

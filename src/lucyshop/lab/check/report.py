@@ -8,8 +8,9 @@ one of its own, and exercise 7, ``ch13_postgres.py`` on a real PostgreSQL server
 the checkpoint runs beside them. Each row is one function (in the order of
 ``learner/ch13_leases.py``) or one exercise:
 
-- NOT STARTED: its own ``NotStarted`` stopped a test, or its body is still the stub (then
-  none of its tests runs: the count says how many it has);
+- NOT STARTED: its body is still the stub, read from the file's syntax alone (then none of
+  its tests runs: the count says how many it has); a ``NotStarted`` raised by a written
+  function is FAILING, and so is the checkpoint's NOT STARTED when no function is a stub;
 - FAILING: every failing test, one line each (what was expected, what happened), with the
   command that reruns just that test;
 - PASSING: every test of it passed, and as many ran as a separate collection finds;
@@ -223,7 +224,7 @@ def run_check(
     for line in table_lines(result.rows):
         result.say(line)
     if running is not None:
-        result.checkpoint = running.read()
+        result.checkpoint = running.read(stubs)
         python = shown(Path(sys.executable))  # the venv's: the line works without activating it
         command = f"{python} {CHECKPOINT} --impl {shlex.quote(result.impl)}"
         for line in checkpoint_lines(result.checkpoint, command):

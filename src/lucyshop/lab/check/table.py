@@ -1,6 +1,7 @@
 """``make check``'s table: the rows read from the suites' outcomes, and every line it prints.
 
-A row is NOT STARTED when its own stub stopped a test or its body is still the stub; FAILING
+A row is NOT STARTED when its body is still the stub, read from the file's syntax alone (a
+``NotStarted`` raised by a written function is a failure like any other); FAILING
 with every failing test (one line each: what was expected, what happened, and the command
 that reruns just that test); PASSING only when every test of it passed and as many reported a
 result as a separate collection finds. The summary line and the exit status come from the
@@ -80,16 +81,18 @@ def grade_row(
     known = counts is not None and all(module in counts for module in subject.modules)
     expected = sum(counts[module] for module in subject.modules) if known else None
     row = Row(subject.label, kind, Status.PASSING, passed, expected or len(tests))
-    prefix = PG_PREFIX  # a NotStarted names the function alone
-    names = {s.removeprefix(prefix) for s in subject.stubs}
-    own = [r for r in tests if r.get("not_started") in names]
-    if own or any(stub in stubs for stub in subject.stubs):
-        section = own[0].get("section") if own else None
-        section = section or next((stubs[s] for s in subject.stubs if s in stubs), None)
+    # NOT STARTED by the file's syntax alone: a NotStarted that came back from the sandbox
+    # is its word, which a written function can claim as easily as a stub.
+    if any(stub in stubs for stub in subject.stubs):
+        section = next(stubs[s] for s in subject.stubs if s in stubs)
         row.status, row.message = Status.NOT_STARTED, not_started(section)
         return row
     row.failures = [
-        Failure(r["nodeid"], failure_message(r, subject.label), rerun_command(r["nodeid"], spec))
+        Failure(
+            r["nodeid"],
+            failure_message(r, subject.label, stubs),
+            rerun_command(r["nodeid"], spec),
+        )
         for r in tests
         if r["outcome"] == "failed"
     ]
@@ -106,10 +109,12 @@ def grade_row(
     return row
 
 
-def failure_message(record: dict[str, Any], label: str) -> str:
+def failure_message(record: dict[str, Any], label: str, stubs: dict[str, str | None]) -> str:
     other = record.get("not_started")
-    if other:
+    if other and (other in stubs or f"{PG_PREFIX}{other}" in stubs):
         return f"needs {other}() first: it is not started"
+    if other:  # a NotStarted for a function the syntax says is written: a failure like any
+        return f"raised NotStarted for {other}(), which is not the stub: {record.get('message')}"
     blocked = record.get("blocked_by")
     if blocked == label.rpartition(".")[2]:
         return f"not run again: {blocked}() hung or ended the process in an earlier test"

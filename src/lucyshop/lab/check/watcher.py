@@ -15,10 +15,12 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from lucyshop.lab.check.guard import DISK_LIMIT, Limits, OwnGroupChild, disk_usage
 from lucyshop.lab.check.results import CheckpointResult
+from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint import judge
 from lucyshop.lab.loader import ROOT, SOLUTIONS
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
@@ -26,6 +28,7 @@ from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 CHECKPOINT_LINES = 12  # of what the checkpoint printed last, shown when it FAILED
 POLL = 0.2
+NOT_A_STUB = "raised NotStarted, but no function of the file is still the stub"
 
 _REFERENCE_FRAME = re.compile(r'^\s*File "' + re.escape(str(SOLUTIONS)) + r'[/"]')
 
@@ -94,11 +97,18 @@ class Checkpoint:
                 return
             time.sleep(POLL)
 
-    def read(self) -> CheckpointResult:
+    def read(self, stubs: Mapping[str, str | None]) -> CheckpointResult:
         """Once the child is done: the judge's reading of what it kept, a stopped case failed
-        with why, and what the child printed last (without the reference's source lines)."""
+        with why, and what the child printed last (without the reference's source lines).
+        NOT STARTED stands only while a chapter function is still the stub by its syntax
+        (``stubs``): a NotStarted from the sandbox is the sandbox's word, not a fact."""
         self.thread.join()
         status, cases = judge.judge(self.evidence, self.keep)
+        if status == CheckpointStatus.NOT_STARTED and not any(f in stubs for f in FUNCTIONS):
+            status = CheckpointStatus.FAILED
+            for case in cases:
+                if not case.passed:
+                    case.message = f"{NOT_A_STUB}: {case.message}"
         if self.stopped:
             name, why = self.stopped
             for case in cases:
