@@ -7,6 +7,12 @@ check, and leaves a daemon that keeps rewriting every ``check.json`` it can gues
 class's gradebook with a full score for her, for two minutes (``hostile/mallory.py``).
 Alice's score and hand-in must be untouched, mallory's score her own, and the gradebook, once
 the grader has exited, must stay as the grader wrote it.
+
+The class is graded twice: in the sandbox this machine offers, and as root in a container
+whose seccomp refuses namespaces (``tests/refuse_namespaces.py``), where each check runs as a
+uid of its own from the pool (``jail.UID_FIRST``): there, too, nothing of the class may
+outlive ``make grade``, neither a process of a pool uid nor a file one left in a shared
+temporary place.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
 import uuid
 
+import psutil
 import pytest
 from hostile_checks import (
     MARKS,
@@ -34,10 +42,23 @@ from judge_files import ROOT
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
+from lucyshop.lab.sandbox import jail
 
 pytestmark = MARKS
 
 QUIET = 3.0  # seconds the gradebook is watched after the grader exits
+REFUSE = ROOT / "tests" / "refuse_namespaces.py"
+POOL = range(jail.UID_FIRST, jail.UID_FIRST + jail.UID_SLOTS)
+MODES = [
+    "this machine's sandbox",
+    pytest.param(
+        "user mode",
+        marks=pytest.mark.skipif(
+            os.geteuid() != 0 or jail.isolation() != "bwrap",
+            reason="user mode is root's; made here by refusing bubblewrap its namespaces",
+        ),
+    ),
+]
 
 
 def snapshot(out):
@@ -48,8 +69,25 @@ def snapshot(out):
     }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def pool_leftovers() -> list[str]:
+    """Processes of the pool's uids, and what they left in the shared temporary places."""
+    found = [
+        f"process {p.pid} of uid {p.info['uids'].real}"
+        for p in psutil.process_iter(["uids"])
+        if p.info["uids"] and p.info["uids"].real in POOL
+    ]
+    for place in jail.LEFT_IN:
+        for entry in place.iterdir():
+            try:
+                if entry.lstat().st_uid in POOL:
+                    found.append(f"{entry} of uid {entry.lstat().st_uid}")
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module", params=MODES)
+def graded(request, tmp_path_factory):
     hand_ins = tmp_path_factory.mktemp("class")
     out = tmp_path_factory.mktemp("grades") / "out"
     token = f"alice-{uuid.uuid4().hex}"
@@ -70,6 +108,8 @@ def graded(tmp_path_factory):
         text = with_bodies("raise _Mallory()") + hostile("mallory", **params)
         hand_in(hand_ins / "mallory", text).with_name("exercises.py").unlink()
         argv = [sys.executable, "-m", "lucyshop.lab.grade", str(hand_ins), "--out", str(out)]
+        if request.param == "user mode":
+            argv = [sys.executable, str(REFUSE), *argv]
         argv += ["--no-checkpoint", "--jobs", "2", "--no-progress"]
         started = time.monotonic()
         done = subprocess.run(
@@ -84,7 +124,7 @@ def graded(tmp_path_factory):
         seconds = time.monotonic() - started
         first = snapshot(out)
         time.sleep(QUIET)
-        left = leftovers(None, str(tmpdir), str(hand_ins))
+        left = leftovers(None, str(tmpdir), str(hand_ins)) + pool_leftovers()
     with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
         book = {row["student"]: row for row in csv.DictReader(handle)}
     kept = {
@@ -92,6 +132,7 @@ def graded(tmp_path_factory):
         for name in ("alice", "mallory")
     }
     return {
+        "mode": request.param,
         "done": done,
         "seconds": seconds,
         "book": book,
@@ -113,6 +154,10 @@ def test_the_grader_finishes_and_leaves_nothing_running(graded):
     done = graded["done"]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert graded["left"] == [], graded["left"]
+    if graded["mode"] == "user mode":
+        feedback = graded["first"]["feedback/alice.txt"].decode()
+        assert "an unprivileged uid of its own (user mode" in feedback, feedback[:2000]
+    assert stat.S_IMODE(graded["out"].stat().st_mode) == 0o700
 
 
 def test_the_victims_hand_in_and_score_are_untouched(graded):

@@ -68,6 +68,8 @@ def _kill_the_others():
     for entry in _glob.glob("/proc/[0-9]*"):
         pid = int(_os.path.basename(entry))
         try:
+            if _os.stat(entry).st_uid == _os.getuid():  # its own check's (user mode): not others
+                continue
             with open(_os.path.join(entry, "cmdline"), "rb") as handle:
                 command = handle.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:

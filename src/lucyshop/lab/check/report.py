@@ -96,6 +96,7 @@ from lucyshop.lab.check.table import (
 from lucyshop.lab.check.watcher import CHECKPOINT, Checkpoint
 from lucyshop.lab.loader import ENV, ROOT, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
+from lucyshop.lab.sandbox.jail import close_to_check, end_check
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
 
@@ -153,6 +154,7 @@ def check(
     # even when it had to kill this process first.
     marker, kit = os.environ.get(MARKER) or new_marker(), KitFiles(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="lucyshop-check-"))  # under $TMPDIR
+    close_to_check(tmp)
     status = CheckpointStatus.SKIPPED
     try:
         path = impl_path(spec)
@@ -164,6 +166,7 @@ def check(
         result.error = str(error)
     finally:
         sweep(marker)
+        end_check()
         changed = kit.changed()
         shutil.rmtree(tmp, ignore_errors=True)
     tampered = bool(changed) and isolation() == "none"  # else the file could not write them

@@ -32,6 +32,7 @@ from lucyshop.lab.grade.similar import fingerprints as similarity
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
 from lucyshop.lab.grade.verdict import Verdict, verdict_on
+from lucyshop.lab.sandbox import isolation, jail
 from lucyshop.lab.statuses import VerdictStatus
 
 __all__ = ["Graded", "Interrupted", "Options", "default_jobs", "feedback_text", "grade_class"]
@@ -134,6 +135,11 @@ def grade_class(
         raise ValueError(f"jobs must be at least 1, not {jobs}")
     wants = checkpoint if callable(checkpoint) else (lambda _s: checkpoint)
     out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)  # the grades and every student's feedback: the instructor's alone
+    if isolation() == "user":  # every other check's uid is an "other" here
+        folders = {s.chapter.parent for s in submissions if s.chapter is not None}
+        if closed := jail.closed_to_others(sorted(folders)):
+            say(f"user mode: closed {len(closed)} hand-in folders to other users (chmod o-rwx)")
     keys: dict[str, dict[str, str]] = {}
     try:
         keys |= {s.student: store.key(s, rubric, wants(s)) for s in submissions}
@@ -143,7 +149,11 @@ def grade_class(
                 f"skipped {len(submissions) - len(todo)} of {len(submissions)} hand-ins already"
                 " graded with the same files, rubric and kit (--force regrades them)"
             )
-        if _run(todo, out, rubric, jobs, wants, keys, options.progress):
+        try:
+            interrupted = _run(todo, out, rubric, jobs, wants, keys, options.progress)
+        finally:
+            jail.clear_free_uids()  # what a check that had to be killed left (user mode)
+        if interrupted:
             raise KeyboardInterrupt
         results = [store.kept(out, s, None) for s in submissions]
         missing = [s.student for s, r in zip(submissions, results, strict=True) if r is None]

@@ -26,15 +26,17 @@ without the sandbox).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -46,7 +48,16 @@ MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox
 STUDENT_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
-NOBODY = 65534
+NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
+# user mode: each check runs its sandboxes as a uid of its own, from this pool (no account
+# needs to exist for a uid), so that no two checks running at once can read, write or signal
+# each other's files and processes; the slot is held by a lock for the check's life, and its
+# number is handed to the check's children in UID_ENV.
+UID_FIRST, UID_SLOTS = 2_000_000_000, 64
+UID_ENV = "LUCYSHOP_SANDBOX_UID"
+UID_LOCKS = Path("/run/lucyshop-sandbox-uids")
+NPROC = 512  # user mode: processes the sandbox's uid may have at once (RLIMIT_NPROC is per uid)
+LEFT_IN = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where a sandbox may leave files
 PROC_MOUNT = ("--proc", "/proc")  # bubblewrap mounts the sandbox's own, Linux only; read by none
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
@@ -122,8 +133,8 @@ def describe(mode: str | None = None) -> str:
     if mode == "user":
         done = ready_for_user()
         return (
-            f"isolated: unprivileged user {NOBODY} (root, and no bubblewrap here: {chosen.why})"
-            + (f"; {done}" if done else "")
+            f"isolated: an unprivileged uid of its own (user mode: root, and no bubblewrap"
+            f" here: {chosen.why})" + (f"; {done}" if done else "")
         )
     why = chosen.why or "bubblewrap isolates here, but this run was told not to use it"
     return f"NOT isolated ({why}): your code runs with your own rights"
@@ -137,9 +148,15 @@ def stage(impl: Path, into: Path) -> Path:
     for name in STUDENT_FILES[1:]:
         if (impl.parent / name).is_file():
             shutil.copyfile(impl.parent / name, into / name)
+    # Read-only to everyone who may read them: in user mode, the check's own uid alone (by
+    # group), since a classmate's check runs at the same time under another uid.
+    closed = isolation() == "user"
     for path in into.iterdir():
-        path.chmod(0o444)
-    into.chmod(0o555)
+        path.chmod(0o440 if closed else 0o444)
+    into.chmod(0o550 if closed else 0o555)
+    if closed:
+        for path in (into, *into.iterdir()):
+            os.chown(path, 0, sandbox_uid())
     return into / STUDENT_FILES[0]
 
 
@@ -161,10 +178,11 @@ class Jail:
         """``command`` (a ``python ...`` argv) wrapped so that it runs inside the sandbox,
         under the limits (``prlimit``) and, in ``user`` mode, as the unprivileged user;
         ``shown`` are (directory, where it appears) pairs bound read-only (bubblewrap only)."""
-        command = _limited(command)
         if self.mode == "user":
-            ids = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-            return ["setpriv", *ids, "--no-new-privs", "--", *command]
+            uid = sandbox_uid()
+            ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            return ["setpriv", *ids, "--no-new-privs", "--", *_limited(command, nproc=NPROC)]
+        command = _limited(command)
         if self.mode != "bwrap":
             return command
         binds = ["--tmpfs", "/", *PROC_MOUNT, "--dev", "/dev"]
@@ -234,11 +252,15 @@ class Jail:
         )
 
 
-def _limited(command: Sequence[str]) -> list[str]:
-    """``command`` under the resource limits, where ``prlimit`` exists (not on macOS)."""
+def _limited(command: Sequence[str], nproc: int | None = None) -> list[str]:
+    """``command`` under the resource limits, where ``prlimit`` exists (not on macOS).
+    ``nproc``: a process count, for a uid the sandbox has alone (``user`` mode); under
+    bubblewrap the code runs as the caller's uid, where the count would take in the caller's
+    own processes (and root's is not counted at all)."""
     if shutil.which("prlimit") is None:
         return list(command)
-    return ["prlimit", *(f"--{name}={value}" for name, value in LIMITS.items()), *command]
+    limits = LIMITS | ({"nproc": nproc} if nproc is not None else {})
+    return ["prlimit", *(f"--{name}={value}" for name, value in limits.items()), *command]
 
 
 def _system_paths() -> list[Path]:
@@ -261,8 +283,108 @@ def share(path: Path, mode: str, *, writable: bool = True) -> None:
     if mode != "user":
         return
     if writable:
-        os.chown(path, NOBODY, NOBODY)
+        os.chown(path, sandbox_uid(), sandbox_uid())
     _searchable(path)
+
+
+def sandbox_uid() -> int:
+    """The uid this check's sandboxes run as in ``user`` mode: the one handed down by the
+    check that started this process, else a slot of the pool taken now (``hold_uid``)."""
+    handed = os.environ.get(UID_ENV, "")
+    if handed.isdigit() and UID_FIRST <= int(handed) < UID_FIRST + UID_SLOTS:
+        return int(handed)
+    return hold_uid()
+
+
+_held: list[IO[str]] = []  # the locks of the uids this process holds, for its whole life
+
+
+def hold_uid() -> int:
+    """Take a free uid of the pool for this process and the checks it starts, after ending
+    whatever an earlier holder left under it (``clear_uid``: a check its grader had to kill)."""
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    state = UID_LOCKS.lstat()
+    if not stat.S_ISDIR(state.st_mode) or state.st_uid != 0 or state.st_mode & 0o022:
+        raise CannotIsolate(f"{UID_LOCKS} is not root's own directory: remove it")
+    for slot in range(UID_SLOTS):
+        handle = open(UID_LOCKS / f"{slot}.lock", "a")  # noqa: SIM115 - held while we live
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        uid = UID_FIRST + slot
+        clear_uid(uid)
+        _held.append(handle)
+        os.environ[UID_ENV] = str(uid)
+        return uid
+    raise CannotIsolate(f"all {UID_SLOTS} sandbox uids are held by checks running now")
+
+
+def clear_free_uids() -> list[int]:
+    """End what is left under every uid of the pool that no check holds now (a check its
+    grader had to kill cannot clear its own): for the end of ``make grade``. The pids ended."""
+    if not UID_LOCKS.is_dir():
+        return []
+    ended = []
+    for slot in range(UID_SLOTS):
+        with contextlib.suppress(OSError), open(UID_LOCKS / f"{slot}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ended += clear_uid(UID_FIRST + slot)
+    return ended
+
+
+def closed_to_others(paths: Iterable[Path]) -> list[Path]:
+    """Take others' rights from ``paths`` (a class's hand-in folders, in ``user`` mode, where
+    every check's uid is an "other"); the ones changed."""
+    changed = []
+    for path in paths:
+        bits = stat.S_IMODE(path.stat().st_mode)
+        if bits & 0o007:
+            path.chmod(bits & ~0o007)
+            changed.append(path)
+    return changed
+
+
+def end_check() -> list[int]:
+    """At the end of a check in ``user`` mode: end what its uid left (``clear_uid``)."""
+    return clear_uid(sandbox_uid()) if isolation() == "user" else []
+
+
+def clear_uid(uid: int) -> list[int]:
+    """End every process of ``uid`` and delete what it left in the shared temporary places
+    (``LEFT_IN``): found by uid, not by marker, since code can scrub its environment. The pids
+    ended."""
+    ended = []
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if uid in (proc.info["uids"].real, proc.info["uids"].effective):
+                proc.kill()
+                ended.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, TypeError, AttributeError):
+            continue
+    psutil.wait_procs(ended, timeout=5)
+    for place in LEFT_IN:
+        with contextlib.suppress(OSError):
+            for entry in place.iterdir():
+                with contextlib.suppress(OSError):
+                    if entry.lstat().st_uid != uid:
+                        continue
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink()
+    return [proc.pid for proc in ended]
+
+
+def close_to_check(directory: Path) -> None:
+    """In ``user`` mode, let this check's uid alone search ``directory`` (a check's own
+    temporary directory): mode 0710, group the uid's. Everything under it is then out of a
+    classmate's reach, however its path leaks (a command line in ``/proc``)."""
+    if isolation() != "user":
+        return
+    os.chown(directory, 0, sandbox_uid())
+    directory.chmod(0o710)
 
 
 def package_root() -> Path:
@@ -314,11 +436,16 @@ def ready_for_user() -> str:
 
 
 def _searchable(*paths: Path) -> list[Path]:
-    """Give every directory above ``paths`` the others' search bit; the ones changed."""
+    """Give every directory above ``paths`` the others' search bit, unless its group (a
+    check's own directory, ``close_to_check``) already lets this check's uid search it; the
+    ones changed."""
     changed = []
     for path in paths:
         for above in path.resolve().parents:
-            bits = above.stat().st_mode
+            state = above.stat()
+            bits = state.st_mode
+            if isolation() == "user" and state.st_gid == sandbox_uid() and bits & stat.S_IXGRP:
+                continue
             if not bits & stat.S_IXOTH:
                 above.chmod(stat.S_IMODE(bits) | stat.S_IXOTH)
                 changed.append(above)
