@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop import approval
-from lucyshop.lab.checkpoint.checks import WRITES, claimed, expect, expect_refused
+from lucyshop.lab.checkpoint.checks import WRITES, CheckFailed, claimed, expect, expect_refused
 from lucyshop.lab.checkpoint.holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
+from lucyshop.lab.checkpoint.judge import kept_directory
+from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
 from lucyshop.lab.checkpoint.runner import Run, main
 from lucyshop.lab.checkpoint.shop import Shop, stopped
 from lucyshop.lab.sandbox import sandboxed_shop
@@ -75,7 +77,9 @@ def arithmetic(run: Run, leases: Any, _directory: Path) -> dict[str, Any]:
 def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """A reacquired lease fences the old claim: once generation 2 holds the work, generation
     1's transcript row and completion are refused, and the session's next turn waits for the
-    first. One process, time injected with ``now=`` so the expiry is exact (and said so)."""
+    first. One process, time injected with ``now=`` so the expiry is exact (and said so).
+    Then a rival takes the next turn over between any two statements of its holder's
+    ``observe`` and ``finish``: nothing is written after it."""
     db, queue = sandboxed_shop(leases, directory / "shop.db")
     first = leases.enqueue(queue, "fence-1", "session-a", "turn one")
     second = leases.enqueue(queue, "fence-2", "session-a", "turn two")
@@ -120,13 +124,40 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     written = None if outcome is None else {"generation": outcome[0], "status": outcome[1]}
     expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
     run.event("fence", "stale generation refused", **refused)
+    rivals = between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
+    run.event("fence", "no write after a takeover between check and write", **rivals)
     return {
         "time": "injected with now=",
         "generations": [old.generation, new.generation],
         "next_turn_generation": nxt.generation,
         "refused": refused,
         "transcript_generations": generations,
+        "rival_runs": rivals,
     }
+
+
+def between_check_and_write(
+    leases: Any, db: Any, held: Any, kept: Path, now: float
+) -> dict[str, int]:
+    """The holder check and its write are one transaction: on copies of the shop only this
+    process opens (kept for the judge), a rival takes ``held``'s work over before each
+    statement of ``observe``, then of ``finish``, in turn, at moments this side picks; no
+    row may be written after it. How many runs each writer had."""
+    probes = leases._sandbox.kit("lucyshop.lab.sandbox.probes")
+    calls = {
+        "observe": lambda connection: leases.observe(connection, held, "checked", now=now),
+        "finish": lambda connection: leases.finish(connection, held, "DONE", {}, now=now),
+    }
+    counted = {}
+    for writer, call in calls.items():
+        home = kept / f"rival-{writer}"
+        home.mkdir()
+        rival = RivalAtEveryMoment(probes, db, held, WRITERS[writer], home)
+        try:
+            counted[writer] = len(rival.judge(call, f"{writer}'s write"))
+        except RivalWrong as wrong:
+            raise CheckFailed(f"{writer}() beside a rival", "no row after a takeover", str(wrong))
+    return counted
 
 
 # ------------------------------------------------------------------ real processes, real leases

@@ -153,13 +153,15 @@ MUTANTS.append(
     Mutant("assert_current_expiry_instant", 'if row["expires"] <= now:', 'if row["expires"] < now:')
 )
 MUTANTS.append(Mutant("claim_expiry_instant", "AND l.expires <= :now)", "AND l.expires < :now)"))
-# The check inside the write's transaction: a second transaction lets a takeover in between.
+# The check inside the write's transaction: a second transaction lets a takeover in between
+# (the checkpoint's fence case puts a rival before each statement of both writers).
 MUTANTS.append(
     Mutant(
         "observe_check_in_its_own_transaction",
         "        assert_current(db, held, now)\n        cursor = db.execute(",
         "        assert_current(db, held, now)\n    with immediate(db):\n"
         "        cursor = db.execute(",
+        checkpoint_case=FENCE,
     )
 )
 MUTANTS.append(
@@ -169,6 +171,7 @@ MUTANTS.append(
         '            "INSERT INTO outcomes',
         "        assert_current(db, held, now)\n    with immediate(db):\n        db.execute(\n"
         '            "INSERT INTO outcomes',
+        checkpoint_case=FENCE,
     )
 )
 

@@ -20,6 +20,7 @@ from lucyshop.lab.checkpoint import judge, runner
 from lucyshop.lab.checkpoint.cases import (
     ARITHMETIC,
     CASES,
+    FENCE,
     KILLED,
     LIVE_STALE,
     PAUSED,
@@ -171,6 +172,24 @@ def test_checkpoint_catches_mutant(mutant, tmp_path):
     ), failed
     python = os.path.relpath(sys.executable, ROOT)  # the venv's, so it works unactivated
     assert f"rerun: {python} checkpoints/ch13_worker_recovery.py" in result.stdout
+
+
+def test_the_judge_finds_a_write_after_the_rivals_takeover_in_the_kept_copies(tmp_path):
+    """The fence case keeps the copies its rival took the work over in; the judge reads them
+    again, so evidence that says the case passed does not pass a writer whose holder check
+    is a transaction of its own."""
+    mutant = next(m for m in MUTANTS if m.name == "finish_check_in_its_own_transaction")
+    keep, evidence = tmp_path / "keep", tmp_path / "evidence.json"
+    args = ("--impl", str(mutant.write(tmp_path)), "--case", str(FENCE.number))
+    result = run_checkpoint(*args, "--keep", str(keep), "--evidence", str(evidence), tmp=tmp_path)
+    assert result.returncode == 1, result.stdout
+    recorded = json.loads(evidence.read_text())
+    recorded["cases"][FENCE.name] = {"case": FENCE.number, "result": "pass"}  # forged
+    evidence.write_text(json.dumps(recorded))
+    _status, found = judge.judge(evidence, keep)
+    fence = found[FENCE.number]
+    assert not fence.passed and "finish() beside a rival" in fence.message, fence
+    assert "stale generation-1 row" in fence.message, fence
 
 
 def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):

@@ -17,10 +17,14 @@ Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop f
 from __future__ import annotations
 
 import itertools
+import shutil
 import sqlite3
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from impls import IMPL_PATH
@@ -28,6 +32,7 @@ from sandboxes import budget, sandbox_for
 from shop_fixtures import VANILLA
 
 from lucyshop.approval import SpendingPolicy, approve, propose
+from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
@@ -197,69 +202,19 @@ def approved_order(
     )
 
 
-class RivalBetween:
-    """Take the work over on a second connection the moment ``db``'s worker starts a statement
-    after reading the lease: between a holder check and a write that are not one transaction.
-
-    The worker only says when (``lucyshop.lab.sandbox.probes``, a trace callback on the
-    student's connection); the takeover is ours, on our own connection, and never waits: while
-    the student's transaction still holds the write lock, the try finds it locked and the next
-    statement tries again. A check and write that share one transaction lock every try out
-    (``during`` stays False); a second transaction lets the rival in (``during``). A block
-    in which the rival was never asked at all fails: the test could not judge. Raw SQL, not
-    the student's ``claim``: the test is about the writer.
-    """
-
-    def __init__(self, db: Mirror, work_id: int, expires: float) -> None:
-        self.db, self.work_id, self.expires = db, work_id, expires
-        self.probes = db.remote._sandbox.kit("lucyshop.lab.sandbox.probes")
-        self.path = db.execute("PRAGMA database_list").fetchone()[2]
-        self.tries = 0
-        self.during = False
-
-    def __enter__(self) -> RivalBetween:
-        self.probes.watch(self.db, self)
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None:
-            return
-        self.probes.unwatch(self.db)
-        if not self.tries:
-            pytest.fail(
-                "the injected rival was never asked (no statement after the holder check"
-                " reached it): this test cannot judge the transaction",
-                pytrace=False,
-            )
-
-    def moment(self, _sql: str) -> bool:
-        """Called back from the worker; True once the rival has taken the work over."""
-        self.tries += 1
-        rival = sqlite3.connect(self.path, isolation_level=None, timeout=0)
-        try:
-            rival.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:  # the writer's transaction holds the lock: no gap
-            rival.close()
-            return False
-        try:
-            generation = rival.execute(
-                "SELECT generation FROM assignment_leases WHERE work_id = ?", (self.work_id,)
-            ).fetchone()[0]
-            holder = f"rival#{generation + 1}"
-            rival.execute(
-                "UPDATE assignment_leases SET worker_id = ?, generation = ?, expires = ?"
-                " WHERE work_id = ?",
-                (holder, generation + 1, self.expires, self.work_id),
-            )
-            rival.execute("UPDATE work SET worker_id = ? WHERE work_id = ?", (holder, self.work_id))
-            rival.execute("COMMIT")
-        except sqlite3.OperationalError:  # a reader's lock kept our commit out: no gap yet
-            rival.execute("ROLLBACK")
-            return False
-        finally:
-            rival.close()
-        self.during = True
-        return True
+@pytest.fixture
+def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str], Any]]:
+    """``rival_at_every_moment(what)``: a rival who takes ``held``'s work over before any
+    statement the trusted side picks of ``what`` (``observe`` or ``finish``), on copies of
+    the shop in a directory of this side's own, out of the sandbox's view, removed after
+    (``lucyshop.lab.checkpoint.rival``). ``.judge(call, what)`` fails the test at the first
+    stale write, or when the rival never got in."""
+    home = Path(tempfile.mkdtemp(prefix="ch13-served-"))
+    probes = impl._sandbox.kit("lucyshop.lab.sandbox.probes")
+    try:
+        yield lambda what: RivalAtEveryMoment(probes, db, held, WRITERS[what], home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @contextmanager

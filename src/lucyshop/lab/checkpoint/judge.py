@@ -36,6 +36,8 @@ from lucyshop.lab.checkpoint.cases import (
     PAUSED,
     POST_COMMIT,
 )
+from lucyshop.lab.checkpoint.rival import WRITERS
+from lucyshop.lab.checkpoint.rival import verdict as rival_verdict
 from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 from lucyshop.supplier import ledger_orders
@@ -145,6 +147,12 @@ def fence(directory: Path, _facts: dict[str, Any]) -> None:
             rows(db, "SELECT 1 FROM outcomes WHERE work_id = ?", second),
             [],
         )
+    for writer in WRITERS:  # the copies a rival took the second turn over in, kept beside
+        home = kept_directory(directory) / f"rival-{writer}"
+        runs = [kept_file(path, home) for path in sorted(home.glob("run-*.db"))]
+        problems = rival_verdict(runs, f"{writer}'s write")
+        if problems:
+            raise Wrong(f"{writer}() beside a rival: {problems[0]}")
 
 
 def settled(directory: Path, _facts: dict[str, Any]) -> None:

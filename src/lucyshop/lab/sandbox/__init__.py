@@ -7,7 +7,8 @@
 - ``handles``: what a test holds of the worker's objects (``Remote``, a paired ``Mirror``).
 - ``errors``: what a failure in the worker becomes here (our types, never the worker's).
 - ``relay``: a Unix socket the worker is shown, forwarded to a server outside.
-- ``probes``: what the trusted side asks or does inside the worker (fault injection).
+- ``probes``: what the trusted side hands, asks or does inside the worker (a shop file it
+  serves statement by statement, so that it places an injected fault itself).
 - ``postgres``: exercise 7's worker, shown a relay to a PostgreSQL server.
 """
 

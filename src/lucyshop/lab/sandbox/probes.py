@@ -1,37 +1,238 @@
-"""What the trusted side asks or does inside the worker, where the student's objects are.
+"""What the trusted side hands, asks or does inside the worker, where the student's objects are.
 
-``kinds`` names the classes an object is an instance of. For fault injection, only the
-moment is found here; the fault itself is the trusted side's. ``watch`` calls the
-trusted ``rival.moment()`` at every statement the student's connection starts after one that
-reads ``assignment_leases`` (the holder check), until the rival says it took the work over.
-The rival runs on the trusted side's own connection, so it knows by itself whether it took
-the work over or found the write lock held (the check and the write in one transaction), and
-a test that never heard from it fails rather than passes: switching this off turns no test
-green.
+``kinds`` names the classes an object is an instance of. No fault is timed from in here: a
+probe shares the worker with the student's module, which can replace it (a swapped trace
+callback once asked the injected rival in only while the student held the write lock).
+
+So a shop file a fault is injected into lives in a directory of the trusted side's own, and
+the worker gets ``connection(server)``: a stand-in for ``sqlite3.Connection`` whose every
+statement is a call back to ``Server``, the trusted side's connection to that file. Before
+each statement the server calls ``before(number, sql)``, where the trusted side places its
+rival; the worker cannot run a statement the server did not see, nor see the rival coming.
+The stand-in runs in the worker, where the student may rewrite it; that changes nothing,
+since the file changes only through ``Server.execute``. What the sandbox may ask of the file
+is bounded there: plain reads and writes of the shop's tables, transactions and the busy
+timeout (no ATTACH, so no VACUUM INTO; no schema change; no other pragma; none of the trusted
+side's own tables), at most ``MAX_ROWS`` rows, ``MAX_LENGTH`` bytes a value and
+``STATEMENT_SECONDS`` a statement.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
+MAX_ROWS = 10_000
+MAX_LENGTH = 1 << 20  # bytes of one string or blob
+STATEMENT_SECONDS = 5.0
+PRAGMAS = {"busy_timeout"}  # the one pragma ``lucyshop.store.immediate`` reads and sets
+_ALLOWED = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_INSERT,
+    sqlite3.SQLITE_UPDATE,
+    sqlite3.SQLITE_DELETE,
+    sqlite3.SQLITE_TRANSACTION,
+    sqlite3.SQLITE_SAVEPOINT,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
+TRUSTED_TABLES = "trusted_"  # a served file's tables of the trusted side's own records
 
-def watch(connection: sqlite3.Connection, rival: Any) -> None:
-    state = {"read": False, "done": False}
 
-    def statement(sql: str) -> None:
-        if state["done"]:
-            return
-        if state["read"]:
-            state["done"] = bool(rival.moment(sql[:200]))
-        elif "assignment_leases" in sql:
-            state["read"] = True
+class Server:
+    """The trusted side's connection to ``path``, executing what the worker sends."""
 
-    connection.set_trace_callback(statement)
+    def __init__(self, path: Path, before: Callable[[int, str], None]) -> None:
+        self.before = before
+        self.statements: list[str] = []
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=5)
+        self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
+        self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        self.db.set_authorizer(_authorize)
+        self._stop = 0.0
+        self.db.set_progress_handler(lambda: time.monotonic() > self._stop, 10_000)
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> dict:
+        """Run one statement the worker sent, after ``before`` had its moment; the answer by
+        value: column names, rows, lastrowid, rowcount, and whether a transaction is open."""
+        if not isinstance(sql, str) or not isinstance(parameters, (list, tuple, dict)):
+            raise TypeError("a statement is a string and its parameters a sequence or a dict")
+        self.statements.append(sql[:200])
+        self.before(len(self.statements), sql)
+        self._stop = time.monotonic() + STATEMENT_SECONDS
+        cursor = self.db.execute(sql, parameters)
+        rows = cursor.fetchmany(MAX_ROWS + 1)
+        if len(rows) > MAX_ROWS:
+            raise sqlite3.OperationalError(f"more than {MAX_ROWS} rows from one statement")
+        return {
+            "columns": [column[0] for column in cursor.description or ()],
+            "rows": [list(row) for row in rows],
+            "lastrowid": cursor.lastrowid,
+            "rowcount": cursor.rowcount,
+            "in_transaction": self.db.in_transaction,
+        }
+
+    def close(self) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+        self.db.close()
 
 
-def unwatch(connection: sqlite3.Connection) -> None:
-    connection.set_trace_callback(None)
+def _authorize(
+    action: int, first: str | None, _second: str | None, database: str | None, _trigger: Any
+) -> int:
+    """Plain reads and writes of the shop's own tables; nothing that reaches another file,
+    the schema, or the trusted side's records (``TRUSTED_TABLES``), read or written."""
+    if database not in (None, "main", "temp"):
+        return sqlite3.SQLITE_DENY
+    name = (first or "").lower()
+    if action == sqlite3.SQLITE_PRAGMA:
+        return sqlite3.SQLITE_OK if name in PRAGMAS else sqlite3.SQLITE_DENY
+    if action != sqlite3.SQLITE_FUNCTION and name.startswith(("sqlite_", TRUSTED_TABLES)):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+
+def connection(server: Any) -> Connection:
+    """The worker's stand-in for a connection to the served file (``server`` is a handle)."""
+    return Connection(server)
+
+
+class Row:
+    """What ``sqlite3.Row`` offers: items by position or by name (any case), and keys."""
+
+    def __init__(self, columns: list[str], values: list[Any]) -> None:
+        self._columns, self._values = columns, tuple(values)
+
+    def __getitem__(self, key: int | str | slice) -> Any:
+        if isinstance(key, str):
+            lowered = [name.lower() for name in self._columns]
+            if key.lower() not in lowered:
+                raise IndexError(f"No item with that key: {key}")
+            return self._values[lowered.index(key.lower())]
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Row) and (self._columns, self._values) == (
+            other._columns,
+            other._values,
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(self._columns), self._values))
+
+    def __repr__(self) -> str:
+        return f"<Row {self._values!r}>"
+
+
+class Cursor:
+    """The rows of one served statement."""
+
+    def __init__(self, connection: Connection, answer: dict | None = None) -> None:
+        self.connection = connection
+        self._take(answer or {"columns": [], "rows": [], "lastrowid": None, "rowcount": -1})
+
+    def _take(self, answer: dict) -> None:
+        columns = answer["columns"]
+        self.description = tuple((name, *(None,) * 6) for name in columns) or None
+        self.lastrowid, self.rowcount = answer["lastrowid"], answer["rowcount"]
+        factory = self.connection.row_factory
+        rows = answer["rows"]
+        if factory is sqlite3.Row or factory is Row:
+            self._rows = [Row(columns, row) for row in rows]
+        elif factory is None:
+            self._rows = [tuple(row) for row in rows]
+        else:
+            self._rows = [factory(self, tuple(row)) for row in rows]
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> Cursor:
+        self._take(self.connection._run(sql, parameters))
+        return self
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchmany(self, size: int = 1) -> list:
+        taken, self._rows = self._rows[:size], self._rows[size:]
+        return taken
+
+    def fetchall(self) -> list:
+        taken, self._rows = self._rows, []
+        return taken
+
+    def __iter__(self) -> Iterator[Any]:
+        while self._rows:
+            yield self._rows.pop(0)
+
+    def close(self) -> None:
+        self._rows = []
+
+
+class Connection:
+    """A stand-in for ``sqlite3.Connection`` (autocommit, explicit transactions, like the
+    kit's ``lucyshop.store.connect``) whose statements run on the trusted side."""
+
+    busy_timeout_ms = 5000  # what ``lucyshop.store.immediate`` spends waiting for the lock
+    isolation_level = None
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self.row_factory: Any = sqlite3.Row
+        self.in_transaction = False
+        self.total_changes = 0
+
+    def _run(self, sql: str, parameters: Sequence[Any] | dict[str, Any]) -> dict:
+        values = dict(parameters) if isinstance(parameters, dict) else list(parameters)
+        answer = self._server.execute(sql, values)
+        self.in_transaction = bool(answer["in_transaction"])
+        self.total_changes += max(0, answer["rowcount"] or 0)
+        return answer
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> Cursor:
+        return Cursor(self, self._run(sql, parameters))
+
+    def executemany(self, sql: str, seq: Any) -> Cursor:
+        cursor = Cursor(self)
+        for parameters in seq:
+            cursor.execute(sql, parameters)
+        return cursor
+
+    def cursor(self) -> Cursor:
+        return Cursor(self)
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self._run("COMMIT", ())
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self._run("ROLLBACK", ())
+
+    def close(self) -> None:
+        self.rollback()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, exc_type: object, *_exc: object) -> bool:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+        return False
 
 
 def kinds(value: Any) -> list[str]:

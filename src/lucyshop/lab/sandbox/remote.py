@@ -11,9 +11,11 @@ public methods back. An exception is rebuilt here from its type's name: the kit'
 standard library's own types from a fixed list, anything else as a ``StudentError``. Nothing
 from the worker is unpickled, imported or executed.
 
-Every call has a deadline (``until``). A worker that runs past it is killed (its whole
-sandbox with it) and the call raises ``CallTimedOut``; a worker that exits raises
-``WorkerDied``. Either way the next ``load`` starts a fresh one.
+Every call has one deadline (``until``) for all it sends and reads, callbacks included. A
+worker that runs past it is killed (its whole sandbox with it) and the call raises
+``CallTimedOut`` naming the function; a worker that exits, sends a bad frame, answers with
+another request's number or writes when no request was asked raises ``WorkerDied``. Either
+way that worker is never read again, and the next ``load`` starts a fresh one.
 
 Here is the worker's lifecycle and the conversation with it; what a failure becomes is
 ``errors.py``, and the stand-ins a test holds (``Remote``, ``Mirror``) are ``handles.py``.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import os
+import secrets
 import signal
 import socket
 import sqlite3
@@ -41,6 +44,7 @@ from lucyshop.lab.sandbox.handles import Mirror, Remote, remote_attribute
 from lucyshop.lab.services.processes import descendants
 
 MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
+MAX_CLASSES = 256  # distinct dataclasses built for one worker (each is a class made here)
 START_TIMEOUT = 120.0  # the worker's first answer (a loaded machine starts Python slowly)
 FOREVER = 3600.0
 LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # this process's workers, for sandbox_pids
@@ -178,25 +182,39 @@ class Sandbox:
         """Send one request and wait for its answer, serving the worker's callbacks."""
         told = self.budget if limit is None else limit  # what a timeout says it had
         limit = self._left() if limit is None else limit
+        function = what.split(" ")[-1]
         if self.channel is None:
-            raise WorkerDied(what, None)
-        deadline = time.monotonic() + limit
+            raise WorkerDied(function, None)
+        deadline = time.monotonic() + max(limit, 0.001)
+        number = secrets.randbits(62)  # its answer must carry it; the worker cannot guess it
         try:
-            wire.send(self.channel, message)
+            if wire.pending(self.channel):  # bytes no request asked for: never read them
+                self.stop()
+                raise WorkerDied(function, None, "its worker wrote when nothing was asked")
+            wire.send(self.channel, message | {"id": number}, deadline)
             while True:
-                self.channel.settimeout(max(0.001, deadline - time.monotonic()))
-                reply = wire.receive(self.channel)
+                reply = wire.receive(self.channel, deadline)
                 if reply["op"] != "callback":
                     break
-                self._callback(reply)
+                self._callback(reply, deadline)
         except TimeoutError:
             self.stop()
-            raise CallTimedOut(what.split(" ")[-1], told) from None
-        except (wire.ChannelClosed, OSError, wire.BadFrame):
+            raise CallTimedOut(function, told) from None
+        except wire.BadFrame as error:
+            self.stop()
+            raise WorkerDied(function, None, f"its worker sent a frame refused: {error}") from None
+        except (wire.ChannelClosed, OSError):
             status = self._ended()
-            raise WorkerDied(what.split(" ")[-1], status, self._last_word()) from None
+            raise WorkerDied(function, status, self._last_word()) from None
+        if reply.get("id") != number:
+            self.stop()
+            raise WorkerDied(function, None, "its worker answered a request not asked")
         if reply["op"] == "value":
-            return self.codec.decode(reply["value"])
+            try:
+                return self.codec.decode(reply["value"])
+            except wire.BadFrame as error:
+                self.stop()
+                raise WorkerDied(function, None, f"its answer was refused: {error}") from None
         if reply["op"] == "error":
             raise errors.rebuilt(reply.get("error"), known=self._known, shown=self.shown)
         self.stop()
@@ -223,7 +241,7 @@ class Sandbox:
         self.stop()
         return status
 
-    def _callback(self, message: dict[str, Any]) -> None:
+    def _callback(self, message: dict[str, Any], deadline: float) -> None:
         """Run what the worker asks of an object we handed it: read a value, call a method,
         call it, iterate it. Only public names; the answer goes back by value only (a result
         that would need a handle is refused), so the worker reaches nothing but the objects a
@@ -248,7 +266,7 @@ class Sandbox:
             answer = {"op": "value", "value": self.values_only.encode(value)}
         except Exception as error:  # noqa: BLE001 (it goes back to the worker as its error)
             answer = {"op": "error", "error": wire.describe(error)}
-        wire.send(self.channel, answer)
+        wire.send(self.channel, answer, deadline)
 
     # ------------------------------------------------------------ values
 
@@ -279,6 +297,8 @@ class Sandbox:
         ):
             raise wire.BadFrame(f"a dataclass {name[:60]} whose fields are not plain names")
         key = (module, name, tuple(fields))
+        if key not in self._mirrors and len(self._mirrors) >= MAX_CLASSES:
+            raise wire.BadFrame(f"more than {MAX_CLASSES} kinds of dataclass from one worker")
         if key not in self._mirrors:
             short = name.rpartition(".")[2]
             cls = dataclasses.make_dataclass(

@@ -11,6 +11,11 @@ Plain values (None, bool, int, float, str, list) are themselves. The rest are ta
 dataclass by value as ``{"$data": [module, class, {field: value}]}``,
 and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
 in the process that owns it, and the other side calls it through the channel.
+
+A frame from the sandbox is data to check, never a fact: it must arrive whole by one deadline
+for the message (not one per ``recv``: a worker that drips a byte a second still runs out of
+time), and it may hold at most ``MAX_ITEMS`` values (a frame under the byte cap made of empty
+lists would otherwise grow the trusted side by gigabytes as it is decoded).
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import json
 import socket
 import sqlite3
 import struct
+import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
+MAX_ITEMS = 1_000_000  # values (containers, items, keys) in one frame, counted before decoding
 MAX_DEPTH = 64
 MAX_TIMESTAMP = 64  # characters of an ISO 8601 timestamp
 _HEADER = struct.Struct(">I")
@@ -41,19 +48,29 @@ class BadFrame(ValueError):
     """A frame that is too large, not JSON, or not the shape the protocol allows."""
 
 
-def send(sock: socket.socket, message: dict[str, Any]) -> None:
+def send(sock: socket.socket, message: dict[str, Any], deadline: float | None = None) -> None:
+    """Send one frame, whole by ``deadline`` (``time.monotonic()``; None: no deadline), else
+    TimeoutError: a peer that stops reading cannot hold the sender."""
     data = json.dumps(message, allow_nan=True, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_FRAME:
         raise BadFrame(f"a message of {len(data)} bytes is over the {MAX_FRAME}-byte limit")
-    sock.sendall(_HEADER.pack(len(data)) + data)
+    sock.settimeout(_left(deadline))
+    sock.sendall(_HEADER.pack(len(data)) + data)  # the timeout bounds the whole send
 
 
-def receive(sock: socket.socket) -> dict[str, Any]:
-    (size,) = _HEADER.unpack(_read(sock, _HEADER.size))
+def receive(sock: socket.socket, deadline: float | None = None) -> dict[str, Any]:
+    """One whole frame by ``deadline`` (None: wait for it), else TimeoutError."""
+    (size,) = _HEADER.unpack(_read(sock, _HEADER.size, deadline))
     if size > MAX_FRAME:
         raise BadFrame(f"a frame of {size} bytes is over the {MAX_FRAME}-byte limit")
+    data = _read(sock, size, deadline)
+    # Every value but a scalar after another needs a bracket, a brace or a comma: an upper
+    # bound on what decoding builds, counted in C before any of it is built.
+    items = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if items > MAX_ITEMS:
+        raise BadFrame(f"a frame of about {items} values is over the {MAX_ITEMS}-value limit")
     try:
-        message = json.loads(_read(sock, size).decode("utf-8"))
+        message = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BadFrame(f"a frame that is not JSON: {str(error)[:100]}") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
@@ -61,15 +78,38 @@ def receive(sock: socket.socket) -> dict[str, Any]:
     return message
 
 
-def _read(sock: socket.socket, size: int) -> bytes:
+def _left(deadline: float | None) -> float | None:
+    """Seconds to ``deadline`` for ``settimeout``; TimeoutError once it has passed."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the message's deadline passed")
+    return left
+
+
+def _read(sock: socket.socket, size: int, deadline: float | None) -> bytes:
     chunks, left = [], size
     while left:
+        sock.settimeout(_left(deadline))  # what is left of the message's one deadline
         chunk = sock.recv(min(left, 1 << 20))
         if not chunk:
             raise ChannelClosed("the other end closed the channel")
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def pending(sock: socket.socket) -> bool:
+    """Whether the peer wrote something no request asked for yet; ChannelClosed if it closed."""
+    sock.settimeout(0)
+    try:
+        early = sock.recv(1, socket.MSG_PEEK)
+    except (BlockingIOError, InterruptedError):
+        return False
+    if not early:
+        raise ChannelClosed("the other end closed the channel")
+    return True
 
 
 class Codec:

@@ -124,7 +124,7 @@ class Worker:
             reply = {"op": "value", "value": self.codec.encode(value)}
         except BaseException as error:  # noqa: BLE001 (every failure is the caller's to judge)
             reply = {"op": "error", "error": wire.describe(error, STUDENT_DIRS)}
-        wire.send(self.channel, reply)
+        wire.send(self.channel, reply | {"id": message.get("id")})  # the request it answers
 
     def run(self, message: dict[str, Any]) -> Any:
         op = message["op"]

@@ -1,0 +1,48 @@
+"""A hostile student against the fault the trusted side injects (issue 38): the rival who takes
+the work over between a holder check and its write must come at moments no sandboxed code
+chooses.
+
+The file is the reference with both of the kit's "holder check in its own transaction"
+mutants applied (``tests/mutants.py``), and ``hostile/swapped_probe.py`` appended: at import
+it rewrites, in the worker, whatever the trusted side could use there to time the rival. The
+rows of ``observe`` and ``finish`` must be FAILING, each for the stale row written after a
+takeover, and every other function's row PASSING.
+"""
+
+from __future__ import annotations
+
+from hostile_checks import MARKS, hand_in, hostile, leftovers, reference, run_check, short_tmpdir
+from mutants import BY_NAME
+
+from lucyshop.lab.check.subjects import FUNCTIONS
+
+pytestmark = MARKS
+
+FAST = ("--no-measured", "--test-timeout=20", "--no-checkpoint")
+MUTANTS = ("observe_check_in_its_own_transaction", "finish_check_in_its_own_transaction")
+CAUGHT = {"observe", "finish"}
+
+
+def both_mutants() -> str:
+    """The reference with the holder check of ``observe`` and of ``finish`` each in a
+    transaction of its own."""
+    text = reference()
+    for name in MUTANTS:
+        mutant = BY_NAME[name]
+        assert text.count(mutant.old) == 1, name
+        text = text.replace(mutant.old, mutant.new)
+    return text
+
+
+def test_a_swapped_probe_does_not_hide_the_check_in_its_own_transaction(tmp_path):
+    with short_tmpdir() as tmpdir:
+        path = hand_in(tmp_path, both_mutants() + hostile("swapped_probe"))
+        checked = run_check(path, tmpdir, *FAST)
+        left = leftovers(checked.marker, str(tmpdir))
+    assert checked.status == 1, checked.output[-3000:]
+    expected = {name: "FAILING" if name in CAUGHT else "PASSING" for name in FUNCTIONS}
+    assert checked.functions() == expected, checked.functions()
+    for name in CAUGHT:
+        messages = [failure["message"] for failure in checked.rows()[name]["failures"]]
+        assert any("stale" in message for message in messages), (name, messages)
+    assert left == [], left
