@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import stat
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import psutil
 import pytest
+from hostile_checks import hand_in, hostile, with_bodies
 
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import bubblewrap, jail
@@ -127,7 +131,10 @@ def test_root_under_a_seccomp_refusal_checks_the_solutions_as_an_unprivileged_us
     lines = done.stdout.splitlines()
     assert lines, done.stderr
     first = lines[0]
-    assert "isolated: an unprivileged uid of its own (user mode: root, and no bubblewrap here:" in first, first
+    assert (
+        "isolated: an unprivileged uid of its own (user mode: root, and no bubblewrap here:"
+        in first
+    ), first
     assert "cannot make namespaces" in first
     assert "16/16 functions PASSING · checkpoint PASSED" in done.stdout, done.stdout[-3000:]
     assert done.returncode in (0, 3), done.stdout[-3000:]
@@ -154,3 +161,39 @@ def test_user_mode_closes_the_kits_protected_parts_itself_and_says_so(tmp_path, 
     for name in ("solutions", "tests"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o750
     assert jail.protected_paths_closed()
+
+
+@needs_wheel
+@needs_root
+@pytest.mark.slow
+def test_in_user_mode_nothing_a_hostile_file_starts_or_leaves_outlives_its_check(tmp_path):
+    """``hostile/outlive.py`` forks until refused, starts daemons with empty environments
+    (no marker) and leaves files in the shared temporary places. The process-count limit of
+    its uid stops the forks, and the check ends everything of its uid, found by uid."""
+    token = f"outlive-{uuid.uuid4().hex}"
+    folder = tmp_path / "hand-in"
+    text = with_bodies("raise _Outlive()") + hostile("outlive", token=token, forks=2400)
+    chapter = hand_in(folder, text)
+    out = tmp_path / "check.json"
+    env = {k: v for k, v in os.environ.items() if k != jail.MODE_ENV}
+    done = subprocess.run(
+        [sys.executable, str(REFUSE), sys.executable, "-m", "lucyshop.lab.check"]
+        + ["--impl", str(chapter), "--no-measured", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert "an unprivileged uid of its own (user mode" in done.stdout.splitlines()[0]
+    got = [int(n) for n in re.findall(r"'forked': (\d+)", out.read_text(encoding="utf-8"))]
+    assert got and max(got) < jail.NPROC, done.stdout[-3000:]
+    pool = range(jail.UID_FIRST, jail.UID_FIRST + jail.UID_SLOTS)
+    alive = [
+        p.pid
+        for p in psutil.process_iter(["uids", "cmdline"])
+        if p.info["uids"] and (p.info["uids"].real in pool or token in (p.info["cmdline"] or []))
+    ]
+    left = [str(place / f"left-{token}") for place in jail.LEFT_IN]
+    assert alive == [] and not any(Path(p).exists() for p in left), (alive, left)

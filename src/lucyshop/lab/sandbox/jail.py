@@ -30,9 +30,11 @@ import fcntl
 import functools
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,7 @@ UID_ENV = "LUCYSHOP_SANDBOX_UID"
 UID_LOCKS = Path("/run/lucyshop-sandbox-uids")
 NPROC = 512  # user mode: processes the sandbox's uid may have at once (RLIMIT_NPROC is per uid)
 LEFT_IN = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where a sandbox may leave files
+CLEAR_SECONDS = 30.0
 PROC_MOUNT = ("--proc", "/proc")  # bubblewrap mounts the sandbox's own, Linux only; read by none
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
@@ -353,17 +356,27 @@ def end_check() -> list[int]:
 
 def clear_uid(uid: int) -> list[int]:
     """End every process of ``uid`` and delete what it left in the shared temporary places
-    (``LEFT_IN``): found by uid, not by marker, since code can scrub its environment. The pids
-    ended."""
-    ended = []
-    for proc in psutil.process_iter(["uids"]):
-        try:
-            if uid in (proc.info["uids"].real, proc.info["uids"].effective):
+    (``LEFT_IN``): found by uid, not by marker, since code can scrub its environment. A
+    process that forks while it is being ended is met by the next round: rounds go on until
+    one finds nothing (within ``CLEAR_SECONDS``). The pids ended."""
+    ended: list[psutil.Process] = []
+    deadline = time.monotonic() + CLEAR_SECONDS
+    while time.monotonic() < deadline:
+        found = []
+        for proc in psutil.process_iter(["uids"]):
+            try:
+                if uid in (proc.info["uids"].real, proc.info["uids"].effective):
+                    proc.send_signal(signal.SIGSTOP)  # no more forks from it while we go on
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, TypeError, AttributeError):
+                continue
+        if not found:
+            break
+        for proc in found:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-                ended.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, TypeError, AttributeError):
-            continue
-    psutil.wait_procs(ended, timeout=5)
+        psutil.wait_procs(found, timeout=5)
+        ended += found
     for place in LEFT_IN:
         with contextlib.suppress(OSError):
             for entry in place.iterdir():
