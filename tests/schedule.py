@@ -27,7 +27,6 @@ LONGEST_FIRST = (  # by each file's time in a whole run (pytest --durations), lo
     "test_student_commands.py",
     "test_soak.py",
     "grading/test_autograder_zip.py",
-    "test_moved.py",
     "judge/test_hostile_grade.py",
     "postgres/test_pg_checkpoint.py",
     "judge/test_trust.py",

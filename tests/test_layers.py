@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -156,40 +155,3 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "    parser.add_argument('--impl', default='solutions')\n"
     )
     assert len(reference_loads(planted)) == 5
-
-
-def planted_copy(tmp_path: Path, module: str, line: str) -> Path:
-    """A copy of src/ and pyproject.toml with ``line`` appended to ``module`` (a path under
-    src/lucyshop), for a contract to be run on."""
-    shutil.copytree(SRC, tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
-    shutil.copy(SRC.parent / "pyproject.toml", tmp_path)
-    target = tmp_path / "src" / "lucyshop" / module
-    target.write_text(target.read_text() + line)
-    return tmp_path
-
-
-@pytest.mark.timeout(300)
-def test_the_rooms_contract_breaks_on_an_upward_import(tmp_path):
-    """A lower room importing a higher one (the sandbox reaching for make check), even inside a
-    function, breaks the rooms contract."""
-    root = planted_copy(
-        tmp_path, "lab/sandbox/jail.py", "\n\ndef _late():\n    import lucyshop.lab.check.report\n"
-    )
-    result = lint_imports(root)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "the lab's rooms import downward only BROKEN" in result.stdout
-    assert "lucyshop.lab.sandbox.jail -> lucyshop.lab.check.report" in result.stdout
-
-
-@pytest.mark.timeout(300)
-def test_the_layer_contract_breaks_on_an_import_of_the_lab(tmp_path):
-    """A runtime module importing the lab, even inside a function, breaks the contract."""
-    root = planted_copy(
-        tmp_path, "store.py", "\n\ndef _late():\n    import lucyshop.lab.services.processes\n"
-    )
-    result = lint_imports(root)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert (
-        "BROKEN" in result.stdout
-        and "lucyshop.store -> lucyshop.lab.services.processes" in result.stdout
-    )

@@ -27,21 +27,19 @@ its own start, the checkpoint 600 s from its own start (``Limits``; the ``--*-ti
 options and a rubric's ``[limits]`` change them). Every child carries a marker in its
 environment, and every process with it is ended before the check returns.
 
-Trusting nothing the student's code reports:
+Trusting nothing the student's code reports: the student's functions run only in sandboxed
+worker processes (``lucyshop.lab.sandbox``); this process, the pytest children and the
+checkpoint's parent never import the file. What crosses back (a value, an exception's type, a
+path, a size, the moment of a reply) is data to check, never a fact:
 
-- The checkpoint's outcome is ``lucyshop.lab.checkpoint.judge``'s, computed in this process
-  (which never imports the student's file) from the evidence and the shop and supplier-ledger
-  files the checkpoint kept (``watcher``). Its exit status is ignored.
-- The learner table is read from outcomes the pytest child wrote, in the same process as the
-  student's code, so it is resisted, not proved: a row whose function is still the stub (read
-  here from the file's syntax tree) is NOT STARTED whatever the child said; a row with fewer
-  results than a separate ``--collect-only`` run finds is FAILING; the reference blocker
-  refuses the student's frames starting processes, loading native code, writing the kit's
-  files and replacing the blocker's code. A file that does real work and also rebinds pytest's
-  or the collector's methods could still forge its own rows: the checkpoint is the check to
-  trust for a grade.
-- The kit's files (tests, checkpoints, src, solutions, Makefile, pyproject.toml) are read before
-  and compared after; anything changed is named, and where the file could have written them
+- The checkpoint's outcome is ``lucyshop.lab.checkpoint.judge``'s, computed here from the
+  evidence and the shop and supplier-ledger files the checkpoint kept (``watcher``), read as
+  bounded regular files; its exit status is ignored.
+- A row whose function is still the stub (read here from the file's syntax tree) is NOT
+  STARTED; an exception that says it is ``NotStarted`` never makes it so. A row with fewer
+  results than a separate ``--collect-only`` run finds is FAILING.
+- The kit's files (tests, checkpoints, src, solutions, Makefile, pyproject.toml) are read
+  before and compared after; anything changed is named, and where nothing isolates the file
   (no sandbox) the check FAILS.
 
 Exit status (for scripts): 0 nothing failing and every function and the checkpoint passed

@@ -34,14 +34,13 @@ from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
 from lucyshop.lab.grade.similar import html as pairs_html
 from lucyshop.lab.grade.similar import pairs
 from lucyshop.lab.grade.store import Graded
-from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
+from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
 if TYPE_CHECKING:
     from lucyshop.lab.grade.classroom import Options
 
 ASSIGNMENT = "Chapter 13"
 LABELS = [*FUNCTIONS, *(row.label for row in EXERCISES)]
-COUNTED = (Status.PASSING, Status.FAILING, Status.NOT_STARTED)  # rows whose counts are the check's
 
 
 def column(label: str) -> str:
