@@ -65,5 +65,7 @@ def test_a_worker_that_writes_its_own_frames_is_bounded(tmp_path):
     assert "value limit" in huge, huge
     assert peak < PEAK_BYTES, f"the check's processes peaked at {peak >> 20} MiB"
     assert "LEFTOVER" not in checked.everything(), "a call read another call's reply"
+    late = [failure["message"] for failure in rows["fenced"]["failures"]]
+    assert any("wrote after fenced() was answered" in m for m in late), late
     assert checked.seconds < CHECK_SECONDS, f"the check took {checked.seconds:.0f} s"
     assert left == [], left

@@ -92,6 +92,7 @@ class Sandbox:
         self.channel: socket.socket | None = None
         self.until, self.budget = time.monotonic() + FOREVER, FOREVER
         self.hung: set[str] = set()
+        self.answered = ""  # the function whose call was answered last (blamed for a late write)
         self.trusted: dict[int, Any] = {}
         self._known = errors.known()
         self._mirrors: dict[tuple, type] = {}
@@ -190,7 +191,9 @@ class Sandbox:
         try:
             if wire.pending(self.channel):  # bytes no request asked for: never read them
                 self.stop()
-                raise WorkerDied(function, None, "its worker wrote when nothing was asked")
+                late = self.answered or function
+                said = f"its worker wrote after {late}() was answered, when nothing was asked"
+                raise WorkerDied(late, None, said)
             wire.send(self.channel, message | {"id": number}, deadline)
             while True:
                 reply = wire.receive(self.channel, deadline)
@@ -209,6 +212,7 @@ class Sandbox:
         if reply.get("id") != number:
             self.stop()
             raise WorkerDied(function, None, "its worker answered a request not asked")
+        self.answered = function
         if reply["op"] == "value":
             try:
                 return self.codec.decode(reply["value"])
