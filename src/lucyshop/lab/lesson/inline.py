@@ -131,9 +131,11 @@ def _one_line(error: BaseException) -> str:
         else:
             where = str(first)
         return _without_root(
-            f"skipped ({error}): an earlier cell stopped at {where}; finish it first,"
-            " then rerun from that cell"
+            f"waiting for {where}: this cell uses what it makes; finish it, then rerun from"
+            " that cell"
         )
+    if isinstance(error, StepMissing):
+        return _without_root(f"waiting: {error}")
     return _without_root(f"{type(error).__name__}: {error}")
 
 

@@ -337,12 +337,19 @@ def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str
     return json.loads(REFERENCE_CHECKPOINT.read_text())
 
 
+# What 13b's predictions read of each case, besides its timeline: no path, pid or time.
+KEPT_CASE_FIELDS = ("result", "ledger_count", "reserved_cents", "spent_cents", "model_calls")
+
+
 def record_reference_checkpoint(evidence: Path) -> None:
     """Keep what the diagrams need of a reference checkpoint run: its timeline and verdicts."""
     run = json.loads(evidence.read_text())
     kept = {
         "impl": "solutions/ch13_leases.py",
-        "cases": {name: {"result": case["result"]} for name, case in run["cases"].items()},
+        "cases": {
+            name: {k: case[k] for k in KEPT_CASE_FIELDS if k in case}
+            for name, case in run["cases"].items()
+        },
         "timeline": [
             {k: v for k, v in event.items() if k not in ("pid", "supplier_pid")}
             for event in run["timeline"]
@@ -373,17 +380,18 @@ def postgres_or_stop(stack: Any) -> Any:
 # ---------------------------------------------------------------- predict, then compute
 
 
+NO_GUESS = "no guess yet: write yours in the cell above, then run this cell to see the answer"
+
+
 def predicted(
     guess: float | None, measured: float, what: str, unit: str = "", source: str = "measured"
 ) -> None:
     """One line comparing the learner's number, written in the cell above, with the measured
-    one (``source="computed"`` for a small task's answer)."""
+    one (``source="computed"`` for a small task's answer). Without a guess it shows nothing
+    of the answer: only that a guess comes first."""
     unit = unit.replace(" ", "\u00a0")  # a number and its unit stay on one line when wrapped
     if guess is None:
-        say(
-            f"{what}: no prediction yet: write your number in the cell above and run both cells"
-            f" ({source}: {_figure(measured)}{unit})"
-        )
+        say(f"{what}: {NO_GUESS}")
         return
     off = measured - guess
     near = math.isclose(guess, measured, rel_tol=0.1, abs_tol=1e-9)
@@ -391,26 +399,24 @@ def predicted(
     say(f"{what}: your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}: {how_near}")
 
 
+def reveal(key: str, guess: float | None) -> None:
+    """A prediction's answer beside the learner's guess, one line. The answer is computed in
+    ``lucyshop.lab.lesson.answers`` (from the receipts, the reference's recorded run or the
+    section's rule), not in the cell, and only once a guess is written."""
+    from lucyshop.lab.lesson.answers import ANSWERS
+
+    answer = ANSWERS[key]
+    if guess is None:
+        say(f"{answer.what()}: {NO_GUESS}")
+        return
+    predicted(guess, answer.value(), answer.what(), answer.unit, answer.source)
+
+
 def _figure(value: float, *, sign: bool = False) -> str:
     """A whole number as it is (2700, not 2.7e+03); any other to three significant digits."""
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):+d}" if sign else f"{int(value)}"
     return f"{value:+.3g}" if sign else f"{value:.3g}"
-
-
-def reference_event(case: str, event: str) -> Mapping[str, Any]:
-    """One event of the reference's recorded checkpoint run (``notebooks/stored``): what a
-    prediction in 13b is compared with while the learner's own run has not passed."""
-    timeline = json.loads(REFERENCE_CHECKPOINT.read_text())["timeline"]
-    return next(e for e in timeline if e.get("case") == case and e.get("event") == event)
-
-
-def reference_kill_to_done(case: str = "killed") -> float:
-    """Seconds from the SIGKILL of the holder to the replacement's DONE, in the reference's
-    recorded checkpoint run."""
-    timeline = json.loads(REFERENCE_CHECKPOINT.read_text())["timeline"]
-    at = {e["event"]: e["t"] for e in timeline if e.get("case") == case}
-    return at["replacement finished"] - at["holder exited"]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -470,3 +476,7 @@ def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
         "trials": (k2, len(trials)),
         "p_value": fisher_exact(k1, len(pilot), k2, len(trials)),
     }
+
+
+# What the notebooks call as ``lesson.stub`` and ``lesson.stale_reasons``: in a module of its own.
+from lucyshop.lab.lesson.page import fence_of, stale_reasons, stub  # noqa: F401

@@ -1,0 +1,393 @@
+"""The answers to the notebooks' predictions, kept out of the cells the learner reads first.
+
+A prediction is two cells: one where the learner writes a guess (``None`` as stored), and
+``lesson.reveal("key", guess)`` after it. The reveal cell holds no answer in its source: the
+answer is computed here, from the kit's measured receipts, the reference's recorded checkpoint
+run, or the rule the section teaches, and it is printed only beside a guess. Each answer says
+where it comes from (``source``), so a measured figure is never passed off as a computed one.
+
+Every measured answer is read from its receipt when the cell runs: re-measuring a receipt
+changes the answer, never leaves it stale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from lucyshop.lab.loader import ROOT
+
+EVIDENCE = ROOT / "evidence"
+STORED = ROOT / "notebooks" / "stored"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One prediction's question label, its answer (computed on demand) and its source."""
+
+    what: Callable[[], str]  # the label, printed with or without a guess: it holds no answer
+    value: Callable[[], float]
+    source: str = "measured"
+    unit: str = ""
+
+
+@cache
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def leases() -> dict[str, Any]:
+    """The kit's Part A receipt (``evidence/ch13-leases-receipt.json``)."""
+    return _json(EVIDENCE / "ch13-leases-receipt.json")
+
+
+def _pilot() -> list[float]:
+    return [turn["seconds"] for turn in leases()["observations"]["pilot"]]
+
+
+def _beyond(turns: list[float], lease: float) -> int:
+    return sum(turn > lease for turn in turns)
+
+
+def _figure(*path: str) -> Any:
+    value: Any = leases()["figures"]
+    for key in path:
+        value = value[key]
+    return value
+
+
+def _delay(lease: float) -> float:
+    """The chapter's detection delay, lease − D/2 + s/2, with D the pilot median."""
+    return lease - _figure("pilot", "p50") / 2 + _figure("detection", "scan") / 2
+
+
+def _trials(rule: str) -> int:
+    return _figure("false_expiry", rule, "trials")
+
+
+def _reference() -> dict[str, Any]:
+    """The reference's recorded checkpoint run (``notebooks/stored``)."""
+    return _json(STORED / "checkpoint_reference.json")
+
+
+def _event(case: str, event: str) -> dict[str, Any]:
+    timeline = _reference()["timeline"]
+    return next(e for e in timeline if e.get("case") == case and e.get("event") == event)
+
+
+def _reference_case(name: str) -> dict[str, Any]:
+    return _reference()["cases"][name]
+
+
+def _kill_to_done() -> float:
+    at = {e["event"]: e["t"] for e in _reference()["timeline"] if e.get("case") == "killed"}
+    return at["replacement finished"] - at["holder exited"]
+
+
+def _skew() -> dict[str, Any]:
+    return _json(EVIDENCE / "ch13-skew-receipt.json")
+
+
+def _skew_rows() -> list[dict[str, Any]]:
+    return [row for store in _skew()["summary"].values() for row in store.values()]
+
+
+def _taker_ahead_live() -> list[dict[str, Any]]:
+    """The skew trials on SQLite whose taker's clock ran 2 leases ahead of a live holder."""
+    return [
+        trial
+        for trial in _skew()["trials"]
+        if trial["store"] == "sqlite"
+        and trial["shift_leases"] == 2.0
+        and trial["shifted"] == "taker"
+        and trial["fate"] == "live"
+    ]
+
+
+def _exercise(n: int) -> dict[str, Any]:
+    name = {5: "ch13-exercise5-renewal-receipt.json", 6: "ch13-exercise6-records-receipt.json"}
+    return _json(EVIDENCE / name[n])
+
+
+def _chapter11_lease_columns() -> int:
+    """Chapter 11's ``assignment_leases`` columns, read from a fresh kit shop, plus the one
+    column chapter 13's migration adds (the generation)."""
+    import tempfile
+
+    from lucyshop import approval
+
+    with tempfile.TemporaryDirectory(prefix="ch13-answer-") as tmp:
+        db, _ = approval.open_shop(Path(tmp) / "chapter11.db")
+        try:
+            columns = list(db.execute("PRAGMA table_info(assignment_leases)"))
+        finally:
+            db.close()
+    return len(columns) + 1
+
+
+def _step_share(lease: float = 2.0, step: float = 1.0, n: int = 1000) -> float:
+    """Live leases claimed evenly over the last ``lease`` seconds: the share with at most
+    ``step`` seconds left, which a forward step of the server's clock ends at once."""
+    left = [lease - lease * i / n for i in range(n)]
+    return sum(s <= step for s in left) / n
+
+
+def _const(value: float) -> Callable[[], float]:
+    return lambda: value
+
+
+def _label(text: str) -> Callable[[], str]:
+    return lambda: text
+
+
+ANSWERS: dict[str, Answer] = {
+    # ---------------------------------------------------------------- 13a, from the receipt
+    "timeout_declares_dead": Answer(
+        lambda: f"live turns a 3 s timeout declares dead, of {len(_pilot())}",
+        lambda: _beyond(_pilot(), 3.0),
+    ),
+    "longer_than_twice_the_median": Answer(
+        lambda: f"pilot turns longer than twice the median, of {len(_pilot())}",
+        lambda: _beyond(_pilot(), 2 * _figure("pilot", "p50")),
+    ),
+    "slowest_over_median": Answer(
+        _label("slowest / median pilot turn"),
+        lambda: _figure("pilot", "p100") / _figure("pilot", "p50"),
+        unit="x",
+    ),
+    "median_false_expiries": Answer(
+        lambda: f"false expiries under the median lease, of {_trials('median')}",
+        lambda: _figure("false_expiry", "median", "false_expiries"),
+    ),
+    "longer_than_the_5_percent_lease": Answer(
+        lambda: f"pilot turns longer than the 0.05 lease, of {len(_pilot())}",
+        lambda: _beyond(_pilot(), _figure("pilot", "shortest_lease", "0.05")),
+    ),
+    "p90_false_expiries": Answer(
+        lambda: f"false expiries under the p90 lease, of {_trials('p90')}",
+        lambda: _figure("false_expiry", "p90", "false_expiries"),
+    ),
+    "p_10_of_20": Answer(
+        _label("P(exactly 10 of 20 | p = 0.5)"),
+        lambda: math.comb(20, 10) / 2**20,
+        source="computed",
+    ),
+    "trial_turns_past_the_median_lease": Answer(
+        lambda: (
+            "trial turns longer than the median lease, of "
+            f"{sum(_trials(rule) for rule in ('median', 'p90', 'twice_max'))}"
+        ),
+        lambda: _beyond(
+            [
+                row["turn_seconds"]
+                for phase in leases()["observations"]["false_expiry"].values()
+                for row in phase["trials"]
+            ],
+            _figure("false_expiry", "median", "lease"),
+        ),
+    ),
+    "mean_detection_delay": Answer(
+        _label("crash to takeover under the safe lease, mean"),
+        lambda: _figure("detection", "measured_mean_delay"),
+        unit=" s",
+    ),
+    "doubled_lease_delay_ratio": Answer(
+        _label("detection delay, doubled lease / safe lease"),
+        lambda: _delay(2 * _figure("detection", "lease")) / _delay(_figure("detection", "lease")),
+        source="computed",
+        unit="x",
+    ),
+    "p90_over_median_delay": Answer(
+        _label("detection delay, p90 lease / median lease"),
+        lambda: (
+            _delay(_figure("false_expiry", "p90", "lease"))
+            / _delay(_figure("false_expiry", "median", "lease"))
+        ),
+        source="computed",
+        unit="x",
+    ),
+    "minutes_to_pid_reuse": Answer(
+        _label("minutes until a PID can come back"),
+        lambda: 32768 / 50 / 60,
+        source="computed",
+        unit=" min",
+    ),
+    "delay_after_clock_jump": Answer(
+        _label("crash to takeover, clock 10 s back"),
+        lambda: _figure("detection", "measured_mean_delay") + 10,
+        source="the measured mean + 10 s",
+        unit=" s",
+    ),
+    "send_outlives_lease_by": Answer(
+        _label("seconds the send could outlive the lease"),
+        _const(1.5 + 0.8 - 2.0),
+        source="computed",
+        unit=" s",
+    ),
+    "stale_completions_tried": Answer(
+        lambda: (
+            "stale completions tried, of "
+            f"{sum(_trials(rule) for rule in ('median', 'p90', 'twice_max'))}"
+        ),
+        lambda: sum(
+            _figure("false_expiry", r, "false_expiries") for r in ("median", "p90", "twice_max")
+        ),
+    ),
+    "placed_again": Answer(
+        lambda: (
+            f"{next(iter(_figure('recovery')))}: placed again, of "
+            f"{next(iter(_figure('recovery').values()))['samples']}"
+        ),
+        lambda: next(iter(_figure("recovery").values()))["placed_again"],
+    ),
+    # ---------------------------------------------------------------- 13b
+    "generation_after_claim_claim_cancel": Answer(
+        _label("generation after claim, claim, cancel"),
+        _const(3),  # every claim and the cancel each raise it by one
+        source="the rule",
+    ),
+    "lease_columns_migrated": Answer(
+        _label("assignment_leases columns, migrated"),
+        _chapter11_lease_columns,
+        source="computed",
+    ),
+    "items_from_four_deliveries": Answer(
+        _label("work items from four deliveries"),
+        _const(3),  # msg-101 twice is one item: the source id makes admission idempotent
+        source="the rule",
+    ),
+    "replacement_generation": Answer(
+        _label("the replacement's generation"),
+        lambda: _event("killed", "replacement finished")["generation"],
+        source="the reference's run",
+    ),
+    "competing_claim_gets": Answer(
+        _label("items a competing claim gets"),
+        lambda: 0 if _event("killed", "competing claim")["got"] is None else 1,
+        source="the reference's run",
+    ),
+    "checks_the_old_claim_fails": Answer(
+        _label("checks the old claim fails, of 4"),
+        # running: yes; owner label: the same; generation: 1 against 2; expired: no
+        _const(sum(not ok for ok in (True, True, False, True))),
+        source="the rule",
+    ),
+    "slow_holder_writes_accepted": Answer(
+        _label("slow holder's writes accepted, of 3"),
+        lambda: sum(
+            not _event("live", "stale holder reported")[w].startswith("PermissionError")
+            for w in ("transcript", "completion", "supplier")
+        ),
+        source="the reference's run",
+    ),
+    "second_turn_generation": Answer(
+        _label("generation of the session's second turn"),
+        _const(1),  # a generation counts the claims of one item: this one was never claimed
+        source="the rule",
+    ),
+    "fenced_writes_in_a_turn": Answer(
+        _label("fenced writes in one turn"),
+        _const(3),  # observe the tool result, observe the reply, finish
+        source="the rule",
+    ),
+    "checks_refusing_the_quote": Answer(
+        _label("checks refusing the quote, of 4"),
+        # the current writer's claim, checked against its own row: every check holds
+        _const(0),
+        source="the rule",
+    ),
+    "kill_to_done": Answer(
+        _label("kill to DONE (the reference's recorded run)"),
+        _kill_to_done,
+        unit=" s",
+    ),
+    "ledger_after_post_commit_crash": Answer(
+        _label("orders in the supplier's ledger after the recovery"),
+        lambda: _reference_case("crash after remote acceptance")["ledger_count"],
+        source="the reference's run",
+    ),
+    "cents_reserved_while_unknown": Answer(
+        _label("cents kept reserved while the outcome is UNKNOWN, of 900"),
+        _const(900),  # nobody knows whether the supplier accepted: all of it stays reserved
+        source="the rule",
+    ),
+    "generation_after_cancel": Answer(
+        _label("generation after the cancel"),
+        lambda: _event("cancel", "operator cancelled")["generation"],
+        source="the reference's run",
+    ),
+    "cents_reserved_after_recovery": Answer(
+        _label("cents still reserved after the recovery"),
+        lambda: _reference_case("killed holder")["reserved_cents"][-1],  # [before, after]
+        source="the reference's run",
+    ),
+    "resume_gives_back": Answer(
+        _label("things a resumed session gets back, of 4"),
+        # the chapter: history and the model come back; bypass mode and background Bash do not
+        _const(2),
+        source="the chapter",
+    ),
+    # ---------------------------------------------------------------- 13c, the kit's receipts
+    "renewed_false_expiries": Answer(
+        lambda: (
+            "false expiries with renewal, of "
+            f"{_exercise(5)['figures']['false_expiry']['renewed']['trials']}"
+        ),
+        lambda: _exercise(5)["figures"]["false_expiry"]["renewed"]["false_expiries"],
+        source="the kit's receipt",
+    ),
+    "unbounded_renewer_taken_over": Answer(
+        _label("hung turn, unbounded renewer, taken over (1 yes, 0 no)"),
+        lambda: int(_exercise(5)["figures"]["hung"]["unbounded"]["taken_over_within_window"]),
+        source="the kit's receipt",
+    ),
+    "placed_again_with_records": Answer(
+        lambda: (
+            "placed again with the records in the message, of "
+            f"{next(iter(_exercise(6)['figures']['models'].values()))['records']['samples']}"
+        ),
+        lambda: next(iter(_exercise(6)["figures"]["models"].values()))["records"]["placed_again"],
+        source="the kit's receipt",
+    ),
+    # ---------------------------------------------------------------- 13d
+    "claims_that_get_work": Answer(
+        _label("claims that get work"),
+        _const(2),  # one running turn per conversation: till-1's second turn waits
+        source="the rule",
+    ),
+    "slow_clock_refuses_itself": Answer(
+        _label("the slow worker's own clock refuses its write (1 yes, 0 no)"),
+        _const(0),  # by its clock, 599 s are left
+        source="the rule",
+    ),
+    "client_clock_lease_seconds": Answer(
+        _label("a client-clock lease, by the server's clock"),
+        _const(600 + 30),
+        source="computed",
+        unit=" s",
+    ),
+    "stale_writes_in_the_skew_trials": Answer(
+        lambda: (
+            "stale writes accepted in "
+            f"{sum(row['live'] + row['dead'] for row in _skew_rows())} trials"
+        ),
+        lambda: sum(row["stale_accepted"] for row in _skew_rows()),
+    ),
+    "sqlite_false_takeovers": Answer(
+        lambda: (
+            "SQLite, taker 2 leases ahead: live holders that lost their work, of "
+            f"{len(_taker_ahead_live())}"
+        ),
+        lambda: sum(trial["taken_after"] is not None for trial in _taker_ahead_live()),
+    ),
+    "share_ended_by_a_clock_step": Answer(
+        _label("share of live leases ended by the step"),
+        _step_share,
+        source="computed",
+    ),
+}
