@@ -15,7 +15,9 @@ One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is h
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
 judged by their receipts (every figure recomputed from the raw observations) and by the rows
-their runs left behind.
+their runs left behind. Exercise 6's run is the trusted side's own (``observed``); exercise
+5's receipt and shops are the answer's, named by paths that are data to check (``read``,
+``ledger`` and ``answer_receipt`` read them through ``lucyshop.lab.check.named``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import inspect
 import json
 import os
 import sqlite3
+import tempfile
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -31,12 +35,14 @@ import pytest
 from impls import EXERCISES, IMPL_PATH
 from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
+from lucyshop.lab.check import named
 from lucyshop.lab.check.collect import deadline_of
+from lucyshop.lab.exercises import runs as exercise_runs
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
-from lucyshop.lab.sandbox import Remote
-from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.sandbox import Remote, sandboxed_shop
+from lucyshop.supplier import ledger_orders
 
 START_SECONDS = 60.0  # loading the answers to let a stub raise its own NotStarted
 EVIDENCE = ROOT / "evidence"
@@ -101,6 +107,13 @@ def _stub_first(request: pytest.FixtureRequest) -> None:
         stop_if_stub(request, request.getfixturevalue("exercises_file"), name)
 
 
+def module_budget(request: pytest.FixtureRequest) -> float:
+    """What a module-scoped run may take in sandbox calls: the module's test deadline."""
+    default = request.config.getoption("--deadline", default=None)  # make check's
+    default = float(default or request.config.getini("timeout") or DEFAULT_BUDGET)
+    return deadline_of(request.node.nodeid, default)
+
+
 @pytest.fixture(scope="module")
 def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One run of the module's exercise (``EXERCISE``), shared by the module's tests, in the
@@ -115,9 +128,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     stop_if_stub(request, chapter_file.parent / EXERCISES, name)
     directory = tmp_path_factory.mktemp(name)
     sandbox_for(request).share(directory)
-    default = request.config.getoption("--deadline", default=None)  # make check's
-    default = float(default or request.config.getini("timeout") or DEFAULT_BUDGET)
-    answer = getattr(load_exercises(request, deadline_of(request.node.nodeid, default)), name)
+    answer = getattr(load_exercises(request, module_budget(request)), name)
     if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
         return answer(
             directory / "receipt.json", quick=True, workdir=directory / "work", backend=GRADED
@@ -125,20 +136,77 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return answer(directory / "answer")
 
 
+@pytest.fixture(scope="module")
+def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Exercise 6 measured by the trusted side itself, quick, on the scripted model: the
+    records made with the answers' chapter functions in the sandbox, against a supplier of
+    ours whose ledger is kept out of the sandbox's reach; the answers' ``records_message``
+    called in the sandbox for the message (a string, or the test fails); the samples, the
+    figures and the receipt made and written here. A receipt, shop or ledger the answers'
+    own run writes earns nothing: none of them is read.
+
+    The same measurement as ``exercise_6_records`` (``lucyshop.lab.exercises.runs.records``),
+    with the sandbox's pieces. Yields what ``records`` returns (the receipt and the ledger in
+    a directory of ours, the shop in the sandbox's scratch), kept while the module runs.
+    """
+    chapter_file = request.config.stash[IMPL_PATH]
+    stop_if_stub(request, chapter_file.parent / EXERCISES, request.module.EXERCISE)
+    box = sandbox_for(request)
+    seconds = module_budget(request)
+    answers = load_exercises(request, seconds)
+    leases = box.load("ch13_leases.py", seconds=seconds)
+    scratch = tmp_path_factory.mktemp("observed")
+    box.share(scratch)
+
+    def message(order: dict) -> str:
+        text = answers.records_message(order)
+        if not isinstance(text, str):
+            raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
+        return text
+
+    with tempfile.TemporaryDirectory(prefix="trusted-") as kept:
+        yield exercise_runs.records(
+            Path(kept) / "receipt.json",
+            answers=chapter_file.parent / EXERCISES,
+            message=message,
+            quick=True,
+            backend=GRADED,
+            workdir=scratch,
+            ollama=False,
+            leases=leases,
+            kept=Path(kept),
+            open_shop=lambda path: sandboxed_shop(leases, path),
+        )
+
+
 # ---------------------------------------------------------------- reading back
 
 
+def answer_name(request: pytest.FixtureRequest) -> str:
+    """The function whose answer a test reads: what a refused path names."""
+    return getattr(request.module, "EXERCISE", "the answer")
+
+
 @pytest.fixture
-def read(tmp_path_factory: pytest.TempPathFactory):
-    """``read(path)``: our own connection to a database file an answer named (only inside the
-    session's directory, never through a link), closed after the test."""
+def private() -> Iterator[Path]:
+    """A directory of the trusted side's own (never shared with the sandbox, unlike
+    ``tmp_path``), for the copies of what an answer named; removed after the test."""
+    with tempfile.TemporaryDirectory(prefix="trusted-") as directory:
+        yield Path(directory)
+
+
+@pytest.fixture
+def read(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, private):
+    """``read(path)``: our own connection to a copy of a database file an answer named, made
+    by ``lucyshop.lab.check.named`` (a regular file of the session's directory, read without
+    following a link or blocking on a FIFO; anything else is refused, naming the answer),
+    closed after the test."""
     scratch = tmp_path_factory.getbasetemp()
     opened: list[sqlite3.Connection] = []
 
-    def open_(path: str | os.PathLike) -> sqlite3.Connection:
-        path = Path(path)
-        assert path.is_file(), f"the answer named {path}, and there is no such file"
-        db = sqlite3.connect(checked_file(path, [scratch]))
+    def open_(path: str | os.PathLike, what: str = "shop") -> sqlite3.Connection:
+        copy = named.copy_named(path, [scratch], answer_name(request), what, private)
+        db = sqlite3.connect(copy)
         db.row_factory = sqlite3.Row
         opened.append(db)
         return db
@@ -146,6 +214,33 @@ def read(tmp_path_factory: pytest.TempPathFactory):
     yield open_
     for db in opened:
         db.close()
+
+
+@pytest.fixture
+def ledger(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, private):
+    """``ledger(path)``: the operations of the supplier ledger an answer named, read from a
+    copy made as ``read`` makes one."""
+    scratch = tmp_path_factory.getbasetemp()
+
+    def operations(path: str | os.PathLike) -> list[dict]:
+        where = named.copy_named(path, [scratch], answer_name(request), "ledger_file", private)
+        return ledger_orders(where)
+
+    return operations
+
+
+@pytest.fixture
+def answer_receipt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """``answer_receipt(result)``: the receipt the answer's result names, read as ``read``
+    reads a file (bounded; refused, naming the answer, when it is not a regular file of the
+    session's directory)."""
+    scratch = tmp_path_factory.getbasetemp()
+
+    def load(result: dict) -> dict:
+        path = result.get("receipt") if isinstance(result, dict) else None
+        return named.load_named(path, [scratch], answer_name(request), "receipt")
+
+    return load
 
 
 def table(db: sqlite3.Connection | Remote, sql: str, *args) -> list[dict]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from lucyshop.supplier import ledger_orders
-
 EXERCISE = "exercise_2_cancel_while_delayed"
 
 
@@ -32,12 +30,11 @@ def test_a_cancelled_turns_late_completion_is_refused(result, read, query):
     )
 
 
-def test_an_accepted_order_cannot_be_sent_again_after_the_cancel(result, read, query):
+def test_an_accepted_order_cannot_be_sent_again_after_the_cancel(result, read, query, ledger):
     part = result["accepted_order"]
     assert part["worker"]["send_again"].startswith("PermissionError")
     assert part["worker"]["completion"].startswith("PermissionError")
-    ledger = ledger_orders(part["ledger_file"])
-    assert [row["operation"] for row in ledger] == [part["operation"]], (
+    assert [row["operation"] for row in ledger(part["ledger_file"])] == [part["operation"]], (
         "the supplier holds one order"
     )
     db = read(part["shop"])
@@ -55,7 +52,7 @@ def test_the_uncertain_reservation_is_kept_until_its_outcome_is_known(result):
         assert seen["account"]["spent_cents"] == 0, moment
 
 
-def test_the_receipt_is_discovered_by_lookup(result, read, query):
+def test_the_receipt_is_discovered_by_lookup(result, read, query, ledger):
     part = result["accepted_order"]
     assert [(row["operation"], row["after"]) for row in part["reconcile"]] == [
         (part["operation"], "ACCEPTED")
@@ -67,4 +64,4 @@ def test_the_receipt_is_discovered_by_lookup(result, read, query):
     assert order[0]["status"] == "ACCEPTED" and part["operation"] in order[0]["receipt"]
     account = query(db, "SELECT reserved_cents, spent_cents FROM spending_account")[0]
     assert account == {"reserved_cents": 0, "spent_cents": part["amount_cents"]}
-    assert len(ledger_orders(part["ledger_file"])) == 1, "the lookup ordered nothing"
+    assert len(ledger(part["ledger_file"])) == 1, "the lookup ordered nothing"

@@ -188,12 +188,12 @@ def renewals(db, query, work_id):
     )
 
 
-def test_the_receipt_recomputes_from_its_observations(result, leases):
-    assert check_receipt(result["receipt"], leases) == []
+def test_the_receipt_recomputes_from_its_observations(result, leases, answer_receipt):
+    assert check_receipt(answer_receipt(result), leases) == []
 
 
-def test_the_receipt_records_its_provenance(result, load_receipt):
-    receipt = load_receipt(result["receipt"])
+def test_the_receipt_records_its_provenance(result, answer_receipt):
+    receipt = answer_receipt(result)
     record, settings = receipt["provenance"], receipt["settings"]
     assert record["exercise"] == receipt["exercise"] == 5
     assert receipt["settings"]["backend"] == GRADED, "the run used the backend it was given"

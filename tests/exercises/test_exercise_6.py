@@ -1,8 +1,11 @@
 """Exercise 6, give the replacement the records: the recovery measurement with and without them.
 
-One quick run (real model samples) is shared by the tests. The counts are judged by
-recomputing them from the receipt's raw samples; the records by reading the shop and the
-supplier's ledger they came from.
+One quick run is shared by the tests, measured by the trusted side itself (``observed``): the
+answers' chapter functions and ``records_message`` are called in the sandbox, while the
+supplier, its ledger (kept out of the sandbox's reach), the model's samples and the receipt
+are this side's own. A receipt, shop or ledger the answers' own run writes earns nothing. The
+counts are judged by recomputing them from the receipt's raw samples; the records by reading
+the shop and the supplier's ledger they came from.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture
-def result(ran):
-    return ran
+def result(observed):
+    return observed
 
 
 ORDER = {

@@ -29,6 +29,7 @@ from judge_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.guard import MARKER
 from lucyshop.lab.check.subjects import FUNCTIONS
+from lucyshop.lab.given.stubs import stub_nodes
 from lucyshop.lab.sandbox import isolation
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
@@ -53,12 +54,13 @@ def hostile(name: str, **params: object) -> str:
     return text.replace(line, f"PARAMS = {params!r}")
 
 
-def with_bodies(body: str) -> str:
-    """The learner's stubs with every ``raise NotStarted(...)`` replaced by ``body``: no function
-    is a stub any more by its syntax, so every row's tests run."""
-    text = (LEARNER / "ch13_leases.py").read_text(encoding="utf-8")
+def with_bodies(body: str, name: str = "ch13_leases.py") -> str:
+    """The learner's stubs of ``name`` (the chapter file, or ``exercises.py``) with every
+    ``raise NotStarted(...)`` replaced by ``body``: no function is a stub any more by its
+    syntax, so every row's tests run."""
+    text = (LEARNER / name).read_text(encoding="utf-8")
     replaced, count = STUB.subn(lambda stub: stub.group(1) + body, text)
-    assert count == len(FUNCTIONS), count
+    assert count == len(stub_nodes(LEARNER / name)) > 0, count
     return replaced
 
 
@@ -101,6 +103,7 @@ class Checked:
     output: str
     seconds: float
     marker: str
+    peak_kib: int | None = None  # with measure=True: the largest process of the check, KiB
 
     def rows(self) -> dict[str, dict]:
         return {row["label"]: row for row in self.data.get("rows", [])}
@@ -120,15 +123,23 @@ def run_check(
     env: dict[str, str] | None = None,
     timeout: float = 600,
     through_cat: bool = False,
+    measure: bool = False,
 ) -> Checked:
     """``python -m lucyshop.lab.check --impl PATH --json FILE ARGS`` with ``tmpdir`` as its
     ``TMPDIR`` and a marker of our own in its environment (every process it starts carries
-    it, so ``leftovers`` can find them); ``through_cat`` pipes its output through ``cat``."""
+    it, so ``leftovers`` can find them); ``through_cat`` pipes its output through ``cat``;
+    ``measure`` runs it under a parent that records the peak resident size of the largest
+    process of the check (``RUSAGE_CHILDREN``: the check's processes and their sandboxes)."""
     target = tmpdir / "check.json"
     marker = uuid.uuid4().hex
     argv = [sys.executable, "-m", "lucyshop.lab.check", "--impl", str(path)]
     argv += ["--json", str(target), *args]
+    peak = tmpdir / "peak-kib"
+    if measure:  # the marker on the check alone: its sweep would end the measuring parent
+        argv = [sys.executable, "-c", PEAK, str(peak), MARKER, marker, *argv]
     environment = os.environ | {"TMPDIR": str(tmpdir), MARKER: marker} | (env or {})
+    if measure:
+        environment.pop(MARKER)
     if through_cat:  # the marker on the check alone: its sweep would end the shell and cat
         script = 'set -o pipefail; env "$0=$1" "${@:2}" 2>&1 | cat'
         argv = ["bash", "-c", script, MARKER, marker, *argv]
@@ -152,7 +163,19 @@ def run_check(
         output, _ = proc.communicate(timeout=30)
     seconds = time.monotonic() - started
     data = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
-    return Checked(status, data, output.decode("utf-8", "replace"), seconds, marker)
+    kib = int(peak.read_text()) if measure and peak.is_file() else None
+    return Checked(status, data, output.decode("utf-8", "replace"), seconds, marker, kib)
+
+
+# run_check(measure=True)'s parent: the check as its child, then the largest process's peak.
+PEAK = (
+    "import os, resource, subprocess, sys\n"
+    "env = os.environ | {sys.argv[2]: sys.argv[3]}\n"
+    "status = subprocess.call(sys.argv[4:], env=env)\n"
+    "with open(sys.argv[1], 'w') as out:\n"
+    "    out.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(status)\n"
+)
 
 
 def leftovers(marker: str | None, *needles: str, grace: float = 5.0) -> list[str]:

@@ -57,17 +57,21 @@ def close(
 # ------------------------------------------------------------------ the check
 
 
-def check_receipt(path: str | os.PathLike, leases: ModuleType | None = None) -> list[str]:
-    """Every way the receipt at ``path`` fails to stand, one line each; ``[]`` when it stands.
+def check_receipt(
+    path: str | os.PathLike | Mapping[str, Any], leases: ModuleType | None = None
+) -> list[str]:
+    """Every way the receipt at ``path`` (or the receipt itself, already read) fails to stand,
+    one line each; ``[]`` when it stands.
 
     Its figures are recomputed from its observations with ``leases`` (default: the
     implementation ``$LEASES_IMPL`` names) and compared, and the conditions of a sound run
     checked. Its shape is ``shape_problems``'s (kept apart: importing jsonschema costs seconds,
     and ``make check`` runs this for every quick receipt).
     """
-    path = Path(path)
+    receipt_or_path = path
+    path = "the receipt" if isinstance(path, Mapping) else Path(path)
     try:
-        receipt = receipts.read_receipt(path)
+        receipt = receipts.read_receipt(receipt_or_path)
         exercise = receipt["exercise"]
         if exercise not in FIGURES:
             return [f"{path}: exercise {exercise!r} has no receipt check (5 or 6)"]

@@ -1,0 +1,69 @@
+"""Files a sandbox names: a path that student code returns is data to check, never a fact.
+
+An answer may return any path as its receipt, its shop or its ledger: ``/dev/zero``, a FIFO, a
+link out of its scratch, someone else's database. The trusted side reads such a file only when
+it is a regular file inside the check's own scratch (``checked_file``), and only through the
+bounded, no-follow, non-blocking reader the checkpoint's judge uses (``read_regular``); a
+database is opened as a copy made that way, in a directory of the trusted side's own, so no
+name the sandbox controls is ever opened by SQLite. Anything else is ``Refused``, one line
+that names the function whose answer named it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from lucyshop.atomic import read_regular
+from lucyshop.lab.sandbox.remote import checked_file
+
+MAX_FILE = 64 * 1024 * 1024  # a shop or a ledger
+MAX_RECEIPT = 4 * 1024 * 1024  # the committed receipts are under 100 kB
+SIDE_FILES = ("-wal",)  # what SQLite keeps beside a database that a copy must carry
+
+
+class Refused(AssertionError):
+    """A path from the sandbox that the trusted side will not read: the test fails on it."""
+
+
+def read_named(
+    path: Any, roots: Iterable[Path], function: str, what: str, limit: int = MAX_FILE
+) -> bytes:
+    """The bytes of the file ``function()`` named as its ``what``; ``Refused`` unless it is a
+    regular file of at most ``limit`` bytes inside one of ``roots``."""
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise Refused(f"{function}() returned {type(path).__name__} {path!r:.80} as its {what}")
+    try:
+        return read_regular(checked_file(Path(path), list(roots)), limit)
+    except (OSError, ValueError) as error:
+        raise Refused(f"{function}() named {str(path)!r:.200} as its {what}: refused ({error})")
+
+
+def load_named(path: Any, roots: Iterable[Path], function: str, what: str) -> Any:
+    """The JSON document ``function()`` named as its ``what`` (a receipt), read as above."""
+    data = read_named(path, roots, function, what, MAX_RECEIPT)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as error:
+        raise Refused(f"{function}() named {str(path)!r:.200} as its {what}: not JSON ({error})")
+
+
+def copy_named(
+    path: Any, roots: Iterable[Path], function: str, what: str, into: Path | None = None
+) -> Path:
+    """A copy of the database ``function()`` named as its ``what`` (with its write-ahead log,
+    if any), in a new directory under ``into`` (a directory no sandbox may write); its path."""
+    data = read_named(path, roots, function, what)
+    copy = Path(tempfile.mkdtemp(prefix="named-", dir=into)) / f"{what}.sqlite"
+    copy.write_bytes(data)
+    for side in SIDE_FILES:
+        beside = Path(f"{path}{side}")
+        if os.path.lexists(beside):
+            copy.with_name(copy.name + side).write_bytes(
+                read_named(beside, roots, function, f"{what}{side}")
+            )
+    return copy
