@@ -194,7 +194,7 @@ def test_a_check_follows_every_function_section(notebook):
 
 
 # The plots each notebook draws; a cell that shows a figure must be tagged "plot".
-PLOTS = {"13a": 3, "13b": 0, "13c": 0, "13d": 1, "13e": 1}
+PLOTS = {"13a": 4, "13b": 0, "13c": 0, "13d": 1, "13e": 1}
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -964,6 +964,18 @@ PROSE_CLAIMS = [
     ),
     (
         "13a",
+        "The trials' ticks crowd further right than the pilot's, past both dashed leases",
+        lambda r: _further_right(r["leases"]),
+    ),
+    (
+        "13a",
+        "No model's row is free of red",
+        lambda r: all(
+            row["placed_again"] > 0 for row in r["leases"]["figures"]["recovery"].values()
+        ),
+    ),
+    (
+        "13a",
         "The dots fall along the line",
         lambda r: abs(r["leases"]["figures"]["detection"]["difference_from_kill_moments"]) < 0.1,
     ),
@@ -1004,6 +1016,23 @@ PROSE_CLAIMS = [
         ),
     ),
 ]
+
+
+def _further_right(receipt: dict) -> bool:
+    """The trials' turns are longer than the pilot's at the median, and a larger share of
+    them lies past each of the median and p90 leases."""
+    pilot = [t["seconds"] for t in receipt["observations"]["pilot"]]
+    trials = [
+        row["turn_seconds"]
+        for phase in receipt["observations"]["false_expiry"].values()
+        for row in phase["trials"]
+    ]
+    times = receipt["figures"]["turn_times"]
+    leases = [receipt["figures"]["false_expiry"][rule]["lease"] for rule in ("median", "p90")]
+    share = lambda turns, lease: sum(t > lease for t in turns) / len(turns)
+    return times["trials_median"] > times["pilot_median"] and all(
+        share(trials, lease) > share(pilot, lease) for lease in leases
+    )
 
 
 def contradicted(found: dict) -> list[str]:
