@@ -38,9 +38,24 @@ def read_named(
     if not isinstance(path, str | os.PathLike) or not str(path):
         raise Refused(f"{function}() returned {type(path).__name__} {path!r:.80} as its {what}")
     try:
-        return read_regular(checked_file(Path(path), list(roots)), limit)
-    except (OSError, ValueError) as error:
-        raise Refused(f"{function}() named {str(path)!r:.200} as its {what}: refused ({error})")
+        real = checked_file(Path(path), list(roots))
+    except ValueError:
+        why = "not a regular file of this check's scratch (a link, a special file, or outside)"
+        raise Refused(refusal(function, what, path, why)) from None
+    try:
+        return read_regular(real, limit)
+    except ValueError:  # a FIFO or a device put there since, or too big
+        why = f"not a regular file of at most {limit >> 20} MiB"
+        raise Refused(refusal(function, what, path, why)) from None
+    except OSError as error:  # a link put there since (O_NOFOLLOW), or gone
+        raise Refused(refusal(function, what, path, error.strerror or str(error))) from None
+
+
+def refusal(function: str, what: str, path: Any, why: str) -> str:
+    """One line: the function, what it named, why it is refused, then where (its end)."""
+    where = str(path)
+    where = where if len(where) <= 60 else "…" + where[-59:]
+    return f"{function}() named its {what}: refused, {why}: {where}"
 
 
 def load_named(path: Any, roots: Iterable[Path], function: str, what: str) -> Any:
@@ -49,7 +64,7 @@ def load_named(path: Any, roots: Iterable[Path], function: str, what: str) -> An
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as error:
-        raise Refused(f"{function}() named {str(path)!r:.200} as its {what}: not JSON ({error})")
+        raise Refused(refusal(function, what, path, f"not JSON ({error})")) from None
 
 
 def copy_named(
