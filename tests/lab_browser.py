@@ -186,12 +186,22 @@ def seen(driver: object, url: str, notebook: str, want: dict, timeout: float) ->
         time.sleep(POLL)
 
 
+# The notebook in view. A headless page need not hold focus, and then JupyterLab's shell has no
+# current widget although the notebook is open in its main area (beside the notebooks opened
+# before it, which the workspace keeps): take the one the page's address names.
+PANEL = """
+const inView = app => app && (app.shell.currentWidget || Array.from(app.shell.widgets('main'))
+  .find(widget => widget.sessionContext && widget.context
+        && decodeURIComponent(window.location.pathname).endsWith('/' + widget.context.path))
+  || null);
+"""
+
 # JupyterLab's own Run All on the notebook in view, from cleared outputs: the kernel is
 # waited for, then every output and execution count is cleared, then the cells are run.
-RUN_ALL = """
+RUN_ALL = PANEL + """
 const done = arguments[arguments.length - 1];
 const app = window.jupyterapp;
-const panel = app && app.shell.currentWidget;
+const panel = inView(app);
 if (!panel || !panel.sessionContext) { done('no notebook in view'); return; }
 panel.sessionContext.ready
   .then(() => app.commands.execute('notebook:clear-all-cell-outputs'))
@@ -200,8 +210,8 @@ panel.sessionContext.ready
 """
 
 # What the run left: code cells not executed, error outputs (name: value), the kernel's status.
-RAN = """
-const panel = window.jupyterapp.shell.currentWidget;
+RAN = PANEL + """
+const panel = inView(window.jupyterapp);
 const cells = panel.content.model.cells;
 let unexecuted = 0; const errors = [];
 for (let i = 0; i < cells.length; i++) {
@@ -251,9 +261,9 @@ def run_all(driver: object, timeout: float, settle: float = 15.0) -> dict:
 
 # Whether the notebook in view has unsaved changes once its kernel is up (JupyterLab rewrites
 # the kernelspec's display name, and folded cells' metadata, when they differ from its own).
-DIRTY = """
+DIRTY = PANEL + """
 const done = arguments[arguments.length - 1];
-const panel = window.jupyterapp.shell.currentWidget;
+const panel = inView(window.jupyterapp);
 panel.sessionContext.ready
   .then(() => new Promise(wait => setTimeout(wait, 2000)))
   .then(() => done(panel.context.model.dirty), e => done('error: ' + e));
