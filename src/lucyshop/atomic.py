@@ -57,11 +57,12 @@ def write_ready(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     write_text(path, json.dumps(data, sort_keys=True))
 
 
-def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; ValueError
     otherwise. Never through a link (``O_NOFOLLOW``) and never blocking on a FIFO
-    (``O_NONBLOCK``): for files in a directory a sandbox can write. FileNotFoundError passes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    (``O_NONBLOCK``): for files in a directory a sandbox can write. FileNotFoundError passes.
+    ``dir_fd``: ``path`` is relative to that open directory (``lucyshop.lab.check.named``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise ValueError(f"{path} is not a regular file")

@@ -3,7 +3,8 @@
 An answer may return any path as its receipt, its shop or its ledger: ``/dev/zero``, a FIFO, a
 link out of its scratch, someone else's database. The trusted side reads such a file only when
 it is a regular file inside the check's own scratch (``checked_file``), and only through the
-bounded, no-follow, non-blocking reader the checkpoint's judge uses (``read_regular``); a
+bounded, no-follow, non-blocking reader the checkpoint's judge uses (``read_regular``), from
+its directory opened name by name without following a link (``beneath``); a
 database is opened as a copy made that way, in a directory of the trusted side's own, so no
 name the sandbox controls is ever opened by SQLite. Anything else is ``Refused``, one line
 that names the function whose answer named it.
@@ -14,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +39,37 @@ def read_named(
     regular file of at most ``limit`` bytes inside one of ``roots``."""
     if not isinstance(path, str | os.PathLike) or not str(path):
         raise Refused(f"{function}() returned {type(path).__name__} {path!r:.80} as its {what}")
+    roots = list(roots)
     try:
-        real = checked_file(Path(path), list(roots))
+        real = checked_file(Path(path), roots)
     except ValueError:
         why = "not a regular file of this check's scratch (a link, a special file, or outside)"
         raise Refused(refusal(function, what, path, why)) from None
+    root = next(root for root in roots if real.is_relative_to(root))
     try:
-        return read_regular(real, limit)
+        with beneath(root, real.parent) as directory:
+            return read_regular(real.name, limit, dir_fd=directory)
     except ValueError:  # a FIFO or a device put there since, or too big
         why = f"not a regular file of at most {limit >> 20} MiB"
         raise Refused(refusal(function, what, path, why)) from None
     except OSError as error:  # a link put there since (O_NOFOLLOW), or gone
         raise Refused(refusal(function, what, path, error.strerror or str(error))) from None
+
+
+@contextmanager
+def beneath(root: Path, directory: Path) -> Iterator[int]:
+    """``directory`` (inside ``root``, a directory of ours) opened one name at a time from
+    ``root``, never through a link: a name the sandbox swaps for a link after
+    ``checked_file`` looked is refused (ELOOP, ENOTDIR), not followed out of the scratch."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in directory.relative_to(root).parts:
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def refusal(function: str, what: str, path: Any, why: str) -> str:
