@@ -115,7 +115,7 @@ class Sandbox:
 
     def start(self) -> None:
         here, there = socket.socketpair()
-        command = [sys.executable, "-m", "lucyshop.lab.sandbox.worker", str(there.fileno())]
+        command = [sys.executable, "-m", "lucyshop.lab.sandbox.inside.worker", str(there.fileno())]
         command.append(str(self.log))
         with open(self.workdir / "sandbox.log", "ab") as out:  # out of the sandbox's reach
             self.proc = self.jail.popen(

@@ -1,7 +1,7 @@
 """The process inside the sandbox: it imports the student's file and runs calls for the
 trusted side, over the channel on descriptor ``FD``.
 
-    python -m lucyshop.lab.sandbox.worker FD LOG
+    python -m lucyshop.lab.sandbox.inside.worker FD LOG
 
 Nothing here is trusted: the student's code shares this process and may rewrite any of it.
 That is fine, because nothing here decides anything. The trusted side judges the values it
