@@ -194,7 +194,7 @@ def test_a_check_follows_every_function_section(notebook):
 
 
 # The plots each notebook draws; a cell that shows a figure must be tagged "plot".
-PLOTS = {"13a": 4, "13b": 0, "13c": 0, "13d": 1, "13e": 1}
+PLOTS = {"13a": 4, "13b": 1, "13c": 0, "13d": 1, "13e": 1}
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -996,6 +996,11 @@ PROSE_CLAIMS = [
         ),
     ),
     (
+        "13b",
+        "Wherever a replacement acts, it acts only after the shop database's lease ran out",
+        lambda r: _after_expiry_one_order(r["reference"]),
+    ),
+    (
         "13d",
         "On PostgreSQL the shifted clock is never read, and neither error happens",
         lambda r: all(
@@ -1033,6 +1038,21 @@ def _further_right(receipt: dict) -> bool:
     return times["trials_median"] > times["pilot_median"] and all(
         share(trials, lease) > share(pilot, lease) for lease in leases
     )
+
+
+def _after_expiry_one_order(run: dict) -> bool:
+    """In the recorded run, every case with a lease that ran out: the replacement's events come
+    after it; and every process case's supplier ledger holds one order."""
+    from lucyshop.lab.lesson.page import CASES
+
+    for key, name in CASES.items():
+        events = {e["event"]: e["t"] for e in run["timeline"] if e.get("case") == key}
+        acted = [t for event, t in events.items() if event.startswith("replacement")]
+        if "lease expired" in events and not all(t >= events["lease expired"] for t in acted):
+            return False
+        if run["cases"][name].get("ledger_count") != 1:
+            return False
+    return True
 
 
 def contradicted(found: dict) -> list[str]:

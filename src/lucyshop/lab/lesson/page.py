@@ -64,3 +64,81 @@ def stale_reasons(evidence: Mapping[str, Any] | None, name: str, case: str) -> N
         reason = str(found.get(boundary, "?"))
         say(f"{boundary:10} {reason}")
         say(f"{'':10}   refused by {fence_of(reason)}")
+
+
+# ------------------------------------------------ the checkpoint's cases as swimlanes
+
+LANES = ("checkpoint", "holder", "shop database", "replacement", "supplier")
+CASES = {  # the timeline's case key, and the case's name in the evidence
+    "killed": "killed holder",
+    "live": "live stale holder",
+    "paused": "paused holder",
+    "post-commit": "crash after remote acceptance",
+    "cancel": "cancel",
+}
+EVENTS = {  # event -> (lane, label)
+    "enqueued": ("checkpoint", "enqueue"),
+    "holder ready": ("holder", "claim g{generation}"),
+    "competing claim": ("checkpoint", "rival claim: {got}"),
+    "holder exited": ("holder", "SIGKILL"),
+    "holder stopped": ("holder", "SIGSTOP"),
+    "holder continued": ("holder", "SIGCONT"),
+    "lease expired": ("shop database", "lease ran out"),
+    "replacement holds the work": ("replacement", "claim g{generation}"),
+    "replacement finished": ("replacement", "{status} g{generation}"),
+    "stale holder reported": ("holder", "3 writes refused"),
+    "supplier committed; reply held back": ("supplier", "order committed"),
+    "operator cancelled": ("checkpoint", "cancel: g{generation}"),
+    "reconciled": ("supplier", "looked up"),
+}
+
+
+def swimlanes(run: Mapping[str, Any]) -> Any:
+    """Each process case of a checkpoint run as swimlanes from its timeline: one lane per
+    actor, the supplier's own ledger count at the end of its lane. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    figure, panels = plt.subplots(len(CASES), 1, figsize=(10, 2.4 * len(CASES)))
+    for axes, (key, name) in zip(panels, CASES.items(), strict=True):
+        events = [e for e in run["timeline"] if e.get("case") == key and e["event"] in EVENTS]
+        start = min(e["t"] for e in events)
+        end = max(e["t"] for e in events) - start
+        last: dict[str, float] = {}  # each lane's previous event: a close one is labelled below
+        for event in events:
+            lane, label = EVENTS[event["event"]]
+            y = LANES.index(lane)
+            x = event["t"] - start
+            facts = {**event, "got": "nothing" if event.get("got") is None else "work"}
+            below = lane in last and x - last[lane] < 0.3 * max(end, 1.0)
+            last[lane] = x
+            axes.plot([x], [y], "o", color=f"C{y}")
+            axes.annotate(
+                label.format_map(_Blank(facts)),
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, -13 if below else 5),
+                fontsize=9,
+            )
+        ledger = (run.get("cases", {}).get(name) or {}).get("ledger_count")
+        if ledger is not None:
+            axes.annotate(
+                f"ledger: {ledger} order" + ("" if ledger == 1 else "s"),
+                (end, LANES.index("supplier")),
+                textcoords="offset points",
+                xytext=(-10, 5),
+                ha="right",
+                fontsize=9,
+            )
+        axes.set_yticks(range(len(LANES)), LANES, fontsize=9)
+        axes.set_ylim(-0.7, len(LANES) - 0.3)
+        axes.set_xlim(-0.1, end * 1.25 + 0.2)
+        axes.set_title(f"case: {name}", fontsize=10, loc="left")
+        axes.grid(axis="y", color="0.9")
+    panels[-1].set_xlabel("seconds since the case began")
+    figure.tight_layout()
+    return figure
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"

@@ -479,4 +479,4 @@ def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # What the notebooks call as ``lesson.stub`` and ``lesson.stale_reasons``: in a module of its own.
-from lucyshop.lab.lesson.page import fence_of, stale_reasons, stub  # noqa: F401
+from lucyshop.lab.lesson.page import fence_of, stale_reasons, stub, swimlanes  # noqa: F401
