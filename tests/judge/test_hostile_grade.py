@@ -108,14 +108,18 @@ def graded(request, tmp_path_factory):
         text = with_bodies("raise _Mallory()") + hostile("mallory", **params)
         hand_in(hand_ins / "mallory", text).with_name("exercises.py").unlink()
         argv = [sys.executable, "-m", "lucyshop.lab.grade", str(hand_ins), "--out", str(out)]
+        env = os.environ | {"TMPDIR": str(tmpdir)}
         if request.param == "user mode":
             argv = [sys.executable, str(REFUSE), *argv]
+            # A uid handed down (one this process holds): the class's checks run side by
+            # side, and each must take a uid of its own, never share the one it was handed.
+            env[jail.UID_ENV] = str(jail.hold_uid())
         argv += ["--no-checkpoint", "--jobs", "2", "--no-progress"]
         started = time.monotonic()
         done = subprocess.run(
             argv,
             cwd=ROOT,
-            env=os.environ | {"TMPDIR": str(tmpdir)},
+            env=env,
             capture_output=True,
             text=True,
             timeout=600,

@@ -94,7 +94,7 @@ from lucyshop.lab.check.table import (
 from lucyshop.lab.check.watcher import CHECKPOINT, Checkpoint
 from lucyshop.lab.loader import ENV, ROOT, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
-from lucyshop.lab.sandbox.jail import close_to_check, end_check
+from lucyshop.lab.sandbox.jail import begin_check, end_check
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
 
@@ -152,7 +152,7 @@ def check(
     # even when it had to kill this process first.
     marker, kit = os.environ.get(MARKER) or new_marker(), KitFiles(ROOT)
     tmp = Path(tempfile.mkdtemp(prefix="lucyshop-check-"))  # under $TMPDIR
-    close_to_check(tmp)
+    begin_check(tmp)
     status = CheckpointStatus.SKIPPED
     try:
         path = impl_path(spec)

@@ -299,12 +299,18 @@ def sandbox_uid() -> int:
     return hold_uid()
 
 
-_held: list[IO[str]] = []  # the locks of the uids this process holds, for its whole life
+_held: dict[int, IO[str]] = {}  # the uid this process holds, and its lock, for its whole life
 
 
 def hold_uid() -> int:
-    """Take a free uid of the pool for this process and the checks it starts, after ending
-    whatever an earlier holder left under it (``clear_uid``: a check its grader had to kill)."""
+    """This process's own uid of the pool, taken on the first call (after ending whatever an
+    earlier holder left under it: ``clear_uid``, for a check its grader had to kill), and
+    handed to the processes it starts in ``UID_ENV``. One a process: a pytest worker that runs
+    many checks, one after another, does not use up the pool."""
+    if _held:
+        uid = next(iter(_held))
+        os.environ[UID_ENV] = str(uid)
+        return uid
     UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
     state = UID_LOCKS.lstat()
     if not stat.S_ISDIR(state.st_mode) or state.st_uid != 0 or state.st_mode & 0o022:
@@ -318,7 +324,7 @@ def hold_uid() -> int:
             continue
         uid = UID_FIRST + slot
         clear_uid(uid)
-        _held.append(handle)
+        _held[uid] = handle
         os.environ[UID_ENV] = str(uid)
         return uid
     raise CannotIsolate(f"all {UID_SLOTS} sandbox uids are held by checks running now")
@@ -390,13 +396,15 @@ def clear_uid(uid: int) -> list[int]:
     return [proc.pid for proc in ended]
 
 
-def close_to_check(directory: Path) -> None:
-    """In ``user`` mode, let this check's uid alone search ``directory`` (a check's own
-    temporary directory): mode 0710, group the uid's. Everything under it is then out of a
-    classmate's reach, however its path leaks (a command line in ``/proc``)."""
+def begin_check(directory: Path) -> None:
+    """In ``user`` mode, at a check's start: the check's own uid (``hold_uid``, never one
+    handed down by whoever started it: a grader's checks run side by side), and ``directory``
+    (the check's temporary directory) searchable by that uid alone: mode 0710, group the uid's.
+    Everything under it is then out of a classmate's reach, however its path leaks (a command
+    line in ``/proc``)."""
     if isolation() != "user":
         return
-    os.chown(directory, 0, sandbox_uid())
+    os.chown(directory, 0, hold_uid())
     directory.chmod(0o710)
 
 
@@ -450,7 +458,7 @@ def ready_for_user() -> str:
 
 def _searchable(*paths: Path) -> list[Path]:
     """Give every directory above ``paths`` the others' search bit, unless its group (a
-    check's own directory, ``close_to_check``) already lets this check's uid search it; the
+    check's own directory, ``begin_check``) already lets this check's uid search it; the
     ones changed."""
     changed = []
     for path in paths:
