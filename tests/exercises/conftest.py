@@ -35,7 +35,7 @@ from impls import EXERCISES, IMPL_PATH
 from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
 from lucyshop.lab.check import named
-from lucyshop.lab.check.collect import deadline_of
+from lucyshop.lab.check.plugin.collect import deadline_of
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED

@@ -8,7 +8,7 @@ import pytest
 from conftest import CASE_SECONDS, TEST_SECONDS
 from judge_files import rows
 
-from lucyshop.lab.check.collect import BACKSTOP
+from lucyshop.lab.check.plugin.collect import BACKSTOP
 from lucyshop.lab.check.subjects import LEFT_OUT
 
 pytestmark = pytest.mark.slow

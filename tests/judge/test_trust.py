@@ -97,7 +97,7 @@ def test_a_stub_is_not_started_whatever_its_tests_report(tmp_path):
 @pytest.mark.slow
 def test_a_stub_file_that_patches_the_grader_is_not_passing(tmp_path):
     patch = """
-import lucyshop.lab.check.collect as collect
+import lucyshop.lab.check.plugin.collect as collect
 
 collect.Outcomes.write = lambda self, record: collect.Outcomes.__dict__  # swallow failures
 _real = collect.describe

@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 
 from lucyshop import validate
-from lucyshop.lab.check.collect import LEARNER_TIMEOUT
+from lucyshop.lab.check.plugin.collect import LEARNER_TIMEOUT
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000

@@ -53,7 +53,7 @@ the whole feedback; ``results``). ``timings()`` measures a warm check and one pr
 the bench. The rooms of this package: ``subjects`` (what is checked), ``suites`` (the pytest
 children), ``watcher`` (the checkpoint beside them), ``table`` (the rows and what is printed),
 ``results`` (the result and its JSON), ``guard`` (bounds, the marker sweep, the kit's files),
-``collect`` (the pytest plugin in each child); this module puts them together.
+``plugin.collect`` (the pytest plugin in each child); this module puts them together.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Each suite (``tests/learner``, ``tests/exercises``, ``tests/postgres``) runs in a child of its
 own, and each measured exercise in another (``plan``). A child writes its outcomes as it goes
-(``lucyshop.lab.check.collect``); ``watch_suite`` reads them, and stops a child whose test ran
-past its deadline, whose process died, or whose sandboxes filled their scratch. The rest of the
-suite is then rerun without that test, its function failing at once in the tests after it.
+(``lucyshop.lab.check.plugin.collect``); ``watch_suite`` reads them, and stops a child whose
+test ran past its deadline, whose process died, or whose sandboxes filled their scratch. The
+rest of the suite is then rerun without that test, its function failing at once in the tests
+after it.
 A separate ``--collect-only`` run on the kit's own stubs (``pristine_counts``) says how many
 tests each row has, so a row that reports fewer results is not PASSING.
 """
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.check.collect import deadline_of
 from lucyshop.lab.check.guard import (
     DEFAULT_LIMITS,
     DISK_LIMIT,
@@ -31,6 +31,7 @@ from lucyshop.lab.check.guard import (
     OwnGroupChild,
     disk_usage,
 )
+from lucyshop.lab.check.plugin.collect import deadline_of
 from lucyshop.lab.check.subjects import MEASURED, SUITES, row_function, subjects
 from lucyshop.lab.loader import ENV, ROOT
 
@@ -136,7 +137,8 @@ def suite_argv(
     path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list, deadline: float
 ) -> list:
     argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path)]
-    argv += ["-q", "--color=no", "-p", "lucyshop.lab.check.collect", "--outcomes", str(outcomes)]
+    argv += ["-q", "--color=no", "-p", "lucyshop.lab.check.plugin.collect"]
+    argv += ["--outcomes", str(outcomes)]
     # The kit's leftover-process guard (tests/leftovers.py) judges the kit's own fixtures, which
     # make test holds it to: the student's processes live in sandboxes it leaves out. Here it
     # could only ever blame the kit, for a scan of the machine's processes after every test.
