@@ -27,11 +27,12 @@ from typing import Any
 
 from lucyshop import approval
 from lucyshop.lab.checkpoint.checks import WRITES, CheckFailed, claimed, expect, expect_refused
-from lucyshop.lab.checkpoint.holder import DEADLINE, OPERATOR, OWNER, POLICY, refusal
+from lucyshop.lab.checkpoint.holder import DEADLINE, refusal
 from lucyshop.lab.checkpoint.judge import kept_directory
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
 from lucyshop.lab.checkpoint.runner import Run, main
 from lucyshop.lab.checkpoint.shop import Shop, stopped
+from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.lab.sandbox.jail import signal_inside
 from lucyshop.lab.services.processes import wait_exit, wait_until

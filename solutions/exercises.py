@@ -29,7 +29,7 @@ from typing import Any
 from lucyshop import approval, validate
 from lucyshop.lab.exercises import runs as exercise_runs
 from lucyshop.lab.given import exercise_kit as kit
-from lucyshop.lab.given.orders import VANILLA
+from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 from lucyshop.lab.services.processes import wait_until
 from lucyshop.lab.services.suppliers import supplier_process
@@ -37,11 +37,6 @@ from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
-OWNER = "lucy-worker"  # every execution runs under the shop's one service name
-OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(
-    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
-)
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 5, "unit_cents": 500}  # 2500 cents
 DEADLINE = 30.0  # the longest any single wait here may take
 

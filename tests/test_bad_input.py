@@ -29,6 +29,7 @@ import pytest
 from shop_fixtures import VANILLA
 
 from lucyshop import approval
+from lucyshop.lab.given.orders import OPERATOR, POLICY
 from lucyshop.lab.loader import MODULE, ImplementationError, load_impl
 from lucyshop.queue import WorkQueue
 from lucyshop.store import connect
@@ -39,10 +40,6 @@ from lucyshop.supplier import (
     ledger_orders,
 )
 
-OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(
-    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
-)
 LEASES = load_impl("solutions")
 TABLES = (
     "work",

@@ -5,6 +5,7 @@ source text of ``src/`` and ``checkpoints/``), and the writer that makes a file 
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,3 +25,40 @@ def test_the_implementation_variable_is_spelled_only_in_the_runtime_package() ->
 def test_a_second_statement_would_be_found() -> None:
     planted = ROOT / "tests" / "test_one_place.py"  # this file states it, as a module might
     assert "tests/test_one_place.py" in stating('"LEASES_IMPL"', [*CODE, planted])
+
+
+def state_readers(source: str) -> list[str]:
+    """The functions in ``source`` that read a pid's state (``Process(pid).status()``)."""
+    return [
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef)
+        and any(
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "status"
+            and isinstance(call.func.value, ast.Call)
+            and ast.unparse(call.func.value.func).endswith("Process")
+            for call in ast.walk(node)
+        )
+    ]
+
+
+def test_process_liveness_is_decided_in_one_place() -> None:
+    """Whether a pid runs is ``pid_alive`` (the runtime's, which ``lucy status`` asks too) and
+    whether it is paused is ``is_stopped``: a second reader would drift (a zombie counted as
+    alive, a vanished pid raising)."""
+    found = {
+        f"{path.relative_to(ROOT).as_posix()}: {name}"
+        for path in CODE
+        for name in state_readers(path.read_text(encoding="utf-8"))
+    }
+    assert found == {
+        "src/lucyshop/status/signals.py: pid_alive",
+        "src/lucyshop/lab/services/processes.py: is_stopped",
+    }
+
+
+def test_a_second_liveness_test_would_be_found() -> None:
+    planted = "def stopped(pid):\n    return psutil.Process(pid).status() == STOPPED\n"
+    assert state_readers(planted) == ["stopped"]

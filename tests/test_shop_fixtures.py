@@ -1,5 +1,7 @@
 """Each shared shop fixture is stated once in tests/: in ``shop_fixtures.py``, nowhere else;
-and the order itself once in the whole kit, in ``lucyshop.lab.given.orders``.
+and the shop itself once in the whole kit, in ``lucyshop.lab.given.orders``: the order
+(``VANILLA``), the workers' service name (``OWNER``), the operator (``OPERATOR``) and the
+spending policy (``POLICY``), by name or written out.
 
 The order every suite proposes (``VANILLA``, and the same dict written out), the free-port
 probe (a socket bound to port 0 and closed, not listened on), ``dead_endpoint``, and the
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 from shop_fixtures import VANILLA
 
+from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 HOME = TESTS / "shop_fixtures.py"
@@ -26,7 +30,8 @@ KIT = sorted(
     for p in (ROOT / folder).rglob("*.py")
     if p != ORDERS
 )
-DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU"}
+DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU", "OWNER", "OPERATOR", "POLICY"}
+SHOP = ("VANILLA", "OWNER", "OPERATOR", "POLICY")  # the facts given.orders states for the kit
 DEFINED = {
     "free_port",
     "_free_port",
@@ -55,6 +60,17 @@ def restatements(source: str) -> list[str]:
             found += [(line, f"a free-port probe in {node.name}()") for line in probes(node)]
         elif isinstance(node, ast.Dict) and literal(node) == VANILLA:
             found.append((node.lineno, "the VANILLA order written out"))
+        elif isinstance(node, ast.Constant) and node.value == OWNER:
+            found.append((node.lineno, "the OWNER name written out"))
+        elif isinstance(node, ast.Call) and is_the_shops_policy(node):
+            found.append((node.lineno, "the shop's POLICY written out"))
+    found += [
+        (node.lineno, "the OPERATOR name written out")
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value == OPERATOR
+    ]
     return [f"line {line}: {what}" for line, what in sorted(found)]
 
 
@@ -78,9 +94,22 @@ def probes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
     ]
 
 
-def literal(node: ast.Dict) -> object:
+def is_the_shops_policy(call: ast.Call) -> bool:
+    """A ``SpendingPolicy(...)`` with the shop's two ceilings, whoever its operators are."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name != "SpendingPolicy":
+        return False
+    amounts = dict(zip(("total_cents", "automatic_order_cents"), call.args[1:], strict=False))
+    amounts |= {k.arg: k.value for k in call.keywords if k.arg}
+    return [literal(amounts.get(k)) for k in ("total_cents", "automatic_order_cents")] == [
+        POLICY.total_cents,
+        POLICY.automatic_order_cents,
+    ]
+
+
+def literal(node: ast.expr | None) -> object:
     try:
-        return ast.literal_eval(node)
+        return ast.literal_eval(node) if node is not None else None
     except ValueError:
         return None
 
@@ -100,15 +129,26 @@ def test_no_shared_fixture_is_stated_again(path: Path) -> None:
 @pytest.mark.parametrize("path", KIT, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_the_order_is_written_out_nowhere_else_in_the_kit(path: Path) -> None:
     """The checkpoint, the experiment, the exercises and the reference import the one order."""
-    found = [line for line in restatements(path.read_text(encoding="utf-8")) if "VANILLA" in line]
-    assert found == [], f"{path.relative_to(ROOT)}: import VANILLA from lucyshop.lab.given.orders"
-
-
-def test_the_order_lives_in_the_labs_given_orders() -> None:
-    assert restatements(ORDERS.read_text(encoding="utf-8"))[:2] == [
-        "line 7: VANILLA = ...",
-        "line 7: the VANILLA order written out",
+    found = [
+        line
+        for line in restatements(path.read_text(encoding="utf-8"))
+        if any(fact in line for fact in SHOP)
     ]
+    assert found == [], f"{path.relative_to(ROOT)}: import it from lucyshop.lab.given.orders"
+
+
+def test_the_shop_lives_in_the_labs_given_orders() -> None:
+    found = {line.split(": ", 1)[1] for line in restatements(ORDERS.read_text(encoding="utf-8"))}
+    assert found >= {
+        "VANILLA = ...",
+        "the VANILLA order written out",
+        "OWNER = ...",
+        "the OWNER name written out",
+        "OPERATOR = ...",
+        "the OPERATOR name written out",
+        "POLICY = ...",
+        "the shop's POLICY written out",
+    }
 
 
 def test_the_fixtures_live_in_shop_fixtures() -> None:
@@ -151,6 +191,12 @@ def server():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
+
+SERVICE = "lucy-worker"
+ME: str = "lucy"
+STRICT = approval.SpendingPolicy({ME}, 10_000, automatic_order_cents=5_000)
+ROOMY = SpendingPolicy({"lucy"}, total_cents=50_000, automatic_order_cents=10_000)
+registry = {"lucy-worker": 4242}
 """
     assert restatements(planted) == [
         "line 2: VANILLA = ...",
@@ -161,4 +207,8 @@ def server():
         "line 13: the VANILLA order written out",
         "line 16: def held",
         "line 21: def supplier",
+        "line 30: the OWNER name written out",
+        "line 31: the OPERATOR name written out",
+        "line 32: the shop's POLICY written out",
+        "line 34: the OWNER name written out",
     ]

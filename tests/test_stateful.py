@@ -38,14 +38,13 @@ from hypothesis.stateful import (
 )
 from mutants import BY_NAME
 
-from lucyshop.approval import SpendingPolicy
+from lucyshop.lab.given.orders import OWNER, POLICY
 from lucyshop.lab.loader import load_impl
 
 T0 = 1_000_000.0
-OWNERS = ("lucy-worker", "lucy-worker", "ann", "bob")  # the shared service name comes up most
+OWNERS = (OWNER, OWNER, "ann", "bob")  # the shared service name comes up most
 SESSIONS = ("session-a", "session-b", "session-c")
 RESCUER = "rescuer"
-POLICY = SpendingPolicy(frozenset({"lucy"}), total_cents=10_000, automatic_order_cents=5_000)
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # fsyncs are free there
 
 json_values = st.recursive(

@@ -35,6 +35,7 @@ from lucyshop.approval import (
     open_shop,
     propose,
 )
+from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
@@ -42,7 +43,7 @@ from lucyshop.supplier import ledger_orders
 EXPECTED = Path(__file__).parent / "expected"
 T = 1_700_000_000.0
 NOW = T + 100  # the report's clock: work 4's lease expired 39 s ago, work 5's has 40 s left
-POLICY = SpendingPolicy({"lucy"}, total_cents=50_000, automatic_order_cents=10_000)
+ROOMY = SpendingPolicy({OPERATOR}, total_cents=50_000, automatic_order_cents=10_000)
 OAT = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}  # 600 cents
 REASON = "the customer called to cancel"
 
@@ -74,7 +75,7 @@ class Scripted:
 def approved(db, held, proposal, now):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=now)
     return approve(
-        db, order["order_id"], actor="lucy", digest=order["digest"], policy=POLICY, now=now
+        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=ROOMY, now=now
     )
 
 
@@ -91,19 +92,19 @@ def build_shop(path: Path) -> None:
         leases.enqueue(queue, "a-1", "s1", "order six vanilla tubs")
         held = leases.claim(db, "till", ttl=30, now=T)
         order = approved(db, held, VANILLA, T + 1)
-        execute(db, held, order["order_id"], Scripted(accept=True), policy=POLICY, now=T + 2)
+        execute(db, held, order["order_id"], Scripted(accept=True), policy=ROOMY, now=T + 2)
         leases.finish(db, held, "DONE", {"orders": [order["operation"]]}, now=T + 3)
 
         leases.enqueue(queue, "a-2", "s2", "order two oat milk")
         held = leases.claim(db, "till", ttl=30, now=T + 10)
         order = approved(db, held, OAT, T + 11)
-        execute(db, held, order["order_id"], Scripted(accept=False), policy=POLICY, now=T + 12)
+        execute(db, held, order["order_id"], Scripted(accept=False), policy=ROOMY, now=T + 12)
         leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]}, now=T + 13)
 
         work_id = leases.enqueue(queue, "a-3", "s3", "order vanilla for the weekend")
         held = leases.claim(db, "till", ttl=30, now=T + 20)
         approved(db, held, VANILLA, T + 21)
-        leases.cancel(db, work_id, actor="lucy", policy=POLICY, reason=REASON)
+        leases.cancel(db, work_id, actor=OPERATOR, policy=ROOMY, reason=REASON)
 
         leases.enqueue(queue, "a-4", "s4", "restock the cones")
         leases.claim(db, "night", ttl=10, now=T + 30)
@@ -219,9 +220,9 @@ def test_every_figure_comes_from_the_records(shop):
         cancelled["actor"],
         cancelled["reason"],
         cancelled["generation"],
-    ) == (3, "lucy", REASON, 2)
+    ) == (3, OPERATOR, REASON, 2)
     assert [(o["order_id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
-        (3, 2700, "lucy")
+        (3, 2700, OPERATOR)
     ]
     orders = report["orders"]
     assert {k: v for k, v in orders["counts"].items() if v} == {
@@ -395,7 +396,7 @@ def dropped(tmp_path):
         held = leases.claim(db, "till", ttl=30)
         order = approved(db, held, VANILLA, None)
         up.set_faults(drop_next=1)
-        sent = execute(db, held, order["order_id"], up.client(timeout=1.0), policy=POLICY)
+        sent = execute(db, held, order["order_id"], up.client(timeout=1.0), policy=ROOMY)
         assert sent["status"] == "UNKNOWN", sent
         leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]})
         db.close()

@@ -33,6 +33,7 @@ from shop_fixtures import VANILLA
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
+from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
@@ -42,7 +43,6 @@ from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 # ``from conftest import`` breaks as soon as a run also loads tests/runtime/conftest.py.
 sys.modules["learner_support"] = sys.modules[__name__]
 
-OPERATOR = "lucy"
 T = 1_000.0  # the injected clock of the tests that work inside a lease
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from lucyshop.approval import SpendingPolicy, account, open_shop
+from lucyshop.lab.given.orders import POLICY
 from lucyshop.store import immediate
 
 SUPPLIER = "dairy"
@@ -144,8 +145,9 @@ def snapshot(shop):
 
 
 @pytest.fixture
-def policy():
-    return SpendingPolicy({"lucy"}, total_cents=10_000, automatic_order_cents=5_000)
+def policy() -> SpendingPolicy:
+    """The shop's own policy: its one operator, 10,000 cents in all, 5,000 without approval."""
+    return POLICY
 
 
 @pytest.fixture

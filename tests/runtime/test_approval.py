@@ -25,10 +25,10 @@ from lucyshop.approval import (
     record_receipt,
     revoke,
 )
+from lucyshop.lab.given.orders import OPERATOR  # the conftest policy's only operator
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import SupplierClient, ledger_orders
 
-OPERATOR = "lucy"  # the conftest policy's only operator
 SUPPLIER = "dairy"  # the fake's identity, and supplier_process's default
 LIMIT = 100_000  # the account's own limit in a fresh shop
 

@@ -15,7 +15,8 @@ import sys
 import time
 
 from lucyshop.lab.check.guard import OwnGroupChild, new_marker
-from lucyshop.lab.services.processes import SharedGroupChildren, descendants, is_alive
+from lucyshop.lab.services.processes import SharedGroupChildren, descendants
+from lucyshop.status.signals import pid_alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 # A parent that starts a grandchild in its own group, writes the grandchild's pid, and waits.
@@ -57,11 +58,11 @@ def test_own_group_child_kill_ends_what_it_started_in_its_group(tmp_path):
         assert os.getpgid(grandchild) == child.proc.pid, "the grandchild stays in the child's group"
         child.kill()
         deadline = time.monotonic() + 10
-        while is_alive(grandchild) and time.monotonic() < deadline:
+        while pid_alive(grandchild) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not is_alive(grandchild), "one kill of the group ended the grandchild too"
+        assert not pid_alive(grandchild), "one kill of the group ended the grandchild too"
     finally:  # whatever failed above, nothing is left running
-        if grandchild is not None and is_alive(grandchild):
+        if grandchild is not None and pid_alive(grandchild):
             os.kill(grandchild, signal.SIGKILL)
         child.proc.kill()
         child.kill()

@@ -12,12 +12,12 @@ import psutil
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     descendants,
-    is_alive,
     is_stopped,
     processes_mentioning,
     wait_for_file,
     wait_until,
 )
+from lucyshop.status.signals import pid_alive
 
 SLEEP = "import time; time.sleep(30)"
 PARENT_OF_A_SLEEPER = (
@@ -39,7 +39,7 @@ def test_descendants_reach_grandchildren_and_forget_them_once_ended(tmp_path):
             assert descendants(child.pid) == {grandchild}
         finally:
             os.kill(grandchild, signal.SIGKILL)
-            wait_until(lambda: not is_alive(grandchild), timeout=10, what="the grandchild")
+            wait_until(lambda: not pid_alive(grandchild), timeout=10, what="the grandchild")
         assert descendants(child.pid) == set()
 
     assert child.pid not in descendants(os.getpid())
@@ -50,17 +50,17 @@ def test_a_zombie_is_neither_alive_nor_a_descendant():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         # Not reaped yet (nothing polls it), so the kernel still lists it, as a zombie.
-        wait_until(lambda: not is_alive(proc.pid), timeout=20, what="the child to exit")
+        wait_until(lambda: not pid_alive(proc.pid), timeout=20, what="the child to exit")
         assert proc.pid in {p.pid for p in psutil.Process().children()}
         assert proc.pid not in descendants(os.getpid())
     finally:
         proc.wait(timeout=10)
-    assert not is_alive(proc.pid)
+    assert not pid_alive(proc.pid)
 
 
-def test_is_alive_for_this_process_and_for_one_owned_by_another_user():
-    assert is_alive(os.getpid())
-    assert is_alive(1)  # init: alive whoever we are
+def test_pid_alive_for_this_process_and_for_one_owned_by_another_user():
+    assert pid_alive(os.getpid())
+    assert pid_alive(1)  # init: alive whoever we are
 
 
 def test_is_stopped_follows_sigstop_and_sigcont():
@@ -71,7 +71,7 @@ def test_is_stopped_follows_sigstop_and_sigcont():
         wait_until(lambda: is_stopped(proc.pid), timeout=10, what="the child to stop")
         os.kill(proc.pid, signal.SIGCONT)
         wait_until(lambda: not is_stopped(proc.pid), timeout=10, what="the child to continue")
-        assert is_alive(proc.pid)
+        assert pid_alive(proc.pid)
     assert not is_stopped(proc.pid)
 
 

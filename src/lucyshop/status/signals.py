@@ -203,10 +203,16 @@ def supplier_health(
     }
 
 
+GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # exited: a pid in these states runs no code
+
+
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this machine now (a zombie counts as gone)."""
+    """Whether a process with this pid runs on this machine now (a zombie counts as gone).
+
+    The kit's one liveness test: ``lucy status`` asks it of each worker, the lab of its
+    children."""
     try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+        return psutil.Process(pid).status() not in GONE
     except (psutil.NoSuchProcess, ValueError, OverflowError):
         return False
     except psutil.AccessDenied:

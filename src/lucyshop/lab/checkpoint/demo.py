@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lucyshop import status
 from lucyshop.lab.checkpoint.cases import KILLED
+from lucyshop.lab.given.orders import OWNER
 from lucyshop.lab.loader import ROOT
 
 EVIDENCE = ROOT / ".scratch" / "checkpoint-evidence.json"
@@ -31,7 +32,7 @@ def killed_worker(case: Path) -> list[str]:
     except (OSError, ValueError, KeyError, TypeError):
         return []  # no pid observed: the report will say liveness is unknown
     registry = case / "workers.json"
-    registry.write_text(json.dumps({"lucy-worker": pid}) + "\n")
+    registry.write_text(json.dumps({OWNER: pid}) + "\n")
     return ["--workers", os.path.relpath(registry)]
 
 

@@ -21,17 +21,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lucyshop import approval
-from lucyshop.lab.given.orders import VANILLA
+from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ReferenceBlocked, _ImportBlocker, load_impl
 from lucyshop.lab.sandbox.relay import listen_inside
 from lucyshop.lab.services.processes import wait_for_file, write_ready
 
-OWNER = "lucy-worker"  # the replacement runs under the same service name: only generations differ
-OPERATOR = "lucy"
-POLICY = approval.SpendingPolicy(
-    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
-)
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
 DEADLINE = 20.0  # seconds any single wait may take before the case fails
 MODES = ("killed", "live", "paused", "sending", "cancel")

@@ -16,19 +16,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import psutil
-
 from lucyshop import approval, atomic
 from lucyshop.lab.checkpoint.checks import child_record, expect
-from lucyshop.lab.checkpoint.holder import DEADLINE, OWNER, POLICY
+from lucyshop.lab.checkpoint.holder import DEADLINE
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
+from lucyshop.lab.given.orders import OWNER, POLICY
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Remote, sandboxed_shop
 from lucyshop.lab.sandbox.jail import inside_pids
 from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
 from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
 from lucyshop.lab.sandbox.relay import Relay
-from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_until, write_ready
+from lucyshop.lab.services.processes import (
+    SharedGroupChildren,
+    is_stopped,
+    wait_exit,
+    wait_until,
+    write_ready,
+)
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.supplier import ledger_orders
 
@@ -210,12 +215,7 @@ class Shop:
 def stopped(child: Any) -> bool:
     """True once every process of the holder's sandbox is stopped by a signal."""
     pids = inside_pids(child)
-    try:
-        return bool(pids) and all(
-            psutil.Process(pid).status() == psutil.STATUS_STOPPED for pid in pids
-        )
-    except psutil.NoSuchProcess:
-        return False
+    return bool(pids) and all(is_stopped(pid) for pid in pids)
 
 
 class refused_models:

@@ -35,7 +35,7 @@ from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.renewer import attempts, renewals
 from lucyshop.lab.experiment.worker import SHOP
 from lucyshop.lab.given import exercise_kit as kit
-from lucyshop.lab.given.orders import VANILLA
+from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.renewals import prepare_renewals
 from lucyshop.lab.model.backend import (
     OLLAMA_HOST,
@@ -75,10 +75,6 @@ RECORDS_PLANS = {
     "quick": {"samples": 1, "max_tokens": 32},
 }
 OLLAMA_MODELS = ("qwen2.5:0.5b", "qwen2.5:1.5b")
-OWNER, OPERATOR = "lucy-worker", "lucy"
-POLICY = approval.SpendingPolicy(
-    frozenset({OPERATOR}), total_cents=10_000, automatic_order_cents=5_000
-)
 
 
 @contextlib.contextmanager

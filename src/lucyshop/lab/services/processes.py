@@ -27,6 +27,7 @@ from lucyshop.atomic import (
     read_regular,
     write_ready,  # noqa: F401  (re-exported: the lab's callers use it here)
 )
+from lucyshop.status.signals import GONE
 from lucyshop.validate import seconds
 
 T = TypeVar("T")
@@ -238,21 +239,13 @@ def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
 
 # ------------------------------------------------------------------ other processes, portably
 
-GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-
-
-def is_alive(pid: int) -> bool:
-    """Whether ``pid`` runs now; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        return psutil.Process(pid).status() not in GONE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True  # it exists, under another user
+# Whether a pid runs is lucyshop.status.signals.pid_alive, which the runtime's ``lucy status``
+# also asks: one definition of "alive" (a zombie is gone) for the shop and the lab.
 
 
 def is_stopped(pid: int) -> bool:
-    """Whether ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP) and not yet continued."""
+    """Whether ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP) and not yet continued: the
+    kit's one test of a paused process (the checkpoint's paused holder asks it of each pid)."""
     try:
         return psutil.Process(pid).status() == psutil.STATUS_STOPPED
     except (psutil.NoSuchProcess, psutil.AccessDenied):

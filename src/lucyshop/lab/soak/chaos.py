@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.given.orders import OWNER
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.services.processes import SharedGroupChildren, python_argv
 from lucyshop.lab.services.suppliers import supplier_process
@@ -28,7 +29,6 @@ from lucyshop.lab.soak.invariants import Evidence, read_evidence
 from lucyshop.lab.soak.script import SCRIPT_SECONDS, Script
 from lucyshop.lab.soak.shop import (
     REJECTED_SKU,
-    SERVICE,
     SUPPLIER,
     install_history,
     patient,
@@ -150,7 +150,7 @@ class Soak:
     def start(self, children: SharedGroupChildren, slot: Slot, supplier: Any) -> None:
         """Start the next process in ``slot``; two times in three under the shared service name."""
         rng = random.Random(f"owner:{self.config.seed}:{slot.index}:{slot.starts}")
-        slot.owner = SERVICE if rng.random() < 2 / 3 else f"w{slot.index}.{slot.starts}"
+        slot.owner = OWNER if rng.random() < 2 / 3 else f"w{slot.index}.{slot.starts}"
         name = f"w{slot.index}.{slot.starts}"
         argv = python_argv(
             "lucyshop.lab.soak",

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop import approval
+from lucyshop.lab.given.orders import OPERATOR
 
-OPERATOR = "lucy"
-SERVICE = "lucy-worker"  # the shared service name a restarted worker may come back under
 SUPPLIER = "dairy"
 SKUS = (
     "vanilla-tub",

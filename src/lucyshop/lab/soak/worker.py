@@ -26,8 +26,9 @@ from typing import Any
 
 from lucyshop import approval
 from lucyshop.atomic import write_ready
+from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.loader import load_impl
-from lucyshop.lab.soak.shop import OPERATOR, patient, policy_for, proposal_for
+from lucyshop.lab.soak.shop import patient, policy_for, proposal_for
 from lucyshop.supplier import SupplierClient
 
 
