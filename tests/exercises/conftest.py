@@ -15,8 +15,9 @@ One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is h
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
 judged by their receipts (every figure recomputed from the raw observations) and by the rows
-their runs left behind, named by paths that are data to check (``read``, ``ledger`` and
-``answer_receipt`` read them through ``lucyshop.lab.check.named``).
+their runs left behind. Exercise 6's run is the trusted side's own (``observed``); exercise
+5's receipt and shops are the answer's, named by paths that are data to check (``read``,
+``ledger`` and ``answer_receipt`` read them through ``lucyshop.lab.check.named``).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
 
 from lucyshop.lab.check import named
 from lucyshop.lab.check.plugin.collect import deadline_of
+from lucyshop.lab.exercises import runs as exercise_runs
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
-from lucyshop.lab.sandbox import Remote
+from lucyshop.lab.sandbox import Remote, sandboxed_shop
 from lucyshop.supplier import ledger_orders
 
 START_SECONDS = 60.0  # loading the answers to let a stub raise its own NotStarted
@@ -132,6 +134,49 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             directory / "receipt.json", quick=True, workdir=directory / "work", backend=GRADED
         )
     return answer(directory / "answer")
+
+
+@pytest.fixture(scope="module")
+def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Exercise 6 measured by the trusted side itself, quick, on the scripted model: the
+    records made with the answers' chapter functions in the sandbox, against a supplier of
+    ours whose ledger is kept out of the sandbox's reach; the answers' ``records_message``
+    called in the sandbox for the message (a string, or the test fails); the samples, the
+    figures and the receipt made and written here. A receipt, shop or ledger the answers'
+    own run writes earns nothing: none of them is read.
+
+    The same measurement as ``exercise_6_records`` (``lucyshop.lab.exercises.runs.records``),
+    with the sandbox's pieces. Yields what ``records`` returns (the receipt and the ledger in
+    a directory of ours, the shop in the sandbox's scratch), kept while the module runs.
+    """
+    chapter_file = request.config.stash[IMPL_PATH]
+    stop_if_stub(request, chapter_file.parent / EXERCISES, request.module.EXERCISE)
+    box = sandbox_for(request)
+    seconds = module_budget(request)
+    answers = load_exercises(request, seconds)
+    leases = box.load("ch13_leases.py", seconds=seconds)
+    scratch = tmp_path_factory.mktemp("observed")
+    box.share(scratch)
+
+    def message(order: dict) -> str:
+        text = answers.records_message(order)
+        if not isinstance(text, str):
+            raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
+        return text
+
+    with tempfile.TemporaryDirectory(prefix="trusted-") as kept:
+        yield exercise_runs.records(
+            Path(kept) / "receipt.json",
+            answers=chapter_file.parent / EXERCISES,
+            message=message,
+            quick=True,
+            backend=GRADED,
+            workdir=scratch,
+            ollama=False,
+            leases=leases,
+            kept=Path(kept),
+            open_shop=lambda path: sandboxed_shop(leases, path),
+        )
 
 
 # ---------------------------------------------------------------- reading back

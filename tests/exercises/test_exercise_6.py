@@ -1,8 +1,11 @@
 """Exercise 6, give the replacement the records: the recovery measurement with and without them.
 
-One quick run (real model samples) is shared by the tests. The counts are judged by
-recomputing them from the receipt's raw samples; the records by reading the shop and the
-supplier's ledger they came from, each named by the run: a path to check, never a fact.
+One quick run is shared by the tests, measured by the trusted side itself (``observed``): the
+answers' chapter functions and ``records_message`` are called in the sandbox, while the
+supplier, its ledger (kept out of the sandbox's reach), the model's samples and the receipt
+are this side's own. A receipt, shop or ledger the answers' own run writes earns nothing. The
+counts are judged by recomputing them from the receipt's raw samples; the records by reading
+the shop and the supplier's ledger they came from.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import pytest
 from lucyshop.lab.exercises.receipts import check_receipt
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
+from lucyshop.supplier import ledger_orders
 
 EXERCISE = "exercise_6_records"
 COMMITTED = ROOT / "evidence" / "ch13-exercise6-records-receipt.json"
@@ -20,8 +24,8 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture
-def result(ran):
-    return ran
+def result(observed):
+    return observed
 
 
 ORDER = {
@@ -40,12 +44,12 @@ def test_the_records_message_says_what_the_row_says_and_the_rule(exercises):
     assert "op-9999" in other and "ACCEPTED" in other and "op-4b7e" not in other
 
 
-def test_the_receipt_recomputes_from_its_observations(result, leases, answer_receipt):
-    assert check_receipt(answer_receipt(result), leases) == []
+def test_the_receipt_recomputes_from_its_observations(result, leases):
+    assert check_receipt(result["receipt"], leases) == []
 
 
-def test_the_receipt_records_its_provenance(result, answer_receipt):
-    receipt = answer_receipt(result)
+def test_the_receipt_records_its_provenance(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
     record, settings = receipt["provenance"], receipt["settings"]
     assert record["exercise"] == receipt["exercise"] == 6
     assert receipt["settings"]["backend"] == GRADED, "the run used the backend it was given"
@@ -68,19 +72,21 @@ def test_the_receipt_records_its_provenance(result, answer_receipt):
     assert settings["quick"] is True and settings["max_tokens"] > 0 and "temperature" in settings
 
 
-def test_the_records_given_are_the_shops_own(result, read, query, ledger, answer_receipt):
+def test_the_records_given_are_the_shops_own(result, read, query, load_receipt):
     db = read(result["shop"])
     orders = query(db, "SELECT operation, status, amount_cents FROM assistant_orders")
     assert len(orders) == 1 and orders[0]["status"] == "UNKNOWN"
     account = query(db, "SELECT reserved_cents FROM spending_account")[0]
     assert account["reserved_cents"] == orders[0]["amount_cents"], "its money is still reserved"
-    assert [row["operation"] for row in ledger(result["ledger_file"])] == [orders[0]["operation"]]
-    message = answer_receipt(result)["observations"]["messages"]["records"][-1]["content"]
+    assert [row["operation"] for row in ledger_orders(result["ledger_file"])] == [
+        orders[0]["operation"]
+    ]
+    message = load_receipt(result["receipt"])["observations"]["messages"]["records"][-1]["content"]
     assert orders[0]["operation"] in message and "UNKNOWN" in message
 
 
-def test_every_model_answered_both_transcripts(result, answer_receipt):
-    receipt = answer_receipt(result)
+def test_every_model_answered_both_transcripts(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
     for name, counts in receipt["figures"]["models"].items():
         for arm in ("plain", "records"):
             assert counts[arm]["samples"] == receipt["settings"]["samples"] > 0, (name, arm)

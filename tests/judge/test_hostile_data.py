@@ -1,4 +1,4 @@
-"""What comes from the sandbox is data to check, never a fact: a type, a path, a size.
+"""What comes from the sandbox is data to check, never a fact: a type, a path, a measurement.
 
 Each test is one real hostile file checked the way a student's is:
 
@@ -7,8 +7,14 @@ Each test is one real hostile file checked the way a student's is:
   the file's syntax alone: every row and the checkpoint are FAILING.
 - ``hostile/named_paths.py``: the answers of exercises 2, 5 and 6 name ``/dev/zero``, FIFOs,
   links out of their scratch and a database outside it as their receipt, shop and ledger.
-  Each is refused in one line naming the function, at once (no test times out), nothing of
-  the outside database reaches the feedback, and no process of the check grows past 1 GB.
+  Each that is read is refused in one line naming the function (exercise 6's are never
+  read: it is graded from the trusted side's own run), at once (no test times out),
+  nothing of the outside database reaches the feedback, and no process of the check grows
+  past 1 GB.
+- ``hostile/forge_measured.py``: exercise 6 measures nothing; it writes the committed receipt
+  (edited to read as a quick scripted run) and forges the shop and the ledger it describes,
+  and its records message only satisfies the unit test's order. Exercise 6 is graded from
+  what the trusted side measured itself: FAILING, on the records its message never gave.
 """
 
 from __future__ import annotations
@@ -22,18 +28,22 @@ from hostile_checks import (
     hand_in,
     hostile,
     leftovers,
+    reference,
     run_check,
     short_tmpdir,
     with_bodies,
 )
+from judge_files import ROOT
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint.judge import CASES
+from lucyshop.lab.model.backend import GRADED
 
 pytestmark = MARKS
 
 FAST = ("--test-timeout=15", "--case-timeout=30", "--checkpoint-timeout=240")
 PEAK_KIB = 1024 * 1024  # 1 GiB: what the trusted side may grow to, whatever a file names
+COMMITTED_6 = ROOT / "evidence" / "ch13-exercise6-records-receipt.json"
 
 
 def test_a_claimed_not_started_is_failing(tmp_path):
@@ -86,7 +96,7 @@ def test_paths_named_by_answers_are_refused_at_once(tmp_path):
     for label, function, refused in (
         ("exercise 2", "exercise_2_cancel_while_delayed", 1),  # its ledger
         ("exercise 5", "exercise_5_renewal", 4),  # its receipt twice, two shops
-        ("exercise 6", "exercise_6_records", 3),  # its receipt (a FIFO) thrice, its shop
+        ("exercise 6", "exercise_6_records", 0),  # graded from the trusted side's own run
     ):
         row = rows[label]
         messages = [failure["message"] for failure in row["failures"]]
@@ -96,4 +106,26 @@ def test_paths_named_by_answers_are_refused_at_once(tmp_path):
         assert not [m for m in messages if "timed out" in m], messages
     assert secret not in checked.everything()
     assert checked.peak_kib is not None and checked.peak_kib < PEAK_KIB, checked.peak_kib
+    assert left == [], left
+
+
+def test_a_forged_measurement_earns_nothing(tmp_path):
+    """The reference's chapter functions, and answers whose exercise 6 is forged."""
+    answers = tmp_path / "answers.py"
+    receipt = COMMITTED_6.read_text(encoding="utf-8")
+    answers.write_text(
+        with_bodies("return _forged()", "exercises.py")
+        + hostile("forge_measured", receipt=receipt, backend=GRADED),
+        encoding="utf-8",
+    )
+    chapter = hand_in(tmp_path / "hand-in", reference(), exercises=answers)
+    with short_tmpdir() as tmpdir:
+        checked = run_check(chapter, tmpdir, "--no-checkpoint", *FAST)
+        left = leftovers(checked.marker, str(tmpdir))
+    row = checked.rows()["exercise 6"]
+    assert row["status"] == "FAILING", row
+    failing = {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
+    # the trusted side's own records: its message gave the replacement none of them
+    assert "Continue the task." in failing["test_the_records_given_are_the_shops_own"], failing
+    assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
     assert left == [], left

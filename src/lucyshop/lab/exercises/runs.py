@@ -22,7 +22,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from tqdm import tqdm
@@ -322,21 +321,31 @@ def records(
     workdir: Path | None = None,
     progress: bool = False,
     ollama: bool = True,
+    leases: Any = None,
+    kept: Path | None = None,
+    open_shop: Callable[[Path], tuple[Any, Any]] | None = None,
 ) -> dict[str, Any]:
     """Exercise 6 measured with the answers' records ``message``; the receipt goes to ``out``.
 
     Returns ``receipt`` (its path), ``figures``, ``observations``, ``settings`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
+
+    The answers' own run loads their chapter file here. The trusted side's run (the exercise
+    check) passes ``leases``, the chapter in its sandbox, with ``open_shop`` (the shop paired
+    with a connection of its own), ``kept`` (where the supplier keeps its ledger, out of the
+    sandbox's reach) and a ``message`` that calls into the sandbox: every record, sample and
+    receipt is then its own observation.
     """
     plan = RECORDS_PLANS["quick" if quick else "full"]
-    leases, impl = kit.chapter(answers), kit.chapter_path(answers)
+    impl = kit.chapter_path(answers)
+    leases = kit.chapter(answers) if leases is None else leases
     record = receipts.provenance(
         command=_command(answers, 6, quick, out),
         code=[impl, answers, HERE, *DRIVERS],
         backend=backend,
     )
     with _workdir(workdir, "ch13-exercise6-") as tmp:
-        made = crashed_records(leases, tmp / "records")
+        made = crashed_records(leases, tmp / "records", kept=kept, open_shop=open_shop)
     operation = made["order"]["operation"]
     if operation != OPERATION:
         raise RuntimeError(f"the shop's operation {operation} is not the experiment's {OPERATION}")
@@ -396,14 +405,24 @@ def records(
     }
 
 
-def crashed_records(leases: ModuleType, directory: Path) -> dict[str, Any]:
+def crashed_records(
+    leases: Any,
+    directory: Path,
+    *,
+    kept: Path | None = None,
+    open_shop: Callable[[Path], tuple[Any, Any]] | None = None,
+) -> dict[str, Any]:
     """A worker sends the order; the supplier commits it and drops the reply; the worker stops
-    there. Returns the order as the shop records it and the ledger as the supplier does."""
+    there. Returns the order as the shop records it and the ledger as the supplier does.
+
+    The supplier keeps its ledger under ``kept`` (default: ``directory``); ``open_shop``
+    (default: ``leases.open_worker_shop``) opens the shop."""
     directory.mkdir(parents=True, exist_ok=True)
     shop = directory / "shop.db"
-    with supplier_process(directory / "supplier", identity=SUPPLIER) as supplier:
+    supplier_home = (kept if kept is not None else directory) / "supplier"
+    with supplier_process(supplier_home, identity=SUPPLIER) as supplier:
         supplier.set_faults(drop_next=1)
-        db, queue = leases.open_worker_shop(shop)
+        db, queue = (open_shop or leases.open_worker_shop)(shop)
         try:
             work_id = leases.enqueue(
                 queue,
