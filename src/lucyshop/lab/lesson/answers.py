@@ -114,22 +114,6 @@ def _exercise(n: int) -> dict[str, Any]:
     return _json(EVIDENCE / name[n])
 
 
-def _chapter11_lease_columns() -> int:
-    """Chapter 11's ``assignment_leases`` columns, read from a fresh kit shop, plus the one
-    column chapter 13's migration adds (the generation)."""
-    import tempfile
-
-    from lucyshop import approval
-
-    with tempfile.TemporaryDirectory(prefix="ch13-answer-") as tmp:
-        db, _ = approval.open_shop(Path(tmp) / "chapter11.db")
-        try:
-            columns = list(db.execute("PRAGMA table_info(assignment_leases)"))
-        finally:
-            db.close()
-    return len(columns) + 1
-
-
 def _step_share(lease: float = 2.0, step: float = 1.0, n: int = 1000) -> float:
     """Live leases claimed evenly over the last ``lease`` seconds: the share with at most
     ``step`` seconds left, which a forward step of the server's clock ends at once."""
@@ -251,10 +235,11 @@ ANSWERS: dict[str, Answer] = {
         _const(3),  # every claim and the cancel each raise it by one
         source="the rule",
     ),
-    "lease_columns_migrated": Answer(
-        _label("assignment_leases columns, migrated"),
-        _chapter11_lease_columns,
-        source="computed",
+    "transcript_rows_after_takeover": Answer(
+        _label("transcript rows the item keeps"),
+        # generation 1 wrote 2 before the takeover, generation 2 wrote 1; the stale one is refused
+        _const(2 + 1),
+        source="the rule",
     ),
     "items_from_four_deliveries": Answer(
         _label("work items from four deliveries"),
