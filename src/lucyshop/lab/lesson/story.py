@@ -52,9 +52,9 @@ def tail_shape(receipt: Mapping[str, Any]) -> list[str]:
     if kit < SHAPE * book:
         lines.append(
             "So the shapes differ, not only the seconds: the kit's slowest turn is much closer to"
-            f" its median than the book's. With {capped} of {len(turns)} turns cut off at the"
-            " cap, the cap, not the model, sets the kit's tail: raise it and the tail, and the"
-            " lease it needs, grow."
+            f" its median than the book's. With {capped} of {len(turns)} turns stopped at the"
+            " cap, the cap bounds the kit's tail: raise it and the tail, and the lease it"
+            " needs, would grow."
         )
     else:
         lines.append(
