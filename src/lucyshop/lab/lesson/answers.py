@@ -350,11 +350,11 @@ ANSWERS: dict[str, Answer] = {
         _const(0),  # by its clock, 599 s are left
         source="the rule",
     ),
-    "client_clock_lease_seconds": Answer(
-        _label("a client-clock lease, by the server's clock"),
-        _const(600 + 30),
-        source="computed",
-        unit=" s",
+    "ahead_worker_crash_taken_within_a_minute": Answer(
+        _label("its work taken over within a minute (1 yes, 0 no)"),
+        # its expires is its own clock + 30 s: 600 + 30 s past everyone else's now
+        _const(0),
+        source="the rule",
     ),
     "stale_writes_in_the_skew_trials": Answer(
         lambda: (
