@@ -21,9 +21,16 @@ from lucyshop.atomic import write_ready
 from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.soak import invariants
 from lucyshop.lab.soak import script as script_module
-from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_EXTRA, PAUSE_SHARE, Config, chaos_plan
+from lucyshop.lab.soak.chaos import (
+    CHAOS_EVERY,
+    PAUSE_EXTRA,
+    PAUSE_SHARE,
+    Config,
+    Soak,
+    chaos_plan,
+)
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
-from lucyshop.lab.soak.script import Script
+from lucyshop.lab.soak.script import SCRIPT_SECONDS, Script
 from lucyshop.lab.soak.shop import install_history, patient
 from lucyshop.store import BUSY_TIMEOUT_MS, WriteLockTimeout, connect, immediate, migrate
 from lucyshop.supplier import Ledger
@@ -336,3 +343,31 @@ def test_the_script_steps_on_events_and_arms_one_boundary_at_a_time(tmp_path, mo
     assert [s.step for s in script.stales] == ["done", "armed"]
     assert script.pending and "transcript write was never made" in script.problems()[0]
     history.close()
+
+
+def test_a_pending_scripted_write_keeps_one_more_assignment_coming(tmp_path):
+    """The soak's end is tied to the scripted write, not the clock: when every assignment is
+    finished before a turn took the armed token (a loaded machine), chaos goes on and one more
+    is admitted, up to ``most_items``; the invariants count what was admitted."""
+    config = Config(
+        2, 2, tmp_path, "solutions", 2, 12, 1.5, CHAOS_EVERY, PAUSE_SHARE, ("transcript",)
+    )
+    soak = Soak(config, leases=None, directory=tmp_path)
+    left = {"unfinished": 0}
+    soak.unfinished = lambda: left["unfinished"]  # the shop's count, without a shop
+    soak.enqueued = config.items  # all admitted, all finished, the write still pending
+    assert soak.chaos_goes_on(1.0) and soak.admitting == config.items, "inside its seconds"
+    assert soak.chaos_goes_on(3.0) and soak.admitting == config.items + 1
+    assert soak.chaos_goes_on(3.1) and soak.admitting == config.items + 1, "one at a time"
+    soak.enqueued, left["unfinished"] = config.items + 1, 1
+    assert soak.chaos_goes_on(3.2) and soak.admitting == config.items + 1, "a turn is under way"
+    left["unfinished"] = 0
+    assert not soak.chaos_goes_on(config.seconds + SCRIPT_SECONDS), "the script gives up"
+    assert config.most_items == 2 * config.items
+    soak.admitting = soak.enqueued = config.most_items
+    assert not soak.chaos_goes_on(3.3), "at most twice the items asked for"
+    soak.admitting = soak.enqueued = config.items
+    soak.script.stales[0].step = "done"
+    assert not soak.chaos_goes_on(3.4) and soak.admitting == config.items, "the write was made"
+    unscripted = Config(2, 2, tmp_path, "solutions", 2, 12, 1.5, CHAOS_EVERY, PAUSE_SHARE)
+    assert unscripted.most_items == unscripted.items

@@ -99,6 +99,15 @@ class Config:
         return round(self.timeout * 2, 3)  # a delayed reply always outlives the client's patience
 
     @property
+    def most_items(self) -> int:
+        """The most assignments the run may admit, and what its spending ceilings are sized for.
+
+        A scripted stale write still pending when the work runs out needs one more turn to
+        reach its boundary, so a scripted run may admit up to ``items`` more, one at a time
+        (``Soak.chaos_goes_on``); an unscripted run admits ``items`` exactly."""
+        return self.items * 2 if self.stale else self.items
+
+    @property
     def sessions(self) -> int:
         return max(2, self.workers * 3)
 
@@ -138,10 +147,11 @@ class Soak:
         self.counts = Counts()
         self.slots = [Slot(i) for i in range(config.workers)]
         self.enqueued = 0
+        self.admitting = config.items  # raised, one at a time, while a scripted write waits
         self.feeder_error: BaseException | None = None
         self.drain: dict[str, Any] = {}
         self.supplier_faults: dict[str, int] = {}
-        self.policy = policy_for(config.items)
+        self.policy = policy_for(config.most_items)
         self.facts: dict[str, Any] = {}
         self.script = Script(directory / "breaks", self.shop, config.stale)
 
@@ -168,7 +178,7 @@ class Soak:
             "--lease",
             str(self.config.lease),
             "--items",
-            str(self.config.items),
+            str(self.config.most_items),
             "--log",
             str(self.logs / f"{name}.jsonl"),
             "--stop",
@@ -277,7 +287,8 @@ class Soak:
 
         The backlog (three per worker) keeps workers busy, so chaos mostly strikes a worker in
         the middle of a turn; the spread keeps assignments coming until the end, so the drain
-        inherits work in flight. When chaos stops, whatever is left is admitted at once.
+        inherits work in flight. When chaos stops, whatever is left is admitted at once. It
+        runs until then, so an assignment ``chaos_goes_on`` adds late is admitted too.
         """
         try:
             db, queue = self.leases.open_worker_shop(self.shop)
@@ -285,11 +296,12 @@ class Soak:
             with closing(db):
                 config = self.config
                 backlog = config.workers * 3
-                while self.enqueued < config.items:
+                while self.enqueued < self.admitting or not stop.is_set():
                     elapsed = time.monotonic() - started
                     share = 1.0 if stop.is_set() else min(1.0, elapsed / config.seconds)
-                    first = min(config.items, config.workers * 2)  # something for everyone at once
-                    target = first + math.ceil((config.items - first) * share)
+                    items = self.admitting
+                    first = min(items, config.workers * 2)  # something for everyone at once
+                    target = first + math.ceil((items - first) * share)
                     pending = db.execute(
                         "SELECT count(*) FROM work WHERE state = 'pending'"
                     ).fetchone()[0]
@@ -332,7 +344,7 @@ class Soak:
             db, _ = self.leases.open_worker_shop(self.shop)
             patient(db, config.busy_timeout_ms)
             try:
-                install_history(db, config.items)
+                install_history(db, config.most_items)
                 self.chaos(children, supplier)
                 self.drain_queue(children, supplier, db)
                 self.supplier_faults = supplier.health()
@@ -342,7 +354,7 @@ class Soak:
             self.shop,
             self.dir / f"{SUPPLIER}-ledger.sqlite",
             self.logs,
-            items=config.items,
+            items=self.admitting,
             harness=self.harness_problems(),
             crashes=self.counts.crashes,
         )
@@ -378,7 +390,7 @@ class Soak:
                     report_at += 10.0
                     c = self.counts
                     print(
-                        f"  {elapsed:5.0f}s  enqueued {self.enqueued}/{config.items}, unfinished "
+                        f"  {elapsed:5.0f}s  enqueued {self.enqueued}/{self.admitting}, unfinished "
                         f"{self.unfinished()}, kills {c.kills}, pauses {c.pauses}, restarts "
                         f"{c.restarts}",
                         flush=True,
@@ -394,12 +406,19 @@ class Soak:
     def chaos_goes_on(self, elapsed: float) -> bool:
         """For the seconds asked, then until the scripted stale writes are made: a step waits
         for its event however slow the machine, up to SCRIPT_SECONDS more (then the soak fails
-        naming it), or until no work is left for a turn to reach the boundary."""
+        naming it). The end is tied to the write, not to the clock: when the work runs out
+        first (on a loaded machine every turn may finish before one takes the armed token), one
+        more assignment is admitted, so a turn can still reach the boundary."""
         if elapsed < self.config.seconds:
             return True
         if not self.script.pending or elapsed >= self.config.seconds + SCRIPT_SECONDS:
             return False
-        return self.enqueued < self.config.items or self.unfinished() > 0
+        if self.enqueued < self.admitting or self.unfinished() > 0:
+            return True
+        if self.admitting < self.config.most_items:
+            self.admitting += 1  # the feeder admits it; the invariants count it
+            return True
+        return False
 
     def drain_queue(
         self, children: SharedGroupChildren, supplier: Any, db: sqlite3.Connection

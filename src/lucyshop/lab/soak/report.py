@@ -82,7 +82,7 @@ def _supplier_figures(soak: Soak, ev: Evidence) -> dict[str, Any]:
         "orders_accepted": sum(1 for r in ledger if r["status"] == "ACCEPTED"),
         "outcomes": dict(sorted(ev.statuses.items())),
         "uncertain_left": sum(1 for o in orders if o["status"] in ("SENDING", "UNKNOWN")),
-        "assignments_without_order": soak.config.items
+        "assignments_without_order": soak.admitting
         - len({o["work_id"] for o in orders if o["operation"] in ordered}),
         "spent_cents": ev.money["spent_cents"],
         "reserved_cents": ev.money["reserved_cents"],
