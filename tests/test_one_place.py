@@ -62,3 +62,43 @@ def test_process_liveness_is_decided_in_one_place() -> None:
 def test_a_second_liveness_test_would_be_found() -> None:
     planted = "def stopped(pid):\n    return psutil.Process(pid).status() == STOPPED\n"
     assert state_readers(planted) == ["stopped"]
+
+
+def safe_lease_copies(source: str) -> list[int]:
+    """Lines of ``source`` that state the safe-lease factor: the longest turn
+    (``percentile(turns, 100)``) times anything but ``SAFE_LEASE_FACTOR``, or an assignment
+    to ``SAFE_LEASE_FACTOR``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            sides = (node.left, node.right)
+            if "SAFE_LEASE_FACTOR" not in map(ast.unparse, sides) and any(
+                isinstance(s, ast.Call)
+                and ast.unparse(s.func).endswith("percentile")
+                and len(s.args) == 2
+                and ast.unparse(s.args[1]) == "100"
+                for s in sides
+            ):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Assign) and "SAFE_LEASE_FACTOR" in map(ast.unparse, node.targets):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_safe_lease_factor_is_stated_once() -> None:
+    """Part A's third rule, exercise 5's bound and its safe lease without renewal are one
+    factor, in ``lucyshop.lab.experiment.receipt``."""
+    found = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in [*CODE, *(ROOT / "solutions").glob("*.py")]
+        if (lines := safe_lease_copies(path.read_text(encoding="utf-8")))
+    }
+    assert list(found) == ["src/lucyshop/lab/experiment/receipt.py"], found
+    assert len(found["src/lucyshop/lab/experiment/receipt.py"]) == 1
+
+
+def test_a_second_safe_lease_factor_would_be_found() -> None:
+    planted = (
+        "safe = 2 * leases.percentile(turns, 100)\nbound = leases.percentile(t, 100) * BOUND\n"
+    )
+    assert safe_lease_copies(planted) == [1, 2]

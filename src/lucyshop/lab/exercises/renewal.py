@@ -58,7 +58,7 @@ def figures(
             arm: _arm(by_arm(observations)[arm], turns, lease, bound, leases) for arm in ARMS
         },
         "detection": _renewed_detection(
-            observations["detection"]["trials"], turns, lease, interval, scan, leases
+            observations["detection"]["trials"], lease, interval, bound, scan, leases
         ),
         "hung": _hung(observations["hung"], bound, settings["window_factor"], scan),
     }
@@ -96,16 +96,17 @@ def _arm(
 
 def _renewed_detection(
     rows: Sequence[Mapping],
-    turns: Sequence[float],
     lease: float,
     interval: float,
+    safe: float,
     scan: float,
     leases: ModuleType,
 ) -> dict[str, Any]:
+    """The renewed run's detection delay, beside the one a lease of ``safe`` seconds (the bound:
+    the safe lease without renewal, by the receipt's own ``bound_factor``) would give."""
     delays = [row["takeover"]["took_at"] - row["killed_at"] for row in rows]
     measured = sum(delays) / len(delays)
     predicted = leases.detection_delay(lease, interval, scan)
-    safe = 2 * leases.percentile(turns, 100)
     return {
         "lease": lease,
         "renew_interval": interval,

@@ -31,6 +31,7 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.exercises import receipts as exercise_receipts
 from lucyshop.lab.exercises import renewal
 from lucyshop.lab.experiment import phases
+from lucyshop.lab.experiment.receipt import SAFE_LEASE_FACTOR, safe_lease
 from lucyshop.lab.experiment.renewer import attempts, renewals
 from lucyshop.lab.experiment.worker import SHOP
 from lucyshop.lab.given import exercise_kit as kit
@@ -61,7 +62,6 @@ DRIVERS = sorted(
 )
 SCAN_SECONDS = 0.05
 RENEW_SHARE = 1 / 3  # the renewer runs every third of a lease
-BOUND_FACTOR = 2.0  # the bound: twice the longest pilot turn, the safe lease without renewal
 WINDOW_FACTOR = 2.0  # how long the unbounded hung turn is watched: twice the bound
 DEADLINE = 30.0
 RENEWAL_PLANS = {
@@ -141,7 +141,7 @@ def renewal(
             pilot = phases.pilot(lab, plan["pilot"], seeds["pilot"], bar)
         turns = [row["seconds"] for row in pilot["turns"]]
         lease = leases.percentile(turns, 50)
-        bound = BOUND_FACTOR * leases.percentile(turns, 100)
+        bound = safe_lease(turns, leases)  # the renewer's bound
         lab.worker_args = (
             "--answers",
             str(answers),
@@ -180,7 +180,7 @@ def renewal(
         "arms": list(ARMS),
         "scan_seconds": SCAN_SECONDS,
         "renew_share": RENEW_SHARE,
-        "bound_factor": BOUND_FACTOR,
+        "bound_factor": SAFE_LEASE_FACTOR,
         "window_factor": WINDOW_FACTOR,
         "seed": seed,
         "seeds": seeds,

@@ -27,6 +27,9 @@ from lucyshop.lab.experiment.overhead import TARGET_SHARE, summary
 SCHEMA = 2
 SCHEMA_NAME = "leases"
 TARGETS = (0.5, 0.1, 0.05, 0.0)
+# The safe lease without renewal: twice the longest pilot turn. Part A tests it as a rule and
+# exercise 5 bounds a renewer by it (its receipt records this factor as ``bound_factor``).
+SAFE_LEASE_FACTOR = 2.0
 RULES = {
     "median": "the pilot median (p50)",
     "p90": "the pilot p90",
@@ -42,8 +45,14 @@ def rule_leases(turns: Sequence[float], leases: ModuleType) -> dict[str, float]:
     return {
         "median": leases.percentile(turns, 50),
         "p90": leases.percentile(turns, 90),
-        "twice_max": 2 * leases.percentile(turns, 100),
+        "twice_max": safe_lease(turns, leases),
     }
+
+
+def safe_lease(turns: Sequence[float], leases: ModuleType) -> float:
+    """The lease no pilot turn outlives even at twice its length: ``SAFE_LEASE_FACTOR`` times
+    the longest turn."""
+    return SAFE_LEASE_FACTOR * leases.percentile(turns, 100)
 
 
 def figures(
