@@ -1,6 +1,6 @@
 """Suite-wide: the implementation options, a guard that no test leaves a process behind
 (``leftovers``), and the shop fixtures every suite shares (``shop_fixtures``: ``supplier``,
-``shared_supplier``, ``held``)."""
+``shared_supplier``, ``garbage_supplier``, ``held``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 from impls import IMPL_PATH, chapter_of
 from schedule import TESTS, rank
-from shop_fixtures import held, shared_supplier, supplier  # noqa: F401  (fixtures for every suite)
+from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
+    garbage_supplier,
+    held,
+    shared_supplier,
+    supplier,
+)
 
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.loader import ENV, ImplementationError, block_for

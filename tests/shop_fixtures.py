@@ -2,7 +2,12 @@
 
 - ``VANILLA``: the order most tests propose (six vanilla tubs, ``VANILLA_CENTS``).
 - ``free_port()`` and ``dead_endpoint()``: a port that was free a moment ago, where nothing
-  listens (a supplier, a model server or a database that is not there).
+  listens (a supplier, a model server or a database that is not there); the lab's, which the
+  exercise answers are given (``lucyshop.lab.given.exercise_kit``).
+- ``garbage_supplier``: the endpoint of a server that answers like a supplier but never with a
+  supplier's receipt (``GarbageHandler``).
+- ``CHANGED_TABLES``: the shop's tables a claim, a fence or a recovery may change, which a
+  test reads back before and after a call.
 - ``supplier``: a real supplier process for one test, ``shared_supplier`` one for a whole
   test file (its tests only add to its ledger); both reject ``REJECTED_SKU``.
 - ``held``: one work item claimed by ``till`` for 30 s, in whichever suite asks; the suite
@@ -15,31 +20,31 @@ imported from here. ``tests/test_shop_fixtures.py`` fails when any of them is st
 
 from __future__ import annotations
 
-import socket
+import json
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from lucyshop.lab.given.exercise_kit import dead_endpoint, free_port
 from lucyshop.lab.given.orders import VANILLA, VANILLA_CENTS
 from lucyshop.lab.services.suppliers import RunningSupplier, supplier_process
 
-__all__ = ["VANILLA", "VANILLA_CENTS"]  # the shop's order, from the lab's one statement of it
+# the shop's order and a dead address, from the lab's one statement of each
+__all__ = ["VANILLA", "VANILLA_CENTS", "dead_endpoint", "free_port"]
 
 REJECTED_SKU = "oat-milk"  # the test suppliers refuse it: a conclusive REJECTED receipt
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bound, then closed)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def dead_endpoint() -> str:
-    """An endpoint nobody listens on: a port that was free a moment ago."""
-    return f"http://127.0.0.1:{free_port()}"
+CHANGED_TABLES = (  # what a claim, a fence or a recovery may change
+    "work",
+    "assignment_leases",
+    "transcript",
+    "outcomes",
+    "assistant_orders",
+    "spending_account",
+)
 
 
 def running_supplier(directory: Path) -> Any:
@@ -60,6 +65,63 @@ def shared_supplier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     """One supplier process for a whole test file, for tests that only add to its ledger."""
     with running_supplier(tmp_path_factory.mktemp("supplier")) as running:
         yield running
+
+
+class GarbageHandler(BaseHTTPRequestHandler):
+    """Answers ``/orders/...`` like a supplier, never with a supplier's receipt: HTML to any
+    path, and to the paths in ``replies`` a receipt of the wrong shape, another supplier's
+    receipt or a 500."""
+
+    protocol_version = "HTTP/1.1"
+    html: ClassVar[tuple[int, bytes]] = (200, b"<html>certainly, your order</html>")
+    replies: ClassVar[dict[str, tuple[int, bytes]]] = {
+        "/orders/op-shape": (200, b'{"status": "ACCEPTED"}'),
+        "/orders/op-other": (
+            200,
+            json.dumps(
+                {
+                    "operation": "op-other",
+                    "status": "ACCEPTED",
+                    "supplier": "bakery",
+                    "order_number": 1,
+                    "amount_cents": 1,
+                    "reason": None,
+                }
+            ).encode(),
+        ),
+        "/orders/op-crash": (500, b'{"error": "database is locked"}'),
+    }
+
+    def answer(self) -> None:
+        if length := int(self.headers.get("Content-Length") or 0):
+            self.rfile.read(length)
+        status, body = self.replies.get(self.path, self.html)
+        self.send_response(status)
+        self.send_header(
+            "Content-Type", "text/html" if body.startswith(b"<") else "application/json"
+        )
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def garbage_supplier() -> Iterator[str]:
+    """The endpoint of a ``GarbageHandler`` server, for a whole test file (it keeps no state)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 @pytest.fixture

@@ -16,17 +16,15 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from shop_fixtures import VANILLA
+from shop_fixtures import CHANGED_TABLES, VANILLA
 
 from lucyshop import approval
 from lucyshop.lab.given.orders import OPERATOR, POLICY
@@ -41,14 +39,6 @@ from lucyshop.supplier import (
 )
 
 LEASES = load_impl("solutions")
-TABLES = (
-    "work",
-    "assignment_leases",
-    "transcript",
-    "outcomes",
-    "assistant_orders",
-    "spending_account",
-)
 
 
 # ------------------------------------------------------------------ the world each row runs in
@@ -70,41 +60,9 @@ class World:
     def read_back(self) -> dict[str, Any]:
         rows = {
             t: [tuple(r) for r in self.db.execute(f"SELECT * FROM {t} ORDER BY rowid")]
-            for t in TABLES
+            for t in CHANGED_TABLES
         }
         return rows | {"ledger": ledger_orders(self.supplier.database)}
-
-
-class GarbageHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def answer(self) -> None:
-        if length := int(self.headers.get("Content-Length") or 0):
-            self.rfile.read(length)
-        body = b"<html>certainly, your order</html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = answer
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def garbage() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +75,8 @@ def hanging() -> Iterator[str]:
 
 
 @pytest.fixture
-def world(tmp_path, shared_supplier, garbage, hanging) -> Iterator[World]:
+def world(tmp_path, shared_supplier, garbage_supplier, hanging) -> Iterator[World]:
+    garbage = garbage_supplier
     supplier = shared_supplier
     path = tmp_path / "shop.db"
     db, queue = LEASES.open_worker_shop(path)

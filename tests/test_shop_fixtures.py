@@ -3,11 +3,13 @@ and the shop itself once in the whole kit, in ``lucyshop.lab.given.orders``: the
 (``VANILLA``), the workers' service name (``OWNER``), the operator (``OPERATOR``) and the
 spending policy (``POLICY``), by name or written out.
 
-The order every suite proposes (``VANILLA``, and the same dict written out), the free-port
-probe (a socket bound to port 0 and closed, not listened on), ``dead_endpoint``, and the
-``supplier``, ``shared_supplier`` and ``held`` fixtures. A second copy drifts from the first
-(a different rejected SKU, a different claim), so a test file that needs one imports it or
-asks for the fixture.
+The order every suite proposes (``VANILLA``, and the same dict written out), the tables a
+test reads back (``CHANGED_TABLES``, or the same list written out), the ``supplier``,
+``shared_supplier``, ``garbage_supplier`` (its ``GarbageHandler``) and ``held`` fixtures; and
+in the whole kit once, in ``lucyshop.lab.given.exercise_kit``, the free-port probe (a socket
+bound to port 0 and closed, not listened on) and ``dead_endpoint``. A second copy drifts from
+the first (a different rejected SKU, a different claim), so a test file that needs one imports
+it or asks for the fixture.
 """
 
 from __future__ import annotations
@@ -16,22 +18,22 @@ import ast
 from pathlib import Path
 
 import pytest
-from shop_fixtures import VANILLA
+from shop_fixtures import CHANGED_TABLES, VANILLA
 
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 HOME = TESTS / "shop_fixtures.py"
-ORDERS = ROOT / "src" / "lucyshop" / "lab" / "given" / "orders.py"
+GIVEN = ROOT / "src" / "lucyshop" / "lab" / "given"
+ORDERS, EXERCISE_KIT = GIVEN / "orders.py", GIVEN / "exercise_kit.py"
 KIT = sorted(
     p
     for folder in ("src", "solutions", "learner", "checkpoints")
     for p in (ROOT / folder).rglob("*.py")
-    if p != ORDERS
+    if p not in (ORDERS, EXERCISE_KIT)
 )
-DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU", "OWNER", "OPERATOR", "POLICY"}
-SHOP = ("VANILLA", "OWNER", "OPERATOR", "POLICY")  # the facts given.orders states for the kit
+DATA = {"VANILLA", "VANILLA_CENTS", "REJECTED_SKU", "OWNER", "OPERATOR", "POLICY", "CHANGED_TABLES"}
 DEFINED = {
     "free_port",
     "_free_port",
@@ -39,6 +41,10 @@ DEFINED = {
     "running_supplier",
     "supplier",
     "shared_supplier",
+    "garbage",
+    "garbage_endpoint",
+    "garbage_supplier",
+    "GarbageHandler",
     "held",
 }
 
@@ -58,6 +64,13 @@ def restatements(source: str) -> list[str]:
             if node.name in DEFINED:
                 found.append((node.lineno, f"def {node.name}"))
             found += [(line, f"a free-port probe in {node.name}()") for line in probes(node)]
+        elif isinstance(node, ast.ClassDef) and node.name in DEFINED:
+            found.append((node.lineno, f"class {node.name}"))
+        elif isinstance(node, ast.Tuple | ast.List) and literal(node) in (
+            CHANGED_TABLES,
+            list(CHANGED_TABLES),
+        ):
+            found.append((node.lineno, "the CHANGED_TABLES list written out"))
         elif isinstance(node, ast.Dict) and literal(node) == VANILLA:
             found.append((node.lineno, "the VANILLA order written out"))
         elif isinstance(node, ast.Constant) and node.value == OWNER:
@@ -127,14 +140,15 @@ def test_no_shared_fixture_is_stated_again(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", KIT, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_the_order_is_written_out_nowhere_else_in_the_kit(path: Path) -> None:
-    """The checkpoint, the experiment, the exercises and the reference import the one order."""
+def test_the_shop_is_written_out_nowhere_else_in_the_kit(path: Path) -> None:
+    """The checkpoint, the experiment, the exercises and the reference import the one shop
+    (``given.orders``) and the one dead address (``given.exercise_kit``)."""
     found = [
         line
         for line in restatements(path.read_text(encoding="utf-8"))
-        if any(fact in line for fact in SHOP)
+        if "REJECTED_SKU" not in line  # the tests' own; the soak's supplier rejects another
     ]
-    assert found == [], f"{path.relative_to(ROOT)}: import it from lucyshop.lab.given.orders"
+    assert found == [], f"{path.relative_to(ROOT)}: import it from lucyshop.lab.given"
 
 
 def test_the_shop_lives_in_the_labs_given_orders() -> None:
@@ -152,11 +166,25 @@ def test_the_shop_lives_in_the_labs_given_orders() -> None:
 
 
 def test_the_fixtures_live_in_shop_fixtures() -> None:
-    found = restatements(HOME.read_text(encoding="utf-8"))
-    assert {line.split(": ", 1)[1] for line in found} >= {
-        "def free_port",
+    found = {line.split(": ", 1)[1] for line in restatements(HOME.read_text(encoding="utf-8"))}
+    assert not {line for line in found if "free_port" in line or "dead_endpoint" in line}, (
+        "the dead address is the lab's: import it from lucyshop.lab.given.exercise_kit"
+    )
+    assert found >= {
         "def supplier",
+        "def garbage_supplier",
+        "class GarbageHandler",
         "def held",
+        "CHANGED_TABLES = ...",
+        "the CHANGED_TABLES list written out",
+    }
+
+
+def test_the_dead_address_lives_in_the_given_exercise_kit() -> None:
+    found = restatements(EXERCISE_KIT.read_text(encoding="utf-8"))
+    assert {line.split(": ", 1)[1] for line in found} == {
+        "def free_port",
+        "def dead_endpoint",
         "a free-port probe in free_port()",
     }
 
@@ -197,6 +225,12 @@ ME: str = "lucy"
 STRICT = approval.SpendingPolicy({ME}, 10_000, automatic_order_cents=5_000)
 ROOMY = SpendingPolicy({"lucy"}, total_cents=50_000, automatic_order_cents=10_000)
 registry = {"lucy-worker": 4242}
+
+class GarbageHandler(BaseHTTPRequestHandler):
+    pass
+
+TABLES = ["work", "assignment_leases", "transcript", "outcomes", "assistant_orders",
+          "spending_account"]
 """
     assert restatements(planted) == [
         "line 2: VANILLA = ...",
@@ -211,4 +245,6 @@ registry = {"lucy-worker": 4242}
         "line 31: the OPERATOR name written out",
         "line 32: the shop's POLICY written out",
         "line 34: the OWNER name written out",
+        "line 36: class GarbageHandler",
+        "line 39: the CHANGED_TABLES list written out",
     ]

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from impls import IMPL_PATH
 from sandboxes import budget, sandbox_for
-from shop_fixtures import VANILLA
+from shop_fixtures import CHANGED_TABLES, VANILLA
 
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
@@ -174,17 +174,7 @@ def work(db: sqlite3.Connection, work_id: int) -> dict:
 
 def snapshot(db: sqlite3.Connection) -> dict[str, list[dict]]:
     """The tables a claim, a fence or a recovery may change."""
-    return {
-        table: rows(db, table)
-        for table in (
-            "work",
-            "assignment_leases",
-            "transcript",
-            "outcomes",
-            "assistant_orders",
-            "spending_account",
-        )
-    }
+    return {table: rows(db, table) for table in CHANGED_TABLES}
 
 
 def finish_by_sql(db: sqlite3.Connection, work_id: int) -> None:

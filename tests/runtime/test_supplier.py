@@ -15,8 +15,6 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -246,58 +244,13 @@ def test_a_client_against_a_dead_port_is_unavailable_and_keeps_its_identity():
     assert client.identity == "dairy" and client.timeout == 0.5
 
 
-class GarbageHandler(BaseHTTPRequestHandler):
-    replies: ClassVar[dict[str, tuple[int, bytes]]] = {
-        "/orders/op-html": (200, b"<html>not json</html>"),
-        "/orders/op-shape": (200, b'{"status": "ACCEPTED"}'),
-        "/orders/op-other": (
-            200,
-            json.dumps(
-                {
-                    "operation": "op-other",
-                    "status": "ACCEPTED",
-                    "supplier": "bakery",
-                    "order_number": 1,
-                    "amount_cents": 1,
-                    "reason": None,
-                }
-            ).encode(),
-        ),
-        "/orders/op-crash": (500, b'{"error": "database is locked"}'),
-    }
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        status, body = self.replies[self.path]
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def garbage_endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), GarbageHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 @pytest.mark.parametrize(
     ("operation", "said"),
     [("op-html", "garbage"), ("op-shape", "garbage"), ("op-other", "bakery"), ("op-crash", "500")],
     ids=["not-json", "not-a-receipt", "another-suppliers-receipt", "server-error"],
 )
-def test_a_server_that_answers_garbage_is_unavailable(garbage_endpoint, operation, said):
-    client = SupplierClient(garbage_endpoint, identity="dairy", timeout=2)
+def test_a_server_that_answers_garbage_is_unavailable(garbage_supplier, operation, said):
+    client = SupplierClient(garbage_supplier, identity="dairy", timeout=2)
 
     with pytest.raises(SupplierUnavailable, match=said):
         client.order(operation, VANILLA)

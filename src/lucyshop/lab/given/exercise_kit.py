@@ -4,7 +4,7 @@
 only its idea: which chapter file (``chapter``), what a refused write said (``attempt``), and
 the rows a shop holds afterwards (``rows``, ``lease_row``, ``outcome_row``, ``transcript_rows``),
 a worker's turn held between two writes (``HeldTurn``) and an address nobody answers
-(``dead_endpoint``).
+(``dead_endpoint``, on a port from ``free_port``). The tests take these two from here too.
 """
 
 from __future__ import annotations
@@ -121,8 +121,14 @@ class HeldTurn(threading.Thread):
         return {k: v for k, v in self.result.items() if k != "exception"}
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def dead_endpoint() -> str:
-    """An address nobody answers: a port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+    """An address nobody answers: a port that was free a moment ago, where nothing listens (a
+    supplier, a model server or a database that is not there)."""
+    return f"http://127.0.0.1:{free_port()}"
