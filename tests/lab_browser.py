@@ -198,7 +198,9 @@ const inView = app => app && (app.shell.currentWidget || Array.from(app.shell.wi
 
 # JupyterLab's own Run All on the notebook in view, from cleared outputs: the kernel is
 # waited for, then every output and execution count is cleared, then the cells are run.
-RUN_ALL = PANEL + """
+RUN_ALL = (
+    PANEL
+    + """
 const done = arguments[arguments.length - 1];
 const app = window.jupyterapp;
 const panel = inView(app);
@@ -208,9 +210,12 @@ panel.sessionContext.ready
   .then(() => { app.commands.execute('notebook:run-all-cells'); done('started'); })
   .catch(error => done('error: ' + error));
 """
+)
 
 # What the run left: code cells not executed, error outputs (name: value), the kernel's status.
-RAN = PANEL + """
+RAN = (
+    PANEL
+    + """
 const panel = inView(window.jupyterapp);
 const cells = panel.content.model.cells;
 let unexecuted = 0; const errors = [];
@@ -226,6 +231,7 @@ for (let i = 0; i < cells.length; i++) {
 const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
 return {unexecuted: unexecuted, errors: errors, status: kernel ? kernel.status : 'none'};
 """
+)
 
 SAVE = """
 const done = arguments[arguments.length - 1];
@@ -261,13 +267,16 @@ def run_all(driver: object, timeout: float, settle: float = 15.0) -> dict:
 
 # Whether the notebook in view has unsaved changes once its kernel is up (JupyterLab rewrites
 # the kernelspec's display name, and folded cells' metadata, when they differ from its own).
-DIRTY = PANEL + """
+DIRTY = (
+    PANEL
+    + """
 const done = arguments[arguments.length - 1];
 const panel = inView(window.jupyterapp);
 panel.sessionContext.ready
   .then(() => new Promise(wait => setTimeout(wait, 2000)))
   .then(() => done(panel.context.model.dirty), e => done('error: ' + e));
 """
+)
 
 
 def dirty(driver: object) -> object:

@@ -377,7 +377,7 @@ def plot(receipt: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lucyshop.lab.lesson.show import wilson
+    from lucyshop.lab.evidence.stats import wilson
 
     figure, panels = plt.subplots(1, 2, figsize=(10, 4.8), sharey=True)
     series = (  # (store, fate, which count, label, marker, colour)

@@ -8,6 +8,7 @@
   tie-corrected normal approximation with a continuity correction.
 - ``median_interval(values)``: a distribution-free confidence interval for the median, from
   two order statistics of the sample (the sign test's interval).
+- ``wilson(k, n)``: the Wilson score interval of a share k/n.
 """
 
 from __future__ import annotations
@@ -104,3 +105,14 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> dict[s
         "high": ordered[n - 1 - left_out],
         "confidence": max(0.0, 1.0 - missed(left_out)),
     }
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a share k/n (95% with z = 1.96): honest at n = 20 and at
+    k = 0, where the plain k/n ± z·sqrt(p(1-p)/n) collapses to a point."""
+    if n <= 0:
+        raise ValueError("n must be positive")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.evidence.stats import wilson  # noqa: F401 - the notebooks' lesson.wilson
 from lucyshop.lab.lesson.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import CaseResult, Status
@@ -417,17 +418,6 @@ def _figure(value: float, *, sign: bool = False) -> str:
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):+d}" if sign else f"{int(value)}"
     return f"{value:+.3g}" if sign else f"{value:.3g}"
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a share k/n (95% with z = 1.96): honest at n = 20 and at
-    k = 0, where the plain k/n ± z·sqrt(p(1-p)/n) collapses to a point."""
-    if n <= 0:
-        raise ValueError("n must be positive")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 # ------------------------------------------------ were the pilot and the trials alike?
