@@ -19,32 +19,22 @@ from __future__ import annotations
 import itertools
 import shutil
 import sqlite3
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from impls import IMPL_PATH
+from learner_support import T
 from sandboxes import budget, sandbox_for
-from shop_fixtures import CHANGED_TABLES, VANILLA
 
-from lucyshop.approval import SpendingPolicy, approve, propose
+from lucyshop.approval import SpendingPolicy
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
 from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
-
-# The test modules import the helpers below as ``from learner_support import ...``. The name
-# ``conftest`` is shared by every conftest.py and means whichever pytest loaded last, so
-# ``from conftest import`` breaks as soon as a run also loads tests/runtime/conftest.py.
-sys.modules["learner_support"] = sys.modules[__name__]
-
-T = 1_000.0  # the injected clock of the tests that work inside a lease
-
 
 # The function each test module is about, where the module name alone does not say it.
 FUNCTION_OF_MODULE = {"test_worker_id": "Claim.worker_id"}
@@ -158,40 +148,6 @@ def policy() -> SpendingPolicy:
     return SpendingPolicy(operators={OPERATOR}, total_cents=50_000, automatic_order_cents=10_000)
 
 
-def rows(db: sqlite3.Connection, table: str, order: str = "rowid") -> list[dict]:
-    """Every row of ``table`` as dicts: what the tests read back."""
-    return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY {order}")]
-
-
-def lease(db: sqlite3.Connection, work_id: int) -> dict | None:
-    row = db.execute("SELECT * FROM assignment_leases WHERE work_id = ?", (work_id,)).fetchone()
-    return None if row is None else dict(row)
-
-
-def work(db: sqlite3.Connection, work_id: int) -> dict:
-    return dict(db.execute("SELECT * FROM work WHERE work_id = ?", (work_id,)).fetchone())
-
-
-def snapshot(db: sqlite3.Connection) -> dict[str, list[dict]]:
-    """The tables a claim, a fence or a recovery may change."""
-    return {table: rows(db, table) for table in CHANGED_TABLES}
-
-
-def finish_by_sql(db: sqlite3.Connection, work_id: int) -> None:
-    """Move work to finished with the supplied schema alone (no chapter-13 function)."""
-    db.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (work_id,))
-
-
-def approved_order(
-    db: sqlite3.Connection, held, supplier: str, policy: SpendingPolicy, *, now=None
-):
-    """Propose six vanilla tubs for the held work and record the operator's approval."""
-    order = propose(db, held, supplier=supplier, proposal=VANILLA, now=now)
-    return approve(
-        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now
-    )
-
-
 @pytest.fixture
 def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str], Any]]:
     """``rival_at_every_moment(what)``: a rival who takes ``held``'s work over before any
@@ -205,16 +161,3 @@ def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str
         yield lambda what: RivalAtEveryMoment(probes, db, held, WRITERS[what], home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-
-
-@contextmanager
-def refuses(kind: type[BaseException], what: str):
-    """Expect ``kind`` from the block; on anything else that returns, fail saying ``what``.
-
-    Other exceptions (a ``NotStarted`` included) propagate unchanged.
-    """
-    try:
-        yield
-    except kind:
-        return
-    pytest.fail(f"{what} should raise {kind.__name__}", pytrace=False)

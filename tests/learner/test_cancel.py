@@ -12,7 +12,6 @@ import json
 
 import pytest
 from learner_support import (
-    OPERATOR,
     T,
     approved_order,
     lease,
@@ -24,6 +23,7 @@ from learner_support import (
 from shop_fixtures import VANILLA_CENTS
 
 from lucyshop.approval import account, approve, execute, get_order, propose
+from lucyshop.lab.given.orders import OPERATOR
 
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}  # 1800 cents
 OAT = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}  # 600 cents

@@ -18,11 +18,11 @@ from learner_support import (
     lease,
     refuses,
     rows,
-    sandboxed_shop,
     snapshot,
     work,
 )
 
+from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
 from lucyshop.store import immediate
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from learner_support import refuses, sandboxed_shop
+from learner_support import refuses
 
+from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.store import schema_version
 
 

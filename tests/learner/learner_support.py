@@ -1,0 +1,73 @@
+"""The learner suite's helpers, which its test modules import (``from learner_support import
+...``): reading a shop back, a shop in a state no chapter function made, and expecting a refusal.
+
+A module of its own, not the conftest: the name ``conftest`` is shared by every conftest.py and
+means whichever pytest loaded last. The fixtures stay in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from shop_fixtures import CHANGED_TABLES, VANILLA
+
+from lucyshop.approval import SpendingPolicy, approve, propose
+from lucyshop.lab.given.orders import OPERATOR
+
+T = 1_000.0  # the injected clock of the tests that work inside a lease
+
+
+def rows(db: sqlite3.Connection, table: str, order: str = "rowid") -> list[dict]:
+    """Every row of ``table`` as dicts: what the tests read back."""
+    return [dict(r) for r in db.execute(f"SELECT * FROM {table} ORDER BY {order}")]
+
+
+def lease(db: sqlite3.Connection, work_id: int) -> dict | None:
+    row = db.execute("SELECT * FROM assignment_leases WHERE work_id = ?", (work_id,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def work(db: sqlite3.Connection, work_id: int) -> dict:
+    return dict(db.execute("SELECT * FROM work WHERE work_id = ?", (work_id,)).fetchone())
+
+
+def snapshot(db: sqlite3.Connection) -> dict[str, list[dict]]:
+    """The tables a claim, a fence or a recovery may change."""
+    return {table: rows(db, table) for table in CHANGED_TABLES}
+
+
+def finish_by_sql(db: sqlite3.Connection, work_id: int) -> None:
+    """Move work to finished with the supplied schema alone (no chapter-13 function)."""
+    db.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (work_id,))
+
+
+def approved_order(
+    db: sqlite3.Connection,
+    held: Any,
+    supplier: str,
+    policy: SpendingPolicy,
+    *,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Propose six vanilla tubs for the held work and record the operator's approval."""
+    order = propose(db, held, supplier=supplier, proposal=VANILLA, now=now)
+    return approve(
+        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now
+    )
+
+
+@contextmanager
+def refuses(kind: type[BaseException], what: str) -> Iterator[None]:
+    """Expect ``kind`` from the block; on anything else that returns, fail saying ``what``.
+
+    Other exceptions (a ``NotStarted`` included) propagate unchanged.
+    """
+    try:
+        yield
+    except kind:
+        return
+    pytest.fail(f"{what} should raise {kind.__name__}", pytrace=False)
