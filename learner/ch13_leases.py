@@ -15,7 +15,9 @@ reference solutions blocked: nothing here may import ``solutions``.
 What you may use: the standard library and the runtime of earlier chapters, which you read
 but never edit: ``lucyshop.store`` (``immediate``, ``migrate``), ``lucyshop.queue``
 (``WorkQueue``), ``lucyshop.approval`` (``open_shop``, ``execute``, ``orders_for``,
-``record_receipt``, ``SpendingPolicy``).
+``record_receipt``, ``SpendingPolicy``), and ``lucyshop.validate``, whose checks raise the
+ValueError each docstring's limits ask for (``seconds`` for a duration, ``clock`` for
+``now``, ``label`` for an owner, ``string``, ``text``, ``json_text``, ``row_id``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lucyshop import validate  # noqa: F401  (the limits the docstrings state)
 from lucyshop.approval import (  # noqa: F401
     CONCLUSIVE,
     UNCERTAIN,

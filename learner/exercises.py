@@ -1,47 +1,23 @@
 """Exercises 13: your answers to the exercise book (notebook 13c).
 
 You own this file, beside your ``ch13_leases.py``. Each answer is a function that raises
-``NotStarted``; replace the ``raise NotStarted(...)`` line with your answer, keeping the
-signature, and replace the "Explain in your own words" paragraph of an exercise's docstring
-with your explanation of what it shows. Notebook 13c, section "Exercise N", says what each one
-asks.
+``NotStarted``: replace that line with your answer, keeping the signature, and replace the
+"Explain in your own words" paragraph of its docstring with your explanation. Notebook 13c,
+section "Exercise N", says what each one asks. Check your work at any time:
 
-Check your work at any time:
-
-    make check                                                   # a row per exercise
-    .venv/bin/python -m pytest tests/exercises --impl learner -q
+    make check                                                      # a row per exercise
     .venv/bin/python -m pytest tests/exercises/test_exercise_3.py --impl learner -q
+    .venv/bin/python learner/exercises.py N [--quick]               # one answer on its own
 
-Each check calls your function, then judges what it returned *and* what the databases hold
-(it opens the files whose paths you return). Exercises 5 and 6 are measurements, and the
-measuring is given: you write the ideas (``renew`` and ``keep_renewing``, the renewer; and
-``records_message``), and ``lucyshop.lab.exercises.runs`` measures them with the Part A
-experiment's workers and phases, writing a receipt that ``lucyshop.lab.exercises.receipts``
-recomputes. The checks run them in ``quick`` form. Run one answer on its own with
-``.venv/bin/python learner/exercises.py N`` (``--quick`` for 5 and 6): a receipt goes to
-``learner/runs/`` (the run prints where; ``--out FILE`` names another place), never into the
-kit's ``evidence/``, and ``.venv/bin/python learner/exercises.py check FILE`` recomputes it.
+Each check calls your function, then judges what it returned *and* what the databases hold.
+Exercises 5 and 6 are measurements: you write the ideas (``renew``, ``keep_renewing``,
+``records_message``) and ``lucyshop.lab.exercises.runs`` measures them, writing a receipt to
+``learner/runs/`` that ``.venv/bin/python learner/exercises.py check FILE`` recomputes.
 
-Use the chapter functions through ``chapter()`` (your ``ch13_leases.py``, or the file
-``$LEASES_IMPL`` names), never ``import solutions``: the checks run with the reference
-blocked. You may also use the runtime (``lucyshop.store``, ``lucyshop.approval``,
-``lucyshop.supplier``) and what the lab gives the answers (``lucyshop.lab.given.exercise_kit``:
-``attempt``, rows read back, ``HeldTurn``, ``dead_endpoint``; ``lucyshop.lab.services.processes``).
-
-Two given pieces the docstrings below name, with what they hold:
-
-* ``lucyshop.lab.services.suppliers.supplier_process(directory)``, a ``with`` block that runs a real
-  supplier process and ends it. What it yields has ``.client(timeout=...)`` (a
-  ``SupplierClient`` for ``approval.execute`` and ``reconcile``), ``.set_faults(drop_next=1)``
-  or ``.set_faults(delay_next=1, delay_seconds=S)`` (its next reply lost, or held back S
-  seconds after the order is committed), and ``.database``: the path of the supplier's own
-  ledger file, which ``lucyshop.supplier.ledger_orders(path)`` reads without asking the
-  supplier (exercise 2's ``ledger_file``).
-* ``prepare_renewals(db)`` adds exercise 5's table to a shop: ``lease_renewals(seq, work_id,
-  generation, progress, progressed_at, renewed_at, expires)``, one row per granted renewal.
-  ``seq`` numbers the rows; ``progress`` is the count ``renew`` was given; ``progressed_at``
-  is when this execution's ``progress`` last grew; ``renewed_at`` is the renewal's ``now``;
-  ``expires`` is the lease's new end (``lucyshop.lab.given.renewals``).
+Use the chapter through ``chapter()``, never ``import solutions``: the checks block it. Beside
+the runtime (``lucyshop.store``, ``lucyshop.approval``, ``lucyshop.supplier``, and
+``lucyshop.validate`` for the limits a docstring states), an answer may use what is imported
+below from ``lucyshop.lab.given``, each documented where it lives.
 """
 
 from __future__ import annotations
@@ -54,10 +30,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lucyshop.lab import NotStarted
-from lucyshop.lab.exercises import runs as exercise_runs  # noqa: F401  (given: it measures exercises 5 and 6)
+from lucyshop import approval, validate  # noqa: F401  (you may need these)
+from lucyshop.lab.exercises import runs as exercise_runs  # noqa: F401  (measures exercises 5 and 6)
+from lucyshop.lab.given import (  # noqa: F401  (given: each documented in lucyshop.lab.given)
+    OPERATOR,
+    OWNER,
+    POLICY,
+    RENEWAL_MIGRATIONS,
+    VANILLA,
+    NotStarted,
+    prepare_renewals,
+    supplier_process,
+    wait_until,
+)
 from lucyshop.lab.given import exercise_kit as kit
-from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
 
 HERE = Path(__file__).resolve()
 

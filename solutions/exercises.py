@@ -8,9 +8,8 @@ Every answer uses the chapter functions through ``chapter()`` (``$LEASES_IMPL``,
 ``ch13_leases.py`` beside this file), never ``import solutions``. Each returns what it
 observed, read back from the shop (and the supplier's ledger), and its docstring ends with
 "What it shows:". Exercises 5 and 6 are measurements: the answers are the ideas (``renew``,
-``keep_renewing``, ``records_message``); ``lucyshop.lab.exercises.runs`` measures them with the
-Part A experiment's workers and phases and writes a receipt that
-``lucyshop.lab.exercises.receipts`` recomputes. ``tests/exercises`` judges them all.
+``keep_renewing``, ``records_message``); ``lucyshop.lab.exercises.runs`` measures them (Part A's
+workers and phases), writing a receipt ``lucyshop.lab.exercises.receipts`` recomputes.
 """
 
 from __future__ import annotations
@@ -28,11 +27,17 @@ from typing import Any
 
 from lucyshop import approval, validate
 from lucyshop.lab.exercises import runs as exercise_runs
+from lucyshop.lab.given import (  # noqa: F401  (given: each documented in lucyshop.lab.given)
+    OPERATOR,
+    OWNER,
+    POLICY,
+    RENEWAL_MIGRATIONS,
+    VANILLA,
+    prepare_renewals,
+    supplier_process,
+    wait_until,
+)
 from lucyshop.lab.given import exercise_kit as kit
-from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
-from lucyshop.lab.given.renewals import RENEWAL_MIGRATIONS, prepare_renewals  # noqa: F401  (given)
-from lucyshop.lab.services.processes import wait_until
-from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders
 

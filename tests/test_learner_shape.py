@@ -232,3 +232,22 @@ def test_exercise_7_stubs_keep_the_references_shape(name):
     call = stub.body[1].exc
     assert ast.unparse(call.func) == "NotStarted" and call.args[0].value == name
     assert call.args[1].value.startswith("13d § ")
+
+
+def lab_imports(path: Path) -> set[str]:
+    """The lab's rooms (``lucyshop.lab.<room>``) that ``path`` imports from."""
+    return {
+        ".".join(node.module.split(".")[:3])
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lucyshop.lab")
+    }
+
+
+def test_the_answers_take_what_they_are_given_from_one_room():
+    """What an answer may use comes from ``lucyshop.lab.given``; the measuring of exercises 5
+    and 6 (``lucyshop.lab.exercises``) is the only other room either file names."""
+    for name in ("learner", "solutions"):
+        assert lab_imports(ROOT / name / "exercises.py") == {
+            "lucyshop.lab.given",
+            "lucyshop.lab.exercises",
+        }, name

@@ -80,12 +80,26 @@ class Held(Protocol):
 
 
 class Supplier(Protocol):
+    """What ``execute`` and the chapter's ``reconcile`` need of a supplier:
+    ``lucyshop.supplier.SupplierClient`` is one, and a test may pass any object with these.
+
+    ``identity`` is the supplier an order names (``dairy``); ``timeout`` the seconds one
+    request may take. Both methods raise ``SupplierUnavailable`` when no trustworthy answer
+    came (a timeout, a refused connection, a reply that is not this supplier's receipt): then
+    the order's fate is unknown, not failed.
+    """
+
     identity: str
     timeout: float
 
-    def lookup(self, operation: str) -> dict | None: ...
+    def lookup(self, operation: str) -> dict | None:
+        """The supplier's receipt for ``operation``, or None if it has never seen it."""
+        ...
 
-    def order(self, operation: str, proposal: dict) -> dict: ...
+    def order(self, operation: str, proposal: dict) -> dict:
+        """Place the order (repeating an ``operation`` places nothing new) and return its
+        receipt: ``status`` is ACCEPTED or REJECTED."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,9 @@ def get_order(db: sqlite3.Connection, order_id: int) -> dict[str, Any]:
 
 
 def orders_for(db: sqlite3.Connection, work_id: int) -> list[dict[str, Any]]:
+    """Every order row of the work item ``work_id``, oldest first (by ``order_id``): each a
+    dict of ``assistant_orders``' columns (``status``, ``operation``, ``amount_cents``, ...).
+    Empty when the work has no order; it reads only, so any connection will do."""
     rows = db.execute(
         "SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY order_id", (work_id,)
     )

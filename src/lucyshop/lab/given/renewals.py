@@ -1,4 +1,11 @@
-"""Where exercise 5's lease renewals are recorded: given to the student, not part of the answer."""
+"""Where exercise 5's lease renewals are recorded: given to the student, not part of the answer.
+
+``prepare_renewals(db)`` adds ``lease_renewals(seq, work_id, generation, progress,
+progressed_at, renewed_at, expires)`` to a shop, one row per granted renewal: ``seq`` numbers
+the rows; ``progress`` is the count ``renew`` was given; ``progressed_at`` is when this
+execution's ``progress`` last grew; ``renewed_at`` is the renewal's ``now``; ``expires`` is the
+lease's new end.
+"""
 
 from __future__ import annotations
 

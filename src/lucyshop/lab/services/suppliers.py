@@ -49,6 +49,11 @@ def supplier_process(
 ) -> Iterator[RunningSupplier]:
     """Run a supplier process with its ledger, ready file and log in ``directory``; always end it.
 
+    ``with supplier_process(directory) as supplier``: ``supplier.client(timeout=...)`` is a
+    ``SupplierClient`` (for ``approval.execute`` and ``reconcile``); ``supplier.set_faults(
+    drop_next=1)`` loses its next reply, ``set_faults(delay_next=1, delay_seconds=S)`` holds it
+    back S seconds after the order is committed; ``supplier.database`` is the path of its own
+    ledger, which ``lucyshop.supplier.ledger_orders(path)`` reads without asking it.
     Restarting on the same directory keeps the ledger, as a real supplier would.
     """
     directory = Path(directory)
