@@ -109,18 +109,13 @@ def test_under_a_seccomp_refusal_an_ordinary_user_is_told_not_isolated_and_why()
     assert line.endswith("your code runs with your own rights")
 
 
-@needs_wheel
-@needs_root
-@pytest.mark.slow
-def test_root_under_a_seccomp_refusal_checks_the_solutions_as_an_unprivileged_user(tmp_path):
-    """Root in a container whose seccomp refuses namespaces: neither bwrap can start, so the
-    worker runs as user 65534, and the kit closes its protected parts itself. The whole check
-    of the reference passes there, checkpoint included."""
-    out = tmp_path / "check.json"
+def _check_refused_namespaces(impl: str, out: Path) -> subprocess.CompletedProcess:
+    """``make check`` of ``impl`` (``--no-measured``, its JSON to ``out``) under the seccomp
+    filter that refuses namespaces, with the mode left for the kit to choose."""
     env = {k: v for k, v in os.environ.items() if k != jail.MODE_ENV}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(REFUSE), sys.executable, "-m", "lucyshop.lab.check"]
-        + ["--impl", "solutions", "--no-measured", "--json", str(out)],
+        + ["--impl", impl, "--no-measured", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -128,6 +123,16 @@ def test_root_under_a_seccomp_refusal_checks_the_solutions_as_an_unprivileged_us
         cwd=ROOT,
         check=False,
     )
+
+
+@needs_wheel
+@needs_root
+@pytest.mark.slow
+def test_root_under_a_seccomp_refusal_checks_the_solutions_as_an_unprivileged_user(tmp_path):
+    """Root in a container whose seccomp refuses namespaces: neither bwrap can start, so the
+    worker runs as a uid of the pool, and the kit closes its protected parts itself. The whole check
+    of the reference passes there, checkpoint included."""
+    done = _check_refused_namespaces("solutions", tmp_path / "check.json")
     lines = done.stdout.splitlines()
     assert lines, done.stderr
     first = lines[0]
@@ -175,17 +180,7 @@ def test_in_user_mode_nothing_a_hostile_file_starts_or_leaves_outlives_its_check
     text = with_bodies("raise _Outlive()") + hostile("outlive", token=token, forks=2400)
     chapter = hand_in(folder, text)
     out = tmp_path / "check.json"
-    env = {k: v for k, v in os.environ.items() if k != jail.MODE_ENV}
-    done = subprocess.run(
-        [sys.executable, str(REFUSE), sys.executable, "-m", "lucyshop.lab.check"]
-        + ["--impl", str(chapter), "--no-measured", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _check_refused_namespaces(str(chapter), out)
     assert "an unprivileged uid of its own (user mode" in done.stdout.splitlines()[0]
     got = [int(n) for n in re.findall(r"'forked': (\d+)", out.read_text(encoding="utf-8"))]
     assert got and max(got) < jail.NPROC, done.stdout[-3000:]
