@@ -38,7 +38,7 @@ from lucyshop.lab.checkpoint.judge import EXIT, overall, said
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.orders import OWNER, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ENV, block_reference, impl_path
+from lucyshop.lab.loader import add_impl_option, block_reference, impl_path
 from lucyshop.lab.services.postgres import missing, postgres_server, scratch_schema
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
@@ -191,7 +191,7 @@ def child_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--impl", default=os.environ.get(ENV, "learner"))
+    add_impl_option(parser)
     parser.add_argument("--lease", type=float, default=2.0, help="real lease in seconds")
     for name in ("--child", "--dsn", "--dir", "--endpoint", "--identity"):
         parser.add_argument(name, help=argparse.SUPPRESS)

@@ -20,8 +20,9 @@ from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
     supplier,
 )
 
+from lucyshop import chosen_impl
 from lucyshop.lab.evidence.receipts import shown
-from lucyshop.lab.loader import ENV, ImplementationError, block_for
+from lucyshop.lab.loader import ImplementationError, block_for
 from lucyshop.lab.sandbox import Sandbox
 
 # A plugin, not names imported here: a conftest's hooks are not called for the session's own
@@ -37,7 +38,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chapter 13")
     group.addoption(
         "--impl",
-        default=None,
         help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)",
     )
     group.addoption(
@@ -49,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     try:
-        path = chapter_of(config.getoption("--impl") or os.environ.get(ENV) or "learner")
+        path = chapter_of(chosen_impl(config.getoption("--impl")))
     except ImplementationError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[IMPL_PATH] = path

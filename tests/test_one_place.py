@@ -102,3 +102,54 @@ def test_a_second_safe_lease_factor_would_be_found() -> None:
         "safe = 2 * leases.percentile(turns, 100)\nbound = leases.percentile(t, 100) * BOUND\n"
     )
     assert safe_lease_copies(planted) == [1, 2]
+
+
+def impl_resolvers(source: str) -> list[int]:
+    """Lines of ``source`` that decide which chapter file is meant on their own: a read of
+    ``$LEASES_IMPL`` (``environ.get(ENV)``, ``environ[ENV]``, ``getenv``), or an ``--impl``
+    option with a default of its own. ``lucyshop.chosen_impl`` reads the variable, and
+    ``loader.add_impl_option`` gives ``--impl`` its default from it."""
+    tree = ast.parse(source)
+    loaders_env = any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "lucyshop.lab.loader"
+        and "ENV" in [alias.name for alias in node.names]
+        for node in ast.walk(tree)
+    )
+    names = {"IMPL_ENV", "loader.ENV", "'LEASES_IMPL'"} | ({"ENV"} if loaders_env else set())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            first = ast.unparse(node.args[0]) if node.args else ""
+            if node.func.attr in ("get", "getenv") and first in names:
+                found.append(node.lineno)
+            elif node.func.attr in ("add_argument", "addoption") and first == "'--impl'":
+                found += [node.lineno for k in node.keywords if k.arg == "default"]
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and ast.unparse(node.slice) in names
+        ):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_which_chapter_file_is_meant_is_decided_in_one_place() -> None:
+    """``--impl``, else ``$LEASES_IMPL``, else the learner's: one rule, in ``chosen_impl``."""
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path in [*CODE, ROOT / "tests" / "conftest.py"]
+        if impl_resolvers(path.read_text(encoding="utf-8"))
+    }
+    assert found == {"src/lucyshop/__init__.py", "src/lucyshop/lab/loader.py"}
+
+
+def test_a_second_resolver_would_be_found() -> None:
+    planted = """
+from lucyshop.lab.loader import ENV
+spec = args.impl or os.environ.get(ENV) or "learner"
+parser.add_argument("--impl", default="learner")
+impl = os.environ[loader.ENV]
+group.addoption("--impl", help="which file")
+"""
+    assert impl_resolvers(planted) == [3, 4, 5]

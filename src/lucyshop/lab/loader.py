@@ -9,6 +9,7 @@ checkpoint that ran the student's code with the reference in reach would prove n
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-from lucyshop import IMPL_ENV
+from lucyshop import IMPL_ENV, chosen_impl
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTIONS = ROOT / "solutions"
@@ -42,7 +43,7 @@ class ImplementationError(ValueError):
 
 def impl_path(spec: str | os.PathLike | None = None) -> Path:
     """Resolve ``learner``, ``solutions`` or a path (default: ``$LEASES_IMPL``, else learner)."""
-    spec = spec or os.environ.get(ENV) or "learner"
+    spec = chosen_impl(spec)
     path = IMPLEMENTATIONS.get(str(spec), Path(spec))
     path = Path(path).expanduser().resolve()
     if not path.is_file() or path.suffix != ".py":
@@ -50,6 +51,16 @@ def impl_path(spec: str | os.PathLike | None = None) -> Path:
             f"no implementation at {spec!r}: use 'learner', 'solutions' or the path of a .py file"
         )
     return path
+
+
+def add_impl_option(parser: argparse.ArgumentParser) -> None:
+    """Give a command ``--impl``: the chapter file, chosen when the command starts
+    (``lucyshop.chosen_impl``), so that what it runs and what it prints name the same file."""
+    parser.add_argument(
+        "--impl",
+        default=str(chosen_impl()),
+        help=f"learner, solutions or a .py path (default ${ENV}, else learner)",
+    )
 
 
 def load_impl(spec: str | os.PathLike | None = None) -> ModuleType:

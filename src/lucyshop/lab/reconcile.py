@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lucyshop import status
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ENV, ImplementationError, impl_path, load_impl
+from lucyshop.lab.loader import ImplementationError, add_impl_option, impl_path, load_impl
 from lucyshop.store import connect
 from lucyshop.supplier import SupplierClient
 
@@ -83,11 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         "--supplier", metavar="URL", required=True, help="the supplier's http://host:port"
     )
     settle.add_argument("--identity", metavar="NAME", required=True, help="the supplier's identity")
-    settle.add_argument(
-        "--impl",
-        default=None,
-        help=f"learner, solutions or a .py path (default ${ENV}, else learner)",
-    )
+    add_impl_option(settle)
     settle.add_argument("--timeout", type=float, default=2.0, help="seconds per lookup (default 2)")
     settle.add_argument("--json", action="store_true", help="print the rows as JSON")
     return reconcile(settle.parse_args(argv))

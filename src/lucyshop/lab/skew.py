@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.loader import impl_path, load_impl
+from lucyshop.lab.loader import add_impl_option, impl_path, load_impl
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     wait_exit,
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     running.add_argument("--out", type=Path, required=True)
     running.add_argument("--repeats", type=int, default=2)
     running.add_argument("--seed", type=int, default=13)
-    running.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
+    add_impl_option(running)
     checking = commands.add_parser("check", help="recompute a receipt's figures")
     checking.add_argument("receipt", type=Path)
     plotting = commands.add_parser("plot", help="draw false takeovers against skew")

@@ -12,7 +12,6 @@ printed as JSON without any of the layout.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sqlite3
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from lucyshop import IMPL_ENV, validate
+from lucyshop import chosen_impl, validate
 from lucyshop.approval import APPROVAL_MIGRATIONS, UNCERTAIN
 from lucyshop.approval import STATUSES as ORDER_STATUSES
 from lucyshop.queue import QUEUE_MIGRATIONS
@@ -456,7 +455,7 @@ def collect(
 ) -> dict:
     """Every figure of the report, as one JSON-ready dict (what ``--json`` prints)."""
     now = time.time() if now is None else now
-    impl = impl or os.environ.get(IMPL_ENV) or "learner"
+    impl = str(chosen_impl(impl))
     health = supplier_health(supplier, identity, timeout)
     db, opened = open_readonly(shop)
     try:

@@ -11,7 +11,7 @@ from typing import Any
 from lucyshop.lab.bench.sections import checkpoint, detection, feedback, fence, grading, queues
 from lucyshop.lab.check.watcher import CHECKPOINT
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.loader import ROOT, impl_path
+from lucyshop.lab.loader import ROOT, add_impl_option, impl_path
 
 SECTIONS = (queues, fence, checkpoint, detection, feedback, grading)
 PEER_PACKAGES = ("litequeue", "persist-queue")
@@ -24,7 +24,7 @@ def numbers(text: str) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lucyshop.lab.bench", description=__doc__)
     p.add_argument("--out", type=Path)
-    p.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
+    add_impl_option(p)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seconds", type=float, default=1.0, help="per queue cell (default 1.0)")
     p.add_argument("--sizes", type=numbers, default=queues.SIZES, help="e.g. 300,9900")

@@ -92,7 +92,7 @@ from lucyshop.lab.check.table import (
     table_lines,
 )
 from lucyshop.lab.check.watcher import CHECKPOINT, Checkpoint
-from lucyshop.lab.loader import ENV, ROOT, ImplementationError, impl_path
+from lucyshop.lab.loader import ENV, ROOT, ImplementationError, add_impl_option, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.sandbox.jail import begin_check, end_check
 from lucyshop.lab.statuses import CheckpointStatus, Status
@@ -242,7 +242,6 @@ def run_check(
 
 def check_row(label: str, spec: str | None = None, limits: Limits = DEFAULT_LIMITS) -> str:
     """One row of the table, for a notebook's check cell: its status and every failing test."""
-    spec = spec or os.environ.get(ENV) or "learner"
     path = impl_path(spec)
     row = subject(label)
     stubs = all_stubs(path)
@@ -306,11 +305,7 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m lucyshop.lab.check",
         description="Check a chapter-13 file: each function's status, then the checkpoint.",
     )
-    found.add_argument(
-        "--impl",
-        default=None,
-        help="learner, solutions or a path (default: $LEASES_IMPL, else learner)",
-    )
+    add_impl_option(found)
     found.add_argument("--no-checkpoint", action="store_true", help="show the table only")
     found.add_argument(
         "--no-measured",
@@ -332,7 +327,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     options = parser()
     args = options.parse_args(argv)
-    spec = args.impl or os.environ.get(ENV) or "learner"
+    spec = args.impl
     try:
         limits = Limits(**{name: getattr(args, f"{name}_timeout") for name in SECONDS})
     except ValueError as error:

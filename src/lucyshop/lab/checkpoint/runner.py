@@ -38,7 +38,7 @@ from lucyshop.lab.checkpoint.checks import CheckFailed, refused_at
 from lucyshop.lab.checkpoint.judge import EXIT, kept_directory, overall, said
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ENV, ROOT, ReferenceBlocked, impl_path
+from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
 from lucyshop.lab.sandbox import Sandbox, describe
 from lucyshop.lab.statuses import CaseResult
 
@@ -158,7 +158,7 @@ def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
     functions = case_functions(namespace)
     here = Path(namespace["__file__"]).resolve()
     parser = argparse.ArgumentParser(description=namespace["__doc__"].split("\n", 1)[0])
-    parser.add_argument("--impl", default=os.environ.get(ENV, "learner"))
+    add_impl_option(parser)
     parser.add_argument("--evidence", type=Path)
     parser.add_argument(
         "--lease", type=float, default=2.0, help="real lease in seconds (default 2)"

@@ -29,7 +29,7 @@ from typing import Any
 
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.exercises import records, renewal
-from lucyshop.lab.loader import block_for, load_impl
+from lucyshop.lab.loader import add_impl_option, block_for, load_impl
 
 SCHEMA = 2
 FIGURES: dict[int, Callable[..., dict[str, Any]]] = {5: renewal.figures, 6: records.figures}
@@ -115,9 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="recompute an exercise receipt from its observations",
     )
     parser.add_argument("receipt", type=Path)
-    parser.add_argument(
-        "--impl", default=None, help="learner, solutions or a path (default: $LEASES_IMPL)"
-    )
+    add_impl_option(parser)
     args = parser.parse_args(argv)
     block_for(args.impl)  # the check may use only the implementation named
     problems = check_receipt(args.receipt, load_impl(args.impl)) + shape_problems(args.receipt)

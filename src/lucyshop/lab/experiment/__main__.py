@@ -21,7 +21,13 @@ from pathlib import Path
 from lucyshop.lab.experiment.receipt import check
 from lucyshop.lab.experiment.run import Settings, run, summary
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ImplementationError, block_for, impl_path, load_impl
+from lucyshop.lab.loader import (
+    ImplementationError,
+    add_impl_option,
+    block_for,
+    impl_path,
+    load_impl,
+)
 from lucyshop.lab.model.backend import DEFAULT_OLLAMA_MODEL, MEASURING
 from lucyshop.lab.services.processes import end_children_on_sigterm
 from lucyshop.models import ModelUnavailable
@@ -67,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a small run: 6 pilot turns, 3 of everything else, 32 tokens a turn",
     )
-    parse.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
+    add_impl_option(parse)
     return parse
 
 
@@ -106,9 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             description="Recompute every figure of a receipt.",
         )
         checking.add_argument("receipt", type=Path)
-        checking.add_argument(
-            "--impl", default="learner", help="learner (default), solutions or a path"
-        )
+        add_impl_option(checking)
         args = checking.parse_args(argv[1:])
         try:
             block_for(args.impl)  # the check, like the run, may use only the chosen file

@@ -16,6 +16,7 @@ from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import (
     ImplementationError,
     ReferenceBlocked,
+    add_impl_option,
     block_for,
     impl_path,
     load_impl,
@@ -40,7 +41,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--seconds", type=float, default=120.0, help="seconds of chaos (default 120)"
     )
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--impl", default="learner", help="learner (default), solutions or a path")
+    add_impl_option(parser)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument(
         "--items", type=int, default=400, help="assignments in the queue (default 400)"

@@ -23,7 +23,6 @@ worker (``lucyshop.lab.sandbox``), so nothing the student writes can reach these
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +31,7 @@ from typing import Any
 import pytest
 
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ENV, ImplementationError, after_load, impl_path
+from lucyshop.lab.loader import ImplementationError, after_load, impl_path
 from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
 from lucyshop.lab.sandbox.errors import TimedOutBefore as SandboxTimedOutBefore
 
@@ -109,9 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _impl_file(config: pytest.Config) -> Path | None:
-    spec = config.getoption("--impl", default=None) or os.environ.get(ENV) or "learner"
     try:
-        return impl_path(spec)
+        return impl_path(config.getoption("--impl", default=None))
     except ImplementationError:
         return None
 
