@@ -258,7 +258,11 @@ ANSWERS: dict[str, Answer] = {
     ),
     "checks_the_old_claim_fails": Answer(
         _label("checks the old claim fails, of 4"),
-        # running: yes; owner label: the same; generation: 1 against 2; expired: no
+        # the kit's four, as 13b's prose lists them: the work is running (yes); the owner
+        # label before "#" in the work row's worker id is held.owner (the same label: yes); the
+        # lease row's generation is held.generation (2 against 1: no); the lease has not
+        # expired (the new claim's has not: yes). The chapter compares the whole worker id
+        # instead of the label, which would fail too: 13b says so after this reveal.
         _const(sum(not ok for ok in (True, True, False, True))),
         source="the rule",
     ),
@@ -301,10 +305,13 @@ ANSWERS: dict[str, Answer] = {
         _const(900),  # nobody knows whether the supplier accepted: all of it stays reserved
         source="the rule",
     ),
-    "generation_after_cancel": Answer(
-        _label("generation after the cancel"),
-        lambda: _event("cancel", "operator cancelled")["generation"],
-        source="the reference's run",
+    "checks_refusing_the_cancelled_holder": Answer(
+        _label("checks refusing the cancelled holder's claim, of 4"),
+        # after cancel: the work is finished (not running); the work row names the operator's
+        # label, not the holder's; the lease is at generation 2, not 1; the lease ended at the
+        # cancel's moment, so it has expired by any later now. All four refuse.
+        _const(sum(not ok for ok in (False, False, False, False))),
+        source="the rule",
     ),
     "cents_reserved_after_recovery": Answer(
         _label("cents still reserved after the recovery"),
@@ -366,7 +373,7 @@ ANSWERS: dict[str, Answer] = {
     "sqlite_false_takeovers": Answer(
         lambda: (
             "SQLite, taker 2 leases ahead: live holders that lost their work, of "
-            f"{len(_taker_ahead_live())}"
+            f"{len(_taker_ahead_live())} (the table below pools both roles)"
         ),
         lambda: sum(trial["taken_after"] is not None for trial in _taker_ahead_live()),
     ),

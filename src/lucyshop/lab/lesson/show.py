@@ -276,12 +276,23 @@ def receipt_check(mine: Path, leases: Any) -> None:
     say(f"your receipt: {Status.NOT_STARTED}: no {mine.name} yet (run the optional cell above)")
 
 
-def kit_receipt(kit: Path) -> None:
+KIT_RECEIPT_HELD = (
+    "held until you have written your guesses in the prediction cells above: it holds their"
+    " answers. Write them, then rerun this cell"
+)
+
+
+def kit_receipt(kit: Path, *guesses: float | None) -> None:
     """The kit's own receipt of a measured exercise, labelled: for comparison once yours is
-    made (13c keeps this cell's output folded)."""
+    made (13c keeps this cell's output folded). It answers the section's predictions, so,
+    like ``reveal``, it shows nothing of itself while any of ``guesses`` is still None."""
     from lucyshop.lab.exercises.receipts import headline
 
-    say(f"the kit's receipt ({kit.name}), measured on the reference; it is not yours:")
+    said = f"the kit's receipt ({kit.name}), measured on the reference; it is not yours"
+    if any(guess is None for guess in guesses):
+        say(f"{said}: {KIT_RECEIPT_HELD}")
+        return
+    say(f"{said}:")
     say("\n".join(headline(json.loads(kit.read_text()))))
 
 

@@ -97,8 +97,6 @@ def pilot_against_trials(receipt: Mapping[str, Any]) -> list[str]:
     (k1, n1), (k2, n2) = shares["pilot"], shares["trials"]
     ratio = times["trials_median"] / times["pilot_median"]
     p90 = _rules(receipt)["p90"]
-    stale = sum(row["stale_completions_accepted"] for row in _rules(receipt).values())
-    taken = sum(row["false_expiries"] for row in _rules(receipt).values())
     lines = [
         (
             f"median turn: pilot {times['pilot_median']:.2f} s,"
@@ -122,12 +120,19 @@ def pilot_against_trials(receipt: Mapping[str, Any]) -> list[str]:
             f" {p90['false_expiries']} of {p90['trials']}, against about"
             f" {p90['expected_false_expiries']:g} forecast."
         )
-    lines.append(
-        f"Across all three rules {taken} live workers lost their work, and the fence accepted"
-        f" {stale} of their stale completions"
-        + (": the misses cost redone work, never a wrong result." if stale == 0 else ".")
-    )
     return lines
+
+
+def stale_completions(receipt: Mapping[str, Any]) -> list[str]:
+    """How many live workers lost their work over the three rules, and how many of their
+    stale completions counted: printed after 13a's prediction of that count, not before."""
+    stale = sum(row["stale_completions_accepted"] for row in _rules(receipt).values())
+    taken = sum(row["false_expiries"] for row in _rules(receipt).values())
+    return [
+        f"Across all three rules {taken} live workers lost their work, and each tried its stale"
+        f" completion; the fence accepted {stale} of them"
+        + (": the misses cost redone work, never a wrong result." if stale == 0 else ".")
+    ]
 
 
 def say_all(lines: list[str]) -> None:
