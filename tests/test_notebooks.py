@@ -495,16 +495,21 @@ def test_13d_check_fails_a_file_whose_observe_writes_nothing_naming_each_test(tm
 
 def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions():
     """13c printed the kit's exercise 5 and 6 receipts right under the questions: the answers.
-    Now only a cell of its own shows each, labelled as the kit's, with its output folded."""
+    Now only a cell of its own shows each, labelled as the kit's, with its output folded, and,
+    like a reveal, it prints the receipt only once the section's guesses are written."""
+    from lucyshop.lab.lesson.show import KIT_RECEIPT_HELD
+
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13c"))
     cells = code_cells(notebook)
     kits = [c for c in cells if "the kit's receipt" in outputs_text(c)]
     assert len(kits) == 2
     for cell in kits:
         assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, cell.source
-        assert "measured on the reference; it is not yours" in " ".join(
-            messages(outputs_text(cell))
-        )
+        shown = " ".join(messages(outputs_text(cell)))
+        assert "measured on the reference; it is not yours" in shown
+        # folded is not hidden: the stored copy holds none of the answers before a guess
+        assert KIT_RECEIPT_HELD in shown, shown
+        assert not re.search(r"false expiry|placed again|\d+ of \d+", shown), shown
     mine = [c for c in cells if "receipt_check" in c.source]
     assert len(mine) == 2 and all("your receipt: NOT STARTED" in outputs_text(c) for c in mine)
 
@@ -1136,3 +1141,57 @@ def test_the_naive_claim_and_observe_break_in_real_processes(tmp_path):
     sources = [c.source for c in code_cells(notebook)]
     assert any("naive.show_race(" in s for s in sources)
     assert any("naive.show_stale_write(" in s for s in sources)
+
+
+def _four_checks(db, held, now: float) -> dict[str, bool]:
+    """13b's four comparisons, as its prose lists them (the kit's), and the chapter's second:
+    True where the comparison lets ``held`` through."""
+    row = db.execute(
+        "SELECT w.state, w.worker_id, l.generation, l.expires FROM work w"
+        " JOIN assignment_leases l ON l.work_id = w.work_id WHERE w.work_id = ?",
+        (held.work_id,),
+    ).fetchone()
+    return {
+        "running": row["state"] == "running",
+        "owner label": row["worker_id"].split("#")[0] == held.owner,
+        "lease generation": row["generation"] == held.generation,
+        "not expired": row["expires"] > now,
+        "chapter: whole worker id": row["worker_id"] == held.worker_id,
+    }
+
+
+def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
+    """13b's prose lists the kit's four comparisons (the owner label from the work row, the
+    generation from the lease row), and its two predictions about them are answered by that
+    list, on the reference: the same owner label reclaiming fails one of the four (the chapter's
+    whole-worker-id comparison would fail as well, and refuse the same claim); a cancel fails
+    all four. The reference refuses both claims."""
+    from lucyshop.lab.given import OPERATOR, POLICY
+    from lucyshop.lab.lesson.answers import ANSWERS
+    from lucyshop.lab.loader import load_impl
+
+    leases = load_impl("solutions")
+    prose = markdown_of(next(p for p in NOTEBOOKS if p.stem.startswith("13b")))
+    assert "the part before the `#`, is `held.owner`" in prose
+    assert "compares the work row's *whole* worker id" in prose
+    assert "Both turn away exactly the same writers" in prose
+    db, queue = leases.open_worker_shop(tmp_path / "shop.db")
+    work = leases.enqueue(queue, "msg-1", "till-1", "Order six tubs")
+    t0 = 1_000_000.0
+    held = leases.claim(db, "lucy-worker", ttl=30, now=t0)
+    later = held.expires + 0.001
+    leases.claim(db, "lucy-worker", ttl=30, now=later)
+    checks = _four_checks(db, held, later)
+    kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
+    assert kit.count(False) == ANSWERS["checks_the_old_claim_fails"].value() == 1
+    assert checks["chapter: whole worker id"] is False  # the chapter refuses it too
+    with pytest.raises(PermissionError):
+        leases.assert_current(db, held, now=later)
+
+    other = leases.enqueue(queue, "msg-2", "till-2", "Order two tubs")
+    holder = leases.claim(db, "lucy-worker", ttl=30, now=later + 1)
+    assert holder.work_id == other != work
+    leases.cancel(db, other, actor=OPERATOR, policy=POLICY, reason="called", now=later + 2)
+    checks = _four_checks(db, holder, later + 3)
+    kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
+    assert kit.count(False) == ANSWERS["checks_refusing_the_cancelled_holder"].value() == 4
