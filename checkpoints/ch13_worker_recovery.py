@@ -125,7 +125,7 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     written = None if outcome is None else {"generation": outcome[0], "status": outcome[1]}
     expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
     run.event("fence", "stale generation refused", **refused)
-    rivals = between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
+    rivals = _between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
     run.event("fence", "no write after a takeover between check and write", **rivals)
     return {
         "time": "injected with now=",
@@ -137,7 +137,7 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     }
 
 
-def between_check_and_write(
+def _between_check_and_write(
     leases: Any, db: Any, held: Any, kept: Path, now: float
 ) -> dict[str, int]:
     """The holder check and its write are one transaction: on copies of the shop only this
@@ -155,7 +155,7 @@ def between_check_and_write(
         home.mkdir()
         rival = RivalAtEveryMoment(probes, db, held, WRITERS[writer], home)
         try:
-            counted[writer] = len(rival.judge(call, f"{writer}'s write"))
+            counted[writer] = len(rival.attempt(call, f"{writer}'s write"))
         except RivalWrong as wrong:
             raise CheckFailed(f"{writer}() beside a rival", "no row after a takeover", str(wrong))
     return counted

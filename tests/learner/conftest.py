@@ -153,7 +153,7 @@ def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str
     """``rival_at_every_moment(what)``: a rival who takes ``held``'s work over before any
     statement the trusted side picks of ``what`` (``observe`` or ``finish``), on copies of
     the shop in a directory of this side's own, out of the sandbox's view, removed after
-    (``lucyshop.lab.checkpoint.rival``). ``.judge(call, what)`` fails the test at the first
+    (``lucyshop.lab.checkpoint.rival``). ``.attempt(call, what)`` fails the test at the first
     stale write, or when the rival never got in."""
     home = Path(tempfile.mkdtemp(prefix="ch13-served-"))
     probes = impl._sandbox.kit("lucyshop.lab.sandbox.probes")

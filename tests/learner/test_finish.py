@@ -110,7 +110,7 @@ def test_a_lease_that_expires_exactly_now_finishes_nothing(impl, db, held):
 
 
 def test_the_check_and_the_outcome_are_one_transaction(impl, held, rival_at_every_moment):
-    rival_at_every_moment("finish").judge(
+    rival_at_every_moment("finish").attempt(
         lambda connection: impl.finish(connection, held, "DONE", {"by": "till"}, now=T + 1),
         "finish's outcome",
     )

@@ -74,7 +74,7 @@ def test_a_lease_that_expires_exactly_now_writes_nothing(impl, db, held):
 
 
 def test_the_check_and_the_insert_are_one_transaction(impl, held, rival_at_every_moment):
-    rival_at_every_moment("observe").judge(
+    rival_at_every_moment("observe").attempt(
         lambda connection: impl.observe(connection, held, "mine", now=T + 1),
         "observe's insert",
     )

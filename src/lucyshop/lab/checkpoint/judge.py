@@ -36,8 +36,7 @@ from lucyshop.lab.checkpoint.cases import (
     PAUSED,
     POST_COMMIT,
 )
-from lucyshop.lab.checkpoint.rival import WRITERS
-from lucyshop.lab.checkpoint.rival import verdict as rival_verdict
+from lucyshop.lab.checkpoint.rival import WRITERS, problems_in
 from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 from lucyshop.supplier import ledger_orders
@@ -150,7 +149,7 @@ def fence(directory: Path, _facts: dict[str, Any]) -> None:
     for writer in WRITERS:  # the copies a rival took the second turn over in, kept beside
         home = kept_directory(directory) / f"rival-{writer}"
         runs = [kept_file(path, home) for path in sorted(home.glob("run-*.db"))]
-        problems = rival_verdict(runs, f"{writer}'s write")
+        problems = problems_in(runs, f"{writer}'s write")
         if problems:
             raise Wrong(f"{writer}() beside a rival: {problems[0]}")
 

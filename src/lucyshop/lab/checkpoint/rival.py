@@ -12,7 +12,7 @@ lets the rival in before the write, and a row written after the takeover is stal
 
 Each copy records, in a table the sandbox may neither read nor write (``RUNS``), which work
 and generation it tests, where the rival was let loose, and, in the takeover's own
-transaction, the rows written by then. So ``verdict`` reads what happened from the file alone:
+transaction, the rows written by then. So ``problems_in`` reads what happened from the file alone:
 the learner tests and the checkpoint call it on the copies as they run, and the checkpoint's
 judge calls it again on the copies kept. A writer the rival never got in front of at all
 fails: nothing was judged. Raw SQL, not the student's ``claim``: this is about the writer.
@@ -130,7 +130,7 @@ class RivalAtEveryMoment:
             rival.close()
         return True
 
-    def judge(self, call: Callable[[Any], Any], what: str) -> list[Run]:
+    def attempt(self, call: Callable[[Any], Any], what: str) -> list[Run]:
         """Every run of ``call``, judged (``RivalWrong`` at the first wrong one): the calm one
         writes the holder's row; wherever the rival got in, no row is written after it and
         the writer wrote first or was refused; and the rival got in somewhere."""
@@ -142,7 +142,7 @@ class RivalAtEveryMoment:
         moments = list(range(1, calm.statements + 1))
         random.SystemRandom().shuffle(moments)
         runs = [calm, *(self.run(call, first) for first in moments)]
-        problems = verdict([run.path for run in runs], what)
+        problems = problems_in([run.path for run in runs], what)
         if problems:
             raise RivalWrong(problems[0])
         return runs
@@ -154,7 +154,7 @@ def written(db: sqlite3.Connection, table: str, work_id: int) -> list[list]:
     return [list(row) for row in found]
 
 
-def verdict(paths: list[Path], what: str) -> list[str]:
+def problems_in(paths: list[Path], what: str) -> list[str]:
     """What the copies at ``paths`` (a calm run first, then one per moment) show went wrong,
     from the files alone; empty when the writer held up and the rival got in somewhere."""
     problems, took = [], 0

@@ -45,6 +45,7 @@ PINNED = {
     },
 }
 NAMESPACES = ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session")
+PROC_MOUNT = ("--proc", "/proc")  # bubblewrap mounts the sandbox's own, Linux only; read by none
 PROBE_SECONDS = 30
 
 
@@ -109,7 +110,7 @@ def _sha256(path: Path) -> str:
 def _probe(binary: Path) -> str | None:
     """None when ``binary`` runs ``true`` with the sandbox's namespaces, else what it said,
     to its first comma or full stop (the rest is a distribution's advice for its desktop)."""
-    argv = [str(binary), *NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "true"]
+    argv = [str(binary), *NAMESPACES, "--ro-bind", "/", "/", *PROC_MOUNT, "true"]
     try:
         done = subprocess.run(
             argv, check=False, capture_output=True, text=True, timeout=PROBE_SECONDS

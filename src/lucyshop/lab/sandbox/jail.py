@@ -61,7 +61,6 @@ UID_LOCKS = Path("/run/lucyshop-sandbox-uids")
 NPROC = 512  # user mode: processes the sandbox's uid may have at once (RLIMIT_NPROC is per uid)
 LEFT_IN = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where a sandbox may leave files
 CLEAR_SECONDS = 30.0
-PROC_MOUNT = ("--proc", "/proc")  # bubblewrap mounts the sandbox's own, Linux only; read by none
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
 # open descriptors, core dumps.
@@ -188,7 +187,7 @@ class Jail:
         command = _limited(command)
         if self.mode != "bwrap":
             return command
-        binds = ["--tmpfs", "/", *PROC_MOUNT, "--dev", "/dev"]
+        binds = ["--tmpfs", "/", *bubblewrap.PROC_MOUNT, "--dev", "/dev"]
         binds += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         # The kit's own directory, empty but for what is bound into it, and read-only once
         # bound: without this, a kit under /tmp would sit in the writable private /tmp.
@@ -400,8 +399,8 @@ def begin_check(directory: Path) -> None:
     """In ``user`` mode, at a check's start: the check's own uid (``hold_uid``, never one
     handed down by whoever started it: a grader's checks run side by side), and ``directory``
     (the check's temporary directory) searchable by that uid alone: mode 0710, group the uid's.
-    Everything under it is then out of a classmate's reach, however its path leaks (a command
-    line in ``/proc``)."""
+    Everything under it is then out of a classmate's reach, however its path leaks (another
+    process's command line)."""
     if isolation() != "user":
         return
     os.chown(directory, 0, hold_uid())
