@@ -240,6 +240,7 @@ def test_a_preload_reaches_the_sandboxed_python_alone(mode, tmp_path, monkeypatc
 
     started = {}
     monkeypatch.setattr(jail, "ready_for_user", lambda: "")
+    monkeypatch.setattr(jail, "sandbox_uid", lambda: jail.UID_FIRST)  # no pool needed here
     monkeypatch.setattr(
         jail.subprocess, "Popen", lambda argv, env, **_kw: started.update(argv=argv, env=env)
     )
