@@ -1195,3 +1195,30 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
     checks = _four_checks(db, holder, later + 3)
     kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
     assert kit.count(False) == ANSWERS["checks_refusing_the_cancelled_holder"].value() == 4
+
+
+def answers_shown_above(notebook: Path) -> list[tuple[str, int, int]]:
+    """(key, answer, cell) for each measured count of 10 or more that a stored output prints
+    above the prediction asking for it. 13a once printed "19 live workers lost their work" in a
+    section before it asked how many stale completions were tried: the answer, in view."""
+    from lucyshop.lab.lesson.answers import ANSWERS
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    found = []
+    for i, cell in enumerate(cells):
+        asked = REVEAL.match(cell.source.strip()) if cell.cell_type == "code" else None
+        if not asked or ANSWERS[asked.group(1)].source in ("the rule", "computed", "the chapter"):
+            continue
+        value = ANSWERS[asked.group(1)].value()
+        if not float(value).is_integer() or value < 10:
+            continue
+        number = re.compile(rf"(?<![\w.,]){int(value)}(?![\w,]|\.\d)")
+        for k in range(i - 1):
+            if number.search(outputs_text(cells[k])):
+                found.append((asked.group(1), int(value), k))
+    return found
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_output_above_a_prediction_prints_its_measured_answer(notebook):
+    assert answers_shown_above(notebook) == []
