@@ -22,6 +22,7 @@ from nbclient import NotebookClient
 from shop_fixtures import free_port
 
 from lucyshop.lab.check.subjects import FUNCTIONS
+from lucyshop.lab.checkpoint.cases import KILLED
 from lucyshop.lab.lesson import notebooks
 from lucyshop.lab.lesson.inline import PG_TESTS
 from lucyshop.lab.services import postgres
@@ -996,8 +997,8 @@ PROSE_CLAIMS = [
         "13b",
         "After: the item finished at generation 2, the order accepted, nothing reserved",
         lambda r: (
-            r["reference"]["cases"]["killed holder"]["reserved_cents"][-1] == 0
-            and r["reference"]["cases"]["killed holder"]["ledger_count"] == 1
+            r["reference"]["cases"][KILLED.name]["reserved_cents"][-1] == 0
+            and r["reference"]["cases"][KILLED.name]["ledger_count"] == 1
         ),
     ),
     (
@@ -1112,10 +1113,10 @@ def test_the_sentences_about_the_receipt_follow_the_receipt():
     from lucyshop.lab.lesson import story
 
     found = receipts()["leases"]
-    verdicts = " ".join(story.binomial_verdicts(found))
-    assert ("surprising" in verdicts) == (_rules({"leases": found})["p90"]["p_value"] < 0.05)
+    readings = " ".join(story.binomial_readings(found))
+    assert ("surprising" in readings) == (_rules({"leases": found})["p90"]["p_value"] < 0.05)
     found["figures"]["false_expiry"]["p90"]["p_value"] = 0.5
-    assert "p90: " in verdicts and "surprising" not in " ".join(story.binomial_verdicts(found))
+    assert "p90: " in readings and "surprising" not in " ".join(story.binomial_readings(found))
     times = found["figures"]["turn_times"]
     times["trials_median"] = times["pilot_median"] * 1.02
     assert "ran like the pilot" in " ".join(story.pilot_against_trials(found))

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.checkpoint.cases import KILLED, POST_COMMIT
 from lucyshop.lab.loader import ROOT
 
 EVIDENCE = ROOT / "evidence"
@@ -297,7 +298,7 @@ ANSWERS: dict[str, Answer] = {
     ),
     "ledger_after_post_commit_crash": Answer(
         _label("orders in the supplier's ledger after the recovery"),
-        lambda: _reference_case("crash after remote acceptance")["ledger_count"],
+        lambda: _reference_case(POST_COMMIT.name)["ledger_count"],
         source="the reference's run",
     ),
     "cents_reserved_while_unknown": Answer(
@@ -315,7 +316,7 @@ ANSWERS: dict[str, Answer] = {
     ),
     "cents_reserved_after_recovery": Answer(
         _label("cents still reserved after the recovery"),
-        lambda: _reference_case("killed holder")["reserved_cents"][-1],  # [before, after]
+        lambda: _reference_case(KILLED.name)["reserved_cents"][-1],  # [before, after]
         source="the reference's run",
     ),
     "resume_gives_back": Answer(

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.checkpoint.cases import CANCEL, KILLED, LIVE_STALE, PAUSED, POST_COMMIT
+
 
 def stub(module: Any, name: str) -> None:
     """The signature and docstring of ``name`` (``Class.member`` for a method) as the learner's
@@ -69,13 +71,9 @@ def stale_reasons(evidence: Mapping[str, Any] | None, name: str, case: str) -> N
 # ------------------------------------------------ the checkpoint's cases as swimlanes
 
 LANES = ("checkpoint", "holder", "shop database", "replacement", "supplier")
-CASES = {  # the timeline's case key, and the case's name in the evidence
-    "killed": "killed holder",
-    "live": "live stale holder",
-    "paused": "paused holder",
-    "post-commit": "crash after remote acceptance",
-    "cancel": "cancel",
-}
+# The timeline's case key, and the case (its name is the evidence's).
+LANED = {"killed": KILLED, "live": LIVE_STALE, "paused": PAUSED, "post-commit": POST_COMMIT}
+LANED |= {"cancel": CANCEL}
 EVENTS = {  # event -> (lane, label)
     "enqueued": ("checkpoint", "enqueue"),
     "holder ready": ("holder", "claim g{generation}"),
@@ -98,8 +96,9 @@ def swimlanes(run: Mapping[str, Any]) -> Any:
     actor, the supplier's own ledger count at the end of its lane. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    figure, panels = plt.subplots(len(CASES), 1, figsize=(10, 2.4 * len(CASES)))
-    for axes, (key, name) in zip(panels, CASES.items(), strict=True):
+    figure, panels = plt.subplots(len(LANED), 1, figsize=(10, 2.4 * len(LANED)))
+    for axes, (key, case) in zip(panels, LANED.items(), strict=True):
+        name = case.name
         events = [e for e in run["timeline"] if e.get("case") == key and e["event"] in EVENTS]
         start = min(e["t"] for e in events)
         end = max(e["t"] for e in events) - start

@@ -64,26 +64,26 @@ def tail_shape(receipt: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def binomial_verdicts(receipt: Mapping[str, Any]) -> list[str]:
-    """Each rule's count of false expiries judged by its two-sided binomial p-value."""
+def binomial_readings(receipt: Mapping[str, Any]) -> list[str]:
+    """Each rule's count of false expiries read against its two-sided binomial p-value."""
     lines = []
     for rule, row in _rules(receipt).items():
         k, n, p = row["false_expiries"], row["trials"], row["p_value"]
         if row["predicted_share"] == 0:
-            verdict = (
+            reading = (
                 "no pilot turn came near this lease, so none was expected"
                 if k == 0
                 else "a turn outlived a lease no pilot turn came near"
             )
         elif p < SURPRISING:
-            verdict = (
+            reading = (
                 f"surprising (p {p:.3f} < {SURPRISING}): the trials did not behave like the"
                 " pilot the lease was chosen from"
             )
         else:
-            verdict = f"what chance does (p {p:.2f})"
+            reading = f"what chance does (p {p:.2f})"
         expected = row["expected_false_expiries"]
-        lines.append(f"{rule}: {k} of {n} against {expected:g} expected: {verdict}")
+        lines.append(f"{rule}: {k} of {n} against {expected:g} expected: {reading}")
     return lines
 
 
