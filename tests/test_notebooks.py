@@ -1049,14 +1049,14 @@ def _further_right(receipt: dict) -> bool:
 def _after_expiry_one_order(run: dict) -> bool:
     """In the recorded run, every case with a lease that ran out: the replacement's events come
     after it; and every process case's supplier ledger holds one order."""
-    from lucyshop.lab.lesson.page import CASES
+    from lucyshop.lab.lesson.page import LANED
 
-    for key, name in CASES.items():
+    for key, case in LANED.items():
         events = {e["event"]: e["t"] for e in run["timeline"] if e.get("case") == key}
         acted = [t for event, t in events.items() if event.startswith("replacement")]
         if "lease expired" in events and not all(t >= events["lease expired"] for t in acted):
             return False
-        if run["cases"][name].get("ledger_count") != 1:
+        if run["cases"][case.name].get("ledger_count") != 1:
             return False
     return True
 
