@@ -47,7 +47,7 @@ def isolated_as(mode: str) -> Iterator[None]:
     """Checks in this block (and their children) run with isolation ``mode``."""
     saved = os.environ.get(jail.MODE_ENV)
     os.environ[jail.MODE_ENV] = mode
-    jail.isolation.cache_clear()
+    jail.choice.cache_clear()
     try:
         yield
     finally:
@@ -55,7 +55,7 @@ def isolated_as(mode: str) -> Iterator[None]:
             os.environ.pop(jail.MODE_ENV, None)
         else:
             os.environ[jail.MODE_ENV] = saved
-        jail.isolation.cache_clear()
+        jail.choice.cache_clear()
 
 
 def lines(result: dict[str, Any]) -> list[str]:
