@@ -201,7 +201,9 @@ def test_the_check_uses_the_named_implementation_and_learner_by_default(
     stubs = run_check(quick_receipt, impl="learner")
     if stubs.returncode == 3:  # the learner file is the kit's stubs
         assert "NOT STARTED" in stubs.stderr and "--impl solutions" in stubs.stderr
-    default = python([*EXPERIMENT, "check", str(quick_receipt)], timeout=CHECK_SECONDS)
+    # No --impl and no $LEASES_IMPL (make test sets it): the learner's file.
+    unset = {k: v for k, v in os.environ.items() if k != ENV}
+    default = python([*EXPERIMENT, "check", str(quick_receipt)], timeout=CHECK_SECONDS, env=unset)
     assert (default.returncode, default.stderr) == (stubs.returncode, stubs.stderr)
 
 
