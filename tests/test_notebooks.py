@@ -1167,7 +1167,7 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
     list, on the reference: the same owner label reclaiming fails one of the four (the chapter's
     whole-worker-id comparison would fail as well, and refuse the same claim); a cancel fails
     all four. The reference refuses both claims."""
-    from lucyshop.lab.given import OPERATOR, POLICY
+    from lucyshop.lab.given import OPERATOR, OWNER, POLICY
     from lucyshop.lab.lesson.answers import ANSWERS
     from lucyshop.lab.loader import load_impl
 
@@ -1179,9 +1179,9 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
     db, queue = leases.open_worker_shop(tmp_path / "shop.db")
     work = leases.enqueue(queue, "msg-1", "till-1", "Order six tubs")
     t0 = 1_000_000.0
-    held = leases.claim(db, "lucy-worker", ttl=30, now=t0)
+    held = leases.claim(db, OWNER, ttl=30, now=t0)
     later = held.expires + 0.001
-    leases.claim(db, "lucy-worker", ttl=30, now=later)
+    leases.claim(db, OWNER, ttl=30, now=later)
     checks = _four_checks(db, held, later)
     kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
     assert kit.count(False) == ANSWERS["checks_the_old_claim_fails"].value() == 1
@@ -1190,7 +1190,7 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
         leases.assert_current(db, held, now=later)
 
     other = leases.enqueue(queue, "msg-2", "till-2", "Order two tubs")
-    holder = leases.claim(db, "lucy-worker", ttl=30, now=later + 1)
+    holder = leases.claim(db, OWNER, ttl=30, now=later + 1)
     assert holder.work_id == other != work
     leases.cancel(db, other, actor=OPERATOR, policy=POLICY, reason="called", now=later + 2)
     checks = _four_checks(db, holder, later + 3)
