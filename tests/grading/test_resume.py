@@ -30,9 +30,6 @@ from lucyshop.lab.services.processes import processes_mentioning
 
 SLEEPS = "import time\n\ntime.sleep(600)\n"  # at import: the check hangs until it is ended
 WAIT = 60.0  # seconds any one wait below may take
-# Ctrl-C to the end of the grader inside a whole make test (load 6-10 on two cores): each
-# running check is killed and waited for (KILL_WAIT), its pipe drained and its marker swept.
-INTERRUPTED_WAIT = 240.0
 
 
 def until(condition, what: str, seconds: float = WAIT):
@@ -57,7 +54,15 @@ def grader(hand_ins: Path, out: Path, scratch: Path, *extra: str) -> subprocess.
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a process inherits an ignored SIGINT, and in a
+        # whole make test this pytest worker's may be (the grader then never saw the signal
+        # and graded on to exit 0).
+        preexec_fn=_default_sigint,  # noqa: PLW1509 - one signal call, no locks
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def kept_files(out: Path) -> dict[str, int]:
@@ -69,7 +74,7 @@ def kept_files(out: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(300)
 def test_ctrl_c_keeps_who_finished_ends_every_check_and_a_rerun_goes_on(tmp_path):
     hand_ins, out, scratch = tmp_path / "class", tmp_path / "grades", tmp_path / "scratch"
     scratch.mkdir()
@@ -86,7 +91,7 @@ def test_ctrl_c_keeps_who_finished_ends_every_check_and_a_rerun_goes_on(tmp_path
         until(lambda: len(processes_mentioning(str(scratch))) >= 3, "three checks running")
         kept_before = kept_files(out)
         first.send_signal(signal.SIGINT)
-        stdout, stderr = first.communicate(timeout=INTERRUPTED_WAIT)
+        stdout, stderr = first.communicate(timeout=WAIT)
     finally:
         if first.poll() is None:
             first.kill()
