@@ -156,19 +156,20 @@ def disk_usage(root: Path) -> int:
 
 
 def sweep(marker: str) -> list[int]:
-    """Kill every process whose environment carries ``marker``; return their pids."""
-    found = []
+    """Kill every process whose environment carries ``marker``; return their pids. The
+    processes killed are waited on as found (a pid looked up again may already be gone)."""
+    killed = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
         try:
             if proc.environ().get(MARKER) == marker:
                 proc.kill()
-                found.append(proc.pid)
+                killed.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
-    psutil.wait_procs([psutil.Process(pid) for pid in found if psutil.pid_exists(pid)], timeout=5)
-    return found
+    psutil.wait_procs(killed, timeout=5)
+    return [proc.pid for proc in killed]
 
 
 class KitFiles:
