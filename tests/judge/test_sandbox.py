@@ -3,11 +3,16 @@ and how the trusted side survives a worker that hangs, dies or lies."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -250,3 +255,61 @@ def test_a_preload_reaches_the_sandboxed_python_alone(mode, tmp_path, monkeypatc
     assert "LD_PRELOAD" not in started["env"] and started["env"]["FAKETIME"] == "+5"
     at = argv.index("/usr/bin/env")
     assert argv[at : at + 3] == ["/usr/bin/env", "LD_PRELOAD=/lib/faketime.so", "python"]
+
+
+FORK_UNTIL_REFUSED = """
+import os, time
+forked = 0
+try:
+    while forked < 4 * {limit}:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        forked += 1
+except OSError as error:
+    print("refused:", error.strerror)
+print("forked:", forked, flush=True)
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(
+    bool(jail.pids.missing()), reason=f"no process-count limit here: {jail.pids.missing()}"
+)
+def test_a_fork_loop_under_bubblewrap_stops_at_the_process_count_limit(tmp_path):
+    """Root's processes escape ``RLIMIT_NPROC`` even when mapped to another uid inside a
+    namespace: root's sandboxes are counted by a pids cgroup of their own, an ordinary user's
+    by the limit in their own user namespace. Either way the loop is refused below 4x."""
+    box = jail.Jail(tmp_path, (tmp_path,), mode="bwrap")
+    code = FORK_UNTIL_REFUSED.format(limit=jail.NPROC)
+    proc = box.popen([sys.executable, "-c", code], env={}, stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    assert "refused:" in out, out
+    forked = int(out.split("forked:")[1])
+    assert 0 < forked <= jail.NPROC, out
+
+
+def test_a_dead_checks_empty_pid_groups_are_swept_and_a_live_ones_kept(tmp_path):
+    """Groups are named after the process that made them: a sweep removes an empty group of a
+    process that is gone, and an empty group of its own only once it has settled."""
+    from lucyshop.lab.sandbox import pids
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    now = int(time.time())
+    names = {
+        "dead": f"lucyshop-{gone.pid}-0-{now}",
+        "young": f"lucyshop-{os.getpid()}-0-{now}",
+        "old": f"lucyshop-{os.getpid()}-1-{now - 120}",
+        "other": "lucyshop-probe",
+    }
+    for name in names.values():
+        (tmp_path / name).mkdir()
+    pids.sweep(tmp_path, settled=60)
+    left = {key for key, name in names.items() if (tmp_path / name).exists()}
+    assert left == {"young", "other"}

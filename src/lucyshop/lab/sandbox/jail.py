@@ -44,7 +44,7 @@ import psutil
 
 import lucyshop
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.sandbox import bubblewrap
+from lucyshop.lab.sandbox import bubblewrap, pids
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
@@ -58,7 +58,9 @@ NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
 UID_FIRST, UID_SLOTS = 2_000_000_000, 64
 UID_ENV = "LUCYSHOP_SANDBOX_UID"
 UID_LOCKS = Path("/run/lucyshop-sandbox-uids")
-NPROC = 512  # user mode: processes the sandbox's uid may have at once (RLIMIT_NPROC is per uid)
+# Processes (threads too) one sandbox may have at once: RLIMIT_NPROC for user mode's uid and
+# an ordinary user's bubblewrap namespace, a pids cgroup for root's bubblewrap (``pids``).
+NPROC = 512
 LEFT_IN = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where a sandbox may leave files
 CLEAR_SECONDS = 30.0
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
@@ -128,9 +130,11 @@ def describe(mode: str | None = None) -> str:
     chosen = choice()
     mode = mode or chosen.mode
     if mode == "bwrap" and chosen.bwrap is not None:
+        unbounded = pids.missing()
         return (
             f"isolated: {chosen.bwrap.version}, {chosen.bwrap.origin}: own namespaces, a"
             " read-only kit without the reference"
+            + (f"; no process-count limit for root's sandboxes ({unbounded})" if unbounded else "")
         )
     if mode == "user":
         done = ready_for_user()
@@ -184,9 +188,9 @@ class Jail:
             uid = sandbox_uid()
             ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
             return ["setpriv", *ids, "--no-new-privs", "--", *_limited(command, nproc=NPROC)]
-        command = _limited(command)
         if self.mode != "bwrap":
-            return command
+            return _limited(command)
+        command = _limited(command, nproc=NPROC)
         binds = ["--tmpfs", "/", *bubblewrap.PROC_MOUNT, "--dev", "/dev"]
         binds += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
         # The kit's own directory, empty but for what is bound into it, and read-only once
@@ -246,8 +250,11 @@ class Jail:
         preload = {name: env[name] for name in ("LD_PRELOAD",) if name in env}
         if preload:
             command = ["/usr/bin/env", *(f"{k}={v}" for k, v in preload.items()), *command]
+        argv = self.argv(command, shown)
+        if self.mode == "bwrap":
+            argv = pids.enter(argv, NPROC)
         return subprocess.Popen(
-            self.argv(command, shown),
+            argv,
             env=self.env({k: v for k, v in env.items() if k not in preload}),
             start_new_session=True,
             **kwargs,
@@ -256,9 +263,9 @@ class Jail:
 
 def _limited(command: Sequence[str], nproc: int | None = None) -> list[str]:
     """``command`` under the resource limits, where ``prlimit`` exists (not on macOS).
-    ``nproc``: a process count, for a uid the sandbox has alone (``user`` mode); under
-    bubblewrap the code runs as the caller's uid, where the count would take in the caller's
-    own processes (and root's is not counted at all)."""
+    ``nproc``: a process count, where it counts the sandbox's processes alone (a uid of its
+    own, or a user namespace of its own); never in ``none`` mode, where it would take in the
+    student's other processes."""
     if shutil.which("prlimit") is None:
         return list(command)
     limits = LIMITS | ({"nproc": nproc} if nproc is not None else {})
