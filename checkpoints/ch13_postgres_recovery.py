@@ -33,12 +33,12 @@ from typing import Any
 
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
 from lucyshop.lab.checkpoint.checks import child_record, expect
-from lucyshop.lab.checkpoint.holder import refusal
 from lucyshop.lab.checkpoint.judge import EXIT, overall, said
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.orders import OWNER, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import add_impl_option, block_reference, impl_path
+from lucyshop.lab.sandbox.inside.holder import refusal
 from lucyshop.lab.services.postgres import missing, postgres_server, scratch_schema
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,

@@ -27,13 +27,13 @@ from typing import Any
 
 from lucyshop import approval
 from lucyshop.lab.checkpoint.checks import WRITES, CheckFailed, claimed, expect, expect_refused
-from lucyshop.lab.checkpoint.holder import DEADLINE, refusal
 from lucyshop.lab.checkpoint.judge import kept_directory
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
 from lucyshop.lab.checkpoint.runner import Run, main
 from lucyshop.lab.checkpoint.shop import Shop, stopped
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 from lucyshop.lab.sandbox import sandboxed_shop
+from lucyshop.lab.sandbox.inside.holder import DEADLINE, refusal
 from lucyshop.lab.sandbox.jail import signal_inside
 from lucyshop.lab.services.processes import wait_exit, wait_until
 from lucyshop.supplier import ledger_orders
@@ -144,7 +144,7 @@ def _between_check_and_write(
     process opens (kept for the judge), a rival takes ``held``'s work over before each
     statement of ``observe``, then of ``finish``, in turn, at moments this side picks; no
     row may be written after it. How many runs each writer had."""
-    probes = leases._sandbox.kit("lucyshop.lab.sandbox.probes")
+    probes = leases._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes")
     calls = {
         "observe": lambda connection: leases.observe(connection, held, "checked", now=now),
         "finish": lambda connection: leases.finish(connection, held, "DONE", {}, now=now),

@@ -207,7 +207,7 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
     cheat.write_text(
         source.replace(
             "    _check_owner(owner)\n",
-            "    if '/checkpoint/holder.py' in ' '.join(__import__('sys').argv):\n"
+            "    if '/inside/holder.py' in ' '.join(__import__('sys').argv):\n"
             "        __import__('runpy').run_path("
             f"{str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
             "    _check_owner(owner)\n",

@@ -253,7 +253,7 @@ def mirrored(db: sqlite3.Connection | Remote) -> sqlite3.Connection:
     if not isinstance(db, Remote):
         return db
     box = db._sandbox
-    path = box.kit("lucyshop.lab.sandbox.probes").database_file(db)
+    path = box.kit("lucyshop.lab.sandbox.inside.shop_probes").database_file(db)
     return box.mirror(db, Path(path))
 
 

@@ -106,7 +106,9 @@ def run_renewer(exercises, held, *, bound, progress, stop_after, renewals=None):
             stopped.set()
 
     def body():
-        db = exercises._sandbox.kit("lucyshop.lab.sandbox.probes").connect(str(shop))
+        db = exercises._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes").connect(
+            str(shop)
+        )
         try:
             found["returned"] = exercises.keep_renewing(
                 db,

@@ -156,7 +156,7 @@ def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str
     (``lucyshop.lab.checkpoint.rival``). ``.attempt(call, what)`` fails the test at the first
     stale write, or when the rival never got in."""
     home = Path(tempfile.mkdtemp(prefix="ch13-served-"))
-    probes = impl._sandbox.kit("lucyshop.lab.sandbox.probes")
+    probes = impl._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes")
     try:
         yield lambda what: RivalAtEveryMoment(probes, db, held, WRITERS[what], home)
     finally:

@@ -27,7 +27,7 @@ def opened(impl, tmp_path):
 
 def test_it_returns_a_connection_and_the_work_queue(impl, tmp_path, opened):
     db, queue = opened
-    probes = impl._sandbox.kit("lucyshop.lab.sandbox.probes")
+    probes = impl._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes")
     assert "sqlite3.Connection" in probes.kinds(db.remote), (
         f"the first item is a sqlite3.Connection, got {db.remote!r}"
     )

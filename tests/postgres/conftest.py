@@ -134,7 +134,7 @@ def pg(request: pytest.FixtureRequest, pg_file: Path, pg_box: PgSandbox) -> Remo
 
 @pytest.fixture
 def worker(pg: Remote, pg_box: PgSandbox) -> Remote:
-    """What the test does inside the worker (``lucyshop.lab.sandbox.postgres.probes``)."""
+    """What the test does inside the worker (``lucyshop.lab.sandbox.inside.pg_probes``)."""
     return pg_box.probes()
 
 

@@ -4,12 +4,12 @@ kit's "holder check in its own transaction" mutants applied, ``observe`` and ``f
 At import, in the worker, the file rewrites what the trusted side uses in there to inject a
 rival between a holder check and its write:
 
-- ``lucyshop.lab.sandbox.probes.watch`` (where the kit once timed the rival from a trace
-  callback on the student's connection): the rival is asked only while the file's own
+- ``lucyshop.lab.sandbox.inside.shop_probes.watch`` (where the kit once timed the rival from a
+  trace callback on the student's connection): the rival is asked only while the file's own
   transaction holds the write lock, so it is asked, it never gets in, and a test that only
   counted that it was asked reads "nothing came between";
-- ``lucyshop.lab.sandbox.served.Connection`` (a connection whose statements the trusted
-  side executes): each statement is sent inside a transaction of its own making, opened
+- ``lucyshop.lab.sandbox.inside.shop_probes.Connection`` (a connection whose statements the
+  trusted side executes): each statement is sent inside a transaction of its own making, opened
   before it and closed after, so that no statement of the file's runs outside one.
 
 Either way the two mutants write a stale row whenever a takeover really lands between their
@@ -32,7 +32,7 @@ def _watch_only_under_the_lock(connection, rival):
 
 def _swap_the_probe():
     try:
-        probes = _importlib.import_module("lucyshop.lab.sandbox.probes")
+        probes = _importlib.import_module("lucyshop.lab.sandbox.inside.shop_probes")
     except ImportError:
         return
     probes.watch = _watch_only_under_the_lock
@@ -41,7 +41,7 @@ def _swap_the_probe():
 
 def _swap_the_served_connection():
     try:
-        served = _importlib.import_module("lucyshop.lab.sandbox.served")
+        served = _importlib.import_module("lucyshop.lab.sandbox.inside.shop_probes")
     except ImportError:
         return
     plain = served.Connection._run

@@ -2,7 +2,7 @@
 trusted side picks: the sandbox neither chooses them nor sees them coming.
 
 Each run gives the writer (``observe`` or ``finish``) a connection to a copy of the shop that
-only the trusted side can open (``lucyshop.lab.sandbox.probes.Server``): every statement is
+only the trusted side can open (``lucyshop.lab.sandbox.served.Server``): every statement is
 ours to execute, and before statement ``first`` and each one after, until it gets in, the
 rival tries to take the work over on a connection of its own, without waiting (a transaction
 that holds the write lock keeps it out). One calm run counts the writer's statements; then
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.sandbox.probes import TRUSTED_TABLES, Server
+from lucyshop.lab.sandbox.served import TRUSTED_TABLES, Server
 
 RUNS = f"{TRUSTED_TABLES}rival"
 WRITERS = {"observe": "transcript", "finish": "outcomes"}  # the table each writer writes
@@ -57,7 +57,7 @@ class RivalAtEveryMoment:
     def __init__(
         self, probes: Any, source: sqlite3.Connection, held: Any, table: str, home: Path
     ) -> None:
-        """``probes``: the worker's ``lucyshop.lab.sandbox.probes`` (``Sandbox.kit``)."""
+        """``probes``: the worker's ``lucyshop.lab.sandbox.inside.shop_probes``."""
         self.probes, self.held, self.table, self.home = probes, held, table, home
         self.pristine = home / "pristine.db"
         with contextlib.closing(sqlite3.connect(self.pristine)) as copy:

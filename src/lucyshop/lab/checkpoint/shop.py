@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 
 from lucyshop import approval, atomic
 from lucyshop.lab.checkpoint.checks import child_record, expect
-from lucyshop.lab.checkpoint.holder import DEADLINE
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Remote, sandboxed_shop
+from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
 from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
 from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
@@ -82,7 +82,7 @@ class Shop:
         """Start a worker child; return it once its ready record says it holds approved work."""
         ready_file = self.directory / "ready.json"
         box = self.leases._sandbox
-        argv = [sys.executable, "-m", "lucyshop.lab.checkpoint.holder", mode]
+        argv = [sys.executable, "-m", "lucyshop.lab.sandbox.inside.holder", mode]
         argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
         argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
         argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
@@ -223,7 +223,7 @@ class refused_models:
     recovery reads records, not models."""
 
     def __init__(self, leases: Remote) -> None:
-        self.probes = leases._sandbox.kit("lucyshop.lab.sandbox.probes")
+        self.probes = leases._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes")
 
     def __enter__(self) -> refused_models:
         self.probes.refuse_models()

@@ -2,13 +2,16 @@
 
 - ``jail``: the OS boundary (bubblewrap; an unprivileged user; or none, said in one line).
 - ``wire``: the framed JSON that crosses it, values by value.
-- ``worker``: the process inside, which imports the student's file and runs calls.
+- ``inside``: all that runs inside the sandbox, beside the student's code, and is trusted for
+  nothing: the ``worker`` that imports the student's file and runs calls, the probes the
+  trusted side calls in there (``shop_probes``, ``pg_probes``), and the checkpoints' holder
+  children (``holder``, ``pg_holder``).
 - ``remote``: the trusted side: starts the worker and holds the conversation with it.
 - ``handles``: what a test holds of the worker's objects (``Remote``, a paired ``Mirror``).
 - ``errors``: what a failure in the worker becomes here (our types, never the worker's).
 - ``relay``: a Unix socket the worker is shown, forwarded to a server outside.
-- ``probes``: what the trusted side hands, asks or does inside the worker (a shop file it
-  serves statement by statement, so that it places an injected fault itself).
+- ``served``: a shop file the trusted side serves to the worker statement by statement, so
+  that it places an injected fault itself.
 - ``postgres``: exercise 7's worker, shown a relay to a PostgreSQL server.
 """
 

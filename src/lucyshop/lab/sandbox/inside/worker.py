@@ -28,8 +28,8 @@ from lucyshop.lab.sandbox import wire
 
 MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
 KIT = (  # the kit modules the trusted side may call in here
-    "lucyshop.lab.sandbox.probes",
-    "lucyshop.lab.sandbox.postgres.probes",
+    "lucyshop.lab.sandbox.inside.shop_probes",
+    "lucyshop.lab.sandbox.inside.pg_probes",
 )
 STUDENT_DIRS: set[str] = set()  # where the loaded student files are: their frames are named
 

@@ -36,7 +36,7 @@ PG_FILE = "ch13_postgres.py"
 PORT = 5432
 SOCKET = f".s.PGSQL.{PORT}"  # what libpq looks for in the directory named by host=
 INSIDE = Path("/sandbox/pg")  # where the relay's directory appears in a sandbox
-PROBES = "lucyshop.lab.sandbox.postgres.probes"
+PROBES = "lucyshop.lab.sandbox.inside.pg_probes"
 
 
 def target_of(server: Server) -> str | tuple[str, int]:

@@ -1,100 +1,22 @@
-"""What the trusted side hands, asks or does inside the worker, where the student's objects are.
+"""What the trusted side hands, asks or does inside the worker, where the student's SQLite shop
+objects are: a stand-in connection whose statements run on the trusted side, the classes an
+object is an instance of, the file a connection has open, the runtime's own connection, and
+model calls refused while a recovery runs.
 
-``kinds`` names the classes an object is an instance of. No fault is timed from in here: a
-probe shares the worker with the student's module, which can replace it (a swapped trace
-callback once asked the injected rival in only while the student held the write lock).
-
-So a shop file a fault is injected into lives in a directory of the trusted side's own, and
-the worker gets ``connection(server)``: a stand-in for ``sqlite3.Connection`` whose every
-statement is a call back to ``Server``, the trusted side's connection to that file. Before
-each statement the server calls ``before(number, sql)``, where the trusted side places its
-rival; the worker cannot run a statement the server did not see, nor see the rival coming.
-The stand-in runs in the worker, where the student may rewrite it; that changes nothing,
-since the file changes only through ``Server.execute``. What the sandbox may ask of the file
-is bounded there: plain reads and writes of the shop's tables, transactions and the busy
-timeout (no ATTACH, so no VACUUM INTO; no schema change; no other pragma; none of the trusted
-side's own tables), at most ``MAX_ROWS`` rows, ``MAX_LENGTH`` bytes a value and
-``STATEMENT_SECONDS`` a statement.
+No fault is timed from in here: a probe shares the worker with the student's module, which
+can replace it (a swapped trace callback once asked the injected rival in only while the
+student held the write lock). So a shop file a fault is injected into lives in a directory of
+the trusted side's own, and the worker gets ``connection(server)``: a stand-in for
+``sqlite3.Connection`` whose every statement is a call back to the trusted side's
+``lucyshop.lab.sandbox.served.Server``. The stand-in runs in the worker, where the student may
+rewrite it; that changes nothing, since the file changes only through the server.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
-
-MAX_ROWS = 10_000
-MAX_LENGTH = 1 << 20  # bytes of one string or blob
-STATEMENT_SECONDS = 5.0
-PRAGMAS = {"busy_timeout"}  # the one pragma ``lucyshop.store.immediate`` reads and sets
-_ALLOWED = {
-    sqlite3.SQLITE_SELECT,
-    sqlite3.SQLITE_READ,
-    sqlite3.SQLITE_INSERT,
-    sqlite3.SQLITE_UPDATE,
-    sqlite3.SQLITE_DELETE,
-    sqlite3.SQLITE_TRANSACTION,
-    sqlite3.SQLITE_SAVEPOINT,
-    sqlite3.SQLITE_FUNCTION,
-    sqlite3.SQLITE_RECURSIVE,
-}
-TRUSTED_TABLES = "trusted_"  # a served file's tables of the trusted side's own records
-
-
-class Server:
-    """The trusted side's connection to ``path``, executing what the worker sends."""
-
-    def __init__(self, path: Path, before: Callable[[int, str], None]) -> None:
-        self.before = before
-        self.statements: list[str] = []
-        self.db = sqlite3.connect(path, isolation_level=None, timeout=5)
-        self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
-        self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        self.db.set_authorizer(_authorize)
-        self._stop = 0.0
-        self.db.set_progress_handler(lambda: time.monotonic() > self._stop, 10_000)
-
-    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> dict:
-        """Run one statement the worker sent, after ``before`` had its moment; the answer by
-        value: column names, rows, lastrowid, rowcount, and whether a transaction is open."""
-        if not isinstance(sql, str) or not isinstance(parameters, (list, tuple, dict)):
-            raise TypeError("a statement is a string and its parameters a sequence or a dict")
-        self.statements.append(sql[:200])
-        self.before(len(self.statements), sql)
-        self._stop = time.monotonic() + STATEMENT_SECONDS
-        cursor = self.db.execute(sql, parameters)
-        rows = cursor.fetchmany(MAX_ROWS + 1)
-        if len(rows) > MAX_ROWS:
-            raise sqlite3.OperationalError(f"more than {MAX_ROWS} rows from one statement")
-        return {
-            "columns": [column[0] for column in cursor.description or ()],
-            "rows": [list(row) for row in rows],
-            "lastrowid": cursor.lastrowid,
-            "rowcount": cursor.rowcount,
-            "in_transaction": self.db.in_transaction,
-        }
-
-    def close(self) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
-        self.db.close()
-
-
-def _authorize(
-    action: int, first: str | None, _second: str | None, database: str | None, _trigger: Any
-) -> int:
-    """Plain reads and writes of the shop's own tables; nothing that reaches another file,
-    the schema, or the trusted side's records (``TRUSTED_TABLES``), read or written."""
-    if database not in (None, "main", "temp"):
-        return sqlite3.SQLITE_DENY
-    name = (first or "").lower()
-    if action == sqlite3.SQLITE_PRAGMA:
-        return sqlite3.SQLITE_OK if name in PRAGMAS else sqlite3.SQLITE_DENY
-    if action != sqlite3.SQLITE_FUNCTION and name.startswith(("sqlite_", TRUSTED_TABLES)):
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
 def connection(server: Any) -> Connection:

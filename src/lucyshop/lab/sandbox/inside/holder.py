@@ -1,6 +1,6 @@
 """The checkpoint's worker child: it runs the student's functions inside a sandbox.
 
-    python -m lucyshop.lab.checkpoint.holder MODE --shop FILE --endpoint URL --identity NAME
+    python -m lucyshop.lab.sandbox.inside.holder MODE --shop FILE --endpoint URL --identity NAME
         --lease S --timeout S --dir DIR [--relay SOCKET]
 
 It claims the case's work, proposes six tubs, records the operator's approval, says so in
