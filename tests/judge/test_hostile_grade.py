@@ -10,7 +10,7 @@ the grader has exited, must stay as the grader wrote it.
 
 The class is graded twice: in the sandbox this machine offers, and as root in a container
 whose seccomp refuses namespaces (``tests/refuse_namespaces.py``), where each check runs as a
-uid of its own from the pool (``jail.UID_FIRST``): there, too, nothing of the class may
+uid of its own from the pool (``uids.UID_FIRST``): there, too, nothing of the class may
 outlive ``make grade``, neither a process of a pool uid nor a file one left in a shared
 temporary place.
 """
@@ -44,6 +44,7 @@ from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
 from lucyshop.lab.sandbox import jail
+from lucyshop.lab.sandbox.host import uids
 
 pytestmark = MARKS
 
@@ -73,22 +74,22 @@ def pool_leftovers() -> list[str]:
     """Processes of the pool's uids that no check holds now (another test's check may be
     running under a held one), and what they left in the shared temporary places. The pool is
     root's: for anyone else, nothing."""
-    if not jail.UID_LOCKS.is_dir() or os.geteuid() != 0:
+    if not uids.UID_LOCKS.is_dir() or os.geteuid() != 0:
         return []
     free = set()
-    for slot in range(jail.UID_SLOTS):
-        with open(jail.UID_LOCKS / f"{slot}.lock", "a") as handle:
+    for slot in range(uids.UID_SLOTS):
+        with open(uids.UID_LOCKS / f"{slot}.lock", "a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            free.add(jail.UID_FIRST + slot)
+            free.add(uids.UID_FIRST + slot)
     found = [
         f"process {p.pid} of uid {p.info['uids'].real}"
         for p in psutil.process_iter(["uids"])
         if p.info["uids"] and p.info["uids"].real in free
     ]
-    for place in jail.LEFT_IN:
+    for place in uids.LEFT_IN:
         for entry in place.iterdir():
             try:
                 if entry.lstat().st_uid in free:
@@ -125,7 +126,7 @@ def graded(request, tmp_path_factory):
             argv = [sys.executable, str(REFUSE), *argv]
             # A uid handed down (one this process holds): the class's checks run side by
             # side, and each must take a uid of its own, never share the one it was handed.
-            env[jail.UID_ENV] = str(jail.hold_uid())
+            env[uids.UID_ENV] = str(uids.hold_uid())
         argv += ["--no-checkpoint", "--jobs", "2", "--no-progress"]
         started = time.monotonic()
         done = subprocess.run(

@@ -22,7 +22,8 @@ import pytest
 from hostile_checks import hand_in, hostile, with_bodies
 
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.sandbox import bubblewrap, jail
+from lucyshop.lab.sandbox import jail
+from lucyshop.lab.sandbox.host import bubblewrap, uids
 
 LINUX_WHEEL = sys.platform.startswith("linux") and platform.machine() in bubblewrap.PINNED
 REFUSE = Path(__file__).resolve().parents[1] / "refuse_namespaces.py"
@@ -184,11 +185,11 @@ def test_in_user_mode_nothing_a_hostile_file_starts_or_leaves_outlives_its_check
     assert "an unprivileged uid of its own (user mode" in done.stdout.splitlines()[0]
     got = [int(n) for n in re.findall(r"'forked': (\d+)", out.read_text(encoding="utf-8"))]
     assert got and max(got) < jail.NPROC, done.stdout[-3000:]
-    pool = range(jail.UID_FIRST, jail.UID_FIRST + jail.UID_SLOTS)
+    pool = range(uids.UID_FIRST, uids.UID_FIRST + uids.UID_SLOTS)
     alive = [
         p.pid
         for p in psutil.process_iter(["uids", "cmdline"])
         if p.info["uids"] and (p.info["uids"].real in pool or token in (p.info["cmdline"] or []))
     ]
-    left = [str(place / f"left-{token}") for place in jail.LEFT_IN]
+    left = [str(place / f"left-{token}") for place in uids.LEFT_IN]
     assert alive == [] and not any(Path(p).exists() for p in left), (alive, left)

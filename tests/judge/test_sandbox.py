@@ -27,6 +27,7 @@ from lucyshop.lab.sandbox import (
     jail,
     wire,
 )
+from lucyshop.lab.sandbox.host import pids, uids
 from lucyshop.lab.sandbox.remote import checked_file
 
 needs_bwrap = pytest.mark.skipif(
@@ -245,7 +246,7 @@ def test_a_preload_reaches_the_sandboxed_python_alone(mode, tmp_path, monkeypatc
 
     started = {}
     monkeypatch.setattr(jail, "ready_for_user", lambda: "")
-    monkeypatch.setattr(jail, "sandbox_uid", lambda: jail.UID_FIRST)  # no pool needed here
+    monkeypatch.setattr(jail, "sandbox_uid", lambda: uids.UID_FIRST)  # no pool needed here
     monkeypatch.setattr(
         jail.subprocess, "Popen", lambda argv, env, **_kw: started.update(argv=argv, env=env)
     )
@@ -273,9 +274,7 @@ print("forked:", forked, flush=True)
 
 
 @needs_bwrap
-@pytest.mark.skipif(
-    bool(jail.pids.missing()), reason=f"no process-count limit here: {jail.pids.missing()}"
-)
+@pytest.mark.skipif(bool(pids.missing()), reason=f"no process-count limit here: {pids.missing()}")
 def test_a_fork_loop_under_bubblewrap_stops_at_the_process_count_limit(tmp_path):
     """Root's processes escape ``RLIMIT_NPROC`` even when mapped to another uid inside a
     namespace: root's sandboxes are counted by a pids cgroup of their own, an ordinary user's
@@ -297,8 +296,6 @@ def test_a_fork_loop_under_bubblewrap_stops_at_the_process_count_limit(tmp_path)
 def test_a_dead_checks_empty_pid_groups_are_swept_and_a_live_ones_kept(tmp_path):
     """Groups are named after the process that made them: a sweep removes an empty group of a
     process that is gone, and an empty group of its own only once it has settled."""
-    from lucyshop.lab.sandbox import pids
-
     gone = subprocess.Popen(["true"])
     gone.wait()
     now = int(time.time())

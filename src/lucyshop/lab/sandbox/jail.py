@@ -26,43 +26,31 @@ without the sandbox).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import psutil
 
 import lucyshop
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.sandbox import bubblewrap, pids
+from lucyshop.lab.sandbox.host import CannotIsolate, bubblewrap, pids
+from lucyshop.lab.sandbox.host.uids import clear_uid, clear_unheld, hold_uid, sandbox_uid
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox
 STUDENT_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
-# user mode: each check runs its sandboxes as a uid of its own, from this pool (no account
-# needs to exist for a uid), so that no two checks running at once can read, write or signal
-# each other's files and processes; the slot is held by a lock for the check's life, and its
-# number is handed to the check's children in UID_ENV.
-UID_FIRST, UID_SLOTS = 2_000_000_000, 64
-UID_ENV = "LUCYSHOP_SANDBOX_UID"
-UID_LOCKS = Path("/run/lucyshop-sandbox-uids")
 # Processes (threads too) one sandbox may have at once: RLIMIT_NPROC for user mode's uid and
 # an ordinary user's bubblewrap namespace, a pids cgroup for root's bubblewrap (``pids``).
 NPROC = 512
-LEFT_IN = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where a sandbox may leave files
-CLEAR_SECONDS = 30.0
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
 # open descriptors, core dumps.
@@ -80,10 +68,6 @@ ALLOWED_ENV = (
 )
 # The parts of the kit a sandboxed process may never read.
 PROTECTED = ("solutions", "tests", ".git", "checkpoints", "evidence", "grading")
-
-
-class CannotIsolate(RuntimeError):
-    """The chosen isolation is not available here (one line says why)."""
 
 
 @dataclass(frozen=True)
@@ -296,58 +280,15 @@ def share(path: Path, mode: str, *, writable: bool = True) -> None:
     _searchable(path)
 
 
-def sandbox_uid() -> int:
-    """The uid this check's sandboxes run as in ``user`` mode: the one handed down by the
-    check that started this process, else a slot of the pool taken now (``hold_uid``)."""
-    handed = os.environ.get(UID_ENV, "")
-    if handed.isdigit() and UID_FIRST <= int(handed) < UID_FIRST + UID_SLOTS:
-        return int(handed)
-    return hold_uid()
-
-
-_held: dict[int, IO[str]] = {}  # the uid this process holds, and its lock, for its whole life
-
-
-def hold_uid() -> int:
-    """This process's own uid of the pool, taken on the first call (after ending whatever an
-    earlier holder left under it: ``clear_uid``, for a check its grader had to kill), and
-    handed to the processes it starts in ``UID_ENV``. One a process: a pytest worker that runs
-    many checks, one after another, does not use up the pool."""
-    if _held:
-        uid = next(iter(_held))
-        os.environ[UID_ENV] = str(uid)
-        return uid
-    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    state = UID_LOCKS.lstat()
-    if not stat.S_ISDIR(state.st_mode) or state.st_uid != 0 or state.st_mode & 0o022:
-        raise CannotIsolate(f"{UID_LOCKS} is not root's own directory: remove it")
-    for slot in range(UID_SLOTS):
-        handle = open(UID_LOCKS / f"{slot}.lock", "a")  # noqa: SIM115 - held while we live
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        uid = UID_FIRST + slot
-        clear_uid(uid)
-        _held[uid] = handle
-        os.environ[UID_ENV] = str(uid)
-        return uid
-    raise CannotIsolate(f"all {UID_SLOTS} sandbox uids are held by checks running now")
-
-
 def clear_free_uids() -> list[int]:
-    """End what is left under every uid of the pool that no check holds now (a check its
-    grader had to kill cannot clear its own): for the end of ``make grade`` in ``user`` mode
-    (no other mode runs code as the pool's uids). The pids ended."""
-    if isolation() != "user" or not UID_LOCKS.is_dir():
-        return []
-    ended = []
-    for slot in range(UID_SLOTS):
-        with contextlib.suppress(OSError), open(UID_LOCKS / f"{slot}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            ended += clear_uid(UID_FIRST + slot)
-    return ended
+    """At the end of ``make grade`` in ``user`` mode (no other mode runs code as the pool's
+    uids): end what checks that had to be killed left under their uids. The pids ended."""
+    return clear_unheld() if isolation() == "user" else []
+
+
+def end_check() -> list[int]:
+    """At the end of a check in ``user`` mode: end what its uid left (``clear_uid``)."""
+    return clear_uid(sandbox_uid()) if isolation() == "user" else []
 
 
 def closed_to_others(paths: Iterable[Path]) -> list[Path]:
@@ -360,49 +301,6 @@ def closed_to_others(paths: Iterable[Path]) -> list[Path]:
             path.chmod(bits & ~0o007)
             changed.append(path)
     return changed
-
-
-def end_check() -> list[int]:
-    """At the end of a check in ``user`` mode: end what its uid left (``clear_uid``)."""
-    return clear_uid(sandbox_uid()) if isolation() == "user" else []
-
-
-def clear_uid(uid: int) -> list[int]:
-    """End every process of ``uid`` and delete what it left in the shared temporary places
-    (``LEFT_IN``): found by uid, not by marker, since code can scrub its environment. A
-    process that forks while it is being ended is met by the next round: rounds go on until
-    one finds nothing (within ``CLEAR_SECONDS``). The pids ended."""
-    ended: list[psutil.Process] = []
-    deadline = time.monotonic() + CLEAR_SECONDS
-    while time.monotonic() < deadline:
-        found = []
-        for proc in psutil.process_iter(["uids", "status"]):
-            try:
-                if proc.info["status"] == psutil.STATUS_ZOMBIE:  # dead: its parent reaps it
-                    continue
-                if uid in (proc.info["uids"].real, proc.info["uids"].effective):
-                    proc.send_signal(signal.SIGSTOP)  # no more forks from it while we go on
-                    found.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, TypeError, AttributeError):
-                continue
-        if not found:
-            break
-        for proc in found:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        psutil.wait_procs(found, timeout=5)
-        ended += found
-    for place in LEFT_IN:
-        with contextlib.suppress(OSError):
-            for entry in place.iterdir():
-                with contextlib.suppress(OSError):
-                    if entry.lstat().st_uid != uid:
-                        continue
-                    if entry.is_dir() and not entry.is_symlink():
-                        shutil.rmtree(entry, ignore_errors=True)
-                    else:
-                        entry.unlink()
-    return [proc.pid for proc in ended]
 
 
 def begin_check(directory: Path) -> None:
