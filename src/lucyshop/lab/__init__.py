@@ -22,7 +22,7 @@ Words used across the lab:
 - **verdict** (``lab.grade.verdict``), and only it: what one check of one file came to (rows,
   cases, status), as ``make grade`` reads it from the check's ``ch13-check/1`` JSON
   (``lab.check.results``, ``schemas/check.json``). A notebook's one-row check is a
-  ``check_row``; a soak invariant's outcome a ``Finding``.
+  ``check.run(path, only=row)``; a soak invariant's outcome a ``Finding``.
 - **receipt**: a JSON file in ``evidence/`` with every raw observation of a measurement and
   its provenance (model, backend, host, date, command, code hashes); its figures are
   recomputed from the observations, never typed in.

@@ -78,7 +78,8 @@ def printable(text: str) -> str:
 
 @dataclass
 class Result:
-    """One check: printed as it goes (``say``), kept whole for ``--json``."""
+    """One check: printed as it goes (``say``) unless ``echo`` is off, kept whole for
+    ``--json``."""
 
     impl: str
     exit: int = 2
@@ -87,10 +88,12 @@ class Result:
     rows: list[Row] = field(default_factory=list)
     checkpoint: CheckpointResult = field(default_factory=CheckpointResult)
     feedback: list[str] = field(default_factory=list)
+    echo: bool = field(default=True, repr=False, compare=False)  # never part of the JSON
 
     def say(self, line: str = "") -> None:
         line = printable(line)  # text from the student's code never drives the terminal
-        print(line, flush=True)
+        if self.echo:
+            print(line, flush=True)
         self.feedback.append(line)
 
     def as_json(self) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 ``check("claim")`` sits right after a function's section, like otter's ``grader.check``: it
 runs that function's learner tests on the loaded file, with the reference blocked, and
 answers PASSING, FAILING (every failing test, one line each) or NOT STARTED, with the command
-that reruns it. It builds on ``lucyshop.lab.check.report.check_row``, the row ``make check``
-prints.
+that reruns it. It is ``lucyshop.lab.check.run`` with ``only=`` that row: the row ``make
+check`` prints.
 
 ``guard()`` keeps a notebook running under partial work: a stub's ``NotStarted``, and any
 ``NameError`` or missing step that follows it, prints one line saying what to finish first
@@ -90,10 +90,16 @@ class Checker:
         self.timeout = timeout
 
     def __call__(self, label: str) -> CheckText:
-        from lucyshop.lab.check.guard import Limits  # loads pytest machinery: lazily
-        from lucyshop.lab.check.report import check_row
+        return one_row(label, self.spec, self.timeout)
 
-        return CheckText(wrap(check_row(label, spec=self.spec, limits=Limits(suite=self.timeout))))
+
+def one_row(label: str, spec: str, timeout: float) -> CheckText:
+    """The row ``label`` of the file ``spec``, as ``check.run`` finds it (never printed)."""
+    from lucyshop.lab import check  # loads pytest machinery: lazily
+    from lucyshop.lab.check.guard import Limits
+
+    result = check.run(spec, only=label, limits=Limits(suite=timeout), echo=False)
+    return CheckText(wrap("\n".join(result.feedback)))
 
 
 def checker(leases: ModuleType) -> Checker:
@@ -327,10 +333,7 @@ class PgChecker:
         from lucyshop.lab.given.stubs import stub_nodes, stub_section
 
         if name == "exercise 7":  # the whole file, as make check's row says it
-            from lucyshop.lab.check.guard import Limits
-            from lucyshop.lab.check.report import check_row
-
-            return CheckText(wrap(check_row(name, self.spec, Limits(suite=self.timeout))))
+            return one_row(name, self.spec, self.timeout)
         label, tests = f"exercise 7 {name}", PG_TESTS[name]
         rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
         stub = stub_nodes(self.file).get(name)

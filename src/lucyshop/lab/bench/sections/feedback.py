@@ -1,7 +1,8 @@
 """Section ``feedback``: how long a student waits for ``make check`` and for one printed rerun.
 
-Both come from ``report.timings()`` on the solutions, in a warm environment (exercises 5 and 6
-run on the scripted stand-in, so no model is involved). The same check,
+Both are timed here (``timings``) on the solutions: the check through ``check.run``, as
+``make check`` runs it, in a warm environment (exercises 5 and 6 run on the scripted stand-in,
+so no model is involved), and the first rerun command a FAILING row would print. The same check,
 interleaved, with the student's code unisolated (``LUCYSHOP_ISOLATION=none``) gives what the
 sandbox costs, as a ratio from one run.
 """
@@ -12,11 +13,19 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from lucyshop.lab import check
 from lucyshop.lab.bench.stats import Target, spread
-from lucyshop.lab.check.report import timings
+from lucyshop.lab.check import suites
+from lucyshop.lab.check.guard import LOAD_TIMEOUT, OwnGroupChild, new_marker
+from lucyshop.lab.check.subjects import SUITES
+from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.jail import isolation
 
@@ -40,6 +49,26 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
         "isolation": isolation(),
         "sandbox_ratio": round(statistics.median(checks) / statistics.median(bare), 3),
     }
+
+
+def timings(spec: str) -> dict[str, float]:
+    """Seconds for one whole check and for one printed rerun."""
+    start = time.monotonic()
+    check.run(spec, echo=False)
+    whole = time.monotonic() - start
+    nodeid = f"{SUITES[0]}/test_claim.py::test_oldest_first"
+    argv = [sys.executable, "-m", "pytest", nodeid, "--impl", spec, "-q", "-p", "pytest_timeout"]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        child = OwnGroupChild(
+            argv,
+            cwd=ROOT,
+            env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            log=Path(tmp) / "rerun.log",
+            marker=new_marker(),
+        )
+        suites.wait(child, LOAD_TIMEOUT)
+    return {"check_seconds": round(whole, 2), "rerun_seconds": round(time.monotonic() - start, 2)}
 
 
 @contextlib.contextmanager
