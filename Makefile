@@ -12,7 +12,7 @@ ARGS    ?=
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Exercises 5 and 6 (each a whole measurement, on the scripted stand-in) run once: inside the
-# check of the solutions (tests/test_check_report.py), which fails naming each failing test.
+# check of the solutions (tests/check/test_check_report.py), which fails naming each failing test.
 ONCE := --ignore=tests/exercises/test_exercise_5.py --ignore=tests/exercises/test_exercise_6.py
 SEED    ?= 13
 SOAK_SECONDS ?= 120

@@ -1,17 +1,21 @@
-"""Suite-wide: the implementation options, a guard that no test leaves a process behind
-(``leftovers``), and the shop fixtures every suite shares (``shop_fixtures``: ``supplier``,
-``shared_supplier``, ``garbage_supplier``, ``held``)."""
+"""make test's own session: the chapter plugin every suite needs, a guard that no test leaves a
+process behind (``leftovers``), the suite markers, the longest files first (``schedule``), and
+the shop fixtures every suite shares (``shop_fixtures``: ``supplier``, ``shared_supplier``,
+``garbage_supplier``, ``held``).
+
+``make check`` never loads this file: its pytest children load the chapter plugin themselves
+and stop looking for conftests below tests/ (``lucyshop.lab.check.suites``), so what is here
+judges the kit's own tests only.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from impls import IMPL_PATH, chapter_of
 from schedule import TESTS, rank
 from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
     garbage_supplier,
@@ -20,41 +24,12 @@ from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
     supplier,
 )
 
-from lucyshop import chosen_impl
-from lucyshop.lab.evidence.receipts import shown
-from lucyshop.lab.loader import ImplementationError, block_for
-from lucyshop.lab.sandbox import Sandbox
-
-# A plugin, not names imported here: a conftest's hooks are not called for the session's own
+# Plugins, not names imported here: a conftest's hooks are not called for the session's own
 # fixtures (their node is the root, above tests/), and the guard must see those set up too.
-pytest_plugins = ("leftovers",)
+pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers")
 
 SUITES = ("runtime", "learner", "exercises")
-# a directory each; the modules beside them: kit
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """Options of the learner and exercise suites (here, so both can be collected in one run)."""
-    group = parser.getgroup("chapter 13")
-    group.addoption(
-        "--impl",
-        help="learner, solutions or the path of a .py file (default: $LEASES_IMPL, else learner)",
-    )
-    group.addoption(
-        "--block-reference",
-        action="store_true",
-        help="make solutions/ unreadable in this process, except the implementation chosen",
-    )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    try:
-        path = chapter_of(chosen_impl(config.getoption("--impl")))
-    except ImplementationError as error:
-        raise pytest.UsageError(str(error)) from None
-    config.stash[IMPL_PATH] = path
-    if config.getoption("--block-reference"):
-        block_for(path)
+# a directory each; the other rooms and the modules beside them: kit
 
 
 @pytest.hookimpl(optionalhook=True)  # the check's own pytest runs without xdist
@@ -81,21 +56,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(suite if suite in SUITES else "kit")
 
     items.sort(key=lambda item: rank(item.path))  # stable: each file's own order is kept
-
-
-@pytest.fixture(scope="session")
-def sandbox(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory):
-    """The sandboxed worker that runs the file under test (and the ``exercises.py`` beside
-    it), one for the session: no test process imports a student's file. The session's
-    temporary directory is the only place both sides share."""
-    impl_file = pytestconfig.stash[IMPL_PATH]
-    workdir = Path(tempfile.mkdtemp(prefix="ch13-sandbox-"))
-    try:
-        scratch = [tmp_path_factory.getbasetemp()]
-        with Sandbox(impl_file, scratch=scratch, workdir=workdir, shown=shown(impl_file)) as box:
-            yield box
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -32,14 +32,14 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from impls import EXERCISES, IMPL_PATH
-from sandboxes import DEFAULT_BUDGET, budget, sandbox_for
+from shop_fixtures import held, supplier  # noqa: F401  (make check loads no tests/conftest.py)
 
 from lucyshop.lab.check import named
+from lucyshop.lab.check.plugin.chapter import DEFAULT_BUDGET, IMPL_PATH, budget, sandbox_for
 from lucyshop.lab.check.plugin.collect import deadline_of
 from lucyshop.lab.exercises import runs as exercise_runs
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import EXERCISES, ROOT
 from lucyshop.lab.model.backend import GRADED
 from lucyshop.lab.sandbox import Remote, sandboxed_shop
 from lucyshop.supplier import ledger_orders

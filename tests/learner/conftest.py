@@ -25,17 +25,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from impls import IMPL_PATH
 from learner_support import T
-from sandboxes import budget, sandbox_for
+from shop_fixtures import held, supplier
 
 from lucyshop.approval import SpendingPolicy
+from lucyshop.lab.check.plugin.chapter import IMPL_PATH, budget, sandbox_for
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
 from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 
+# The shared shop fixtures this suite uses (make check loads no tests/conftest.py).
+__all__ = ["held", "supplier"]
 # The function each test module is about, where the module name alone does not say it.
 FUNCTION_OF_MODULE = {"test_worker_id": "Claim.worker_id"}
 

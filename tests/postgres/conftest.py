@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from impls import IMPL_PATH
-from sandboxes import budget
+from shop_fixtures import held  # noqa: F401  (make check loads no tests/conftest.py)
 
+from lucyshop.lab.check.plugin.chapter import IMPL_PATH, budget
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.stubs import placeholders, stub_nodes

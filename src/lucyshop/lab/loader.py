@@ -22,11 +22,10 @@ from lucyshop import IMPL_ENV, chosen_impl
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTIONS = ROOT / "solutions"
-IMPLEMENTATIONS = {
-    "learner": ROOT / "learner" / "ch13_leases.py",
-    "solutions": SOLUTIONS / "ch13_leases.py",
-}
 MODULE = "ch13_leases"
+CHAPTER = f"{MODULE}.py"
+EXERCISES = "exercises.py"  # the answers, beside their chapter file
+IMPLEMENTATIONS = {"learner": ROOT / "learner" / CHAPTER, "solutions": SOLUTIONS / CHAPTER}
 ENV = IMPL_ENV
 BLOCKED_ENV = (
     "LUCYSHOP_BLOCKED"  # set by block_for; a child that loads an implementation blocks too
@@ -42,10 +41,15 @@ class ImplementationError(ValueError):
 
 
 def impl_path(spec: str | os.PathLike | None = None) -> Path:
-    """Resolve ``learner``, ``solutions`` or a path (default: ``$LEASES_IMPL``, else learner)."""
+    """The chapter file ``spec`` names (``chosen_impl``: else ``$LEASES_IMPL``, else learner):
+    ``learner``, ``solutions``, a ``.py`` file, a folder, or the ``exercises.py`` in one (which
+    stands for the chapter file beside it). Every command's and suite's ``--impl`` ends here."""
     spec = chosen_impl(spec)
-    path = IMPLEMENTATIONS.get(str(spec), Path(spec))
-    path = Path(path).expanduser().resolve()
+    path = Path(IMPLEMENTATIONS.get(str(spec), spec)).expanduser().resolve()
+    if path.is_dir():
+        path = path / CHAPTER
+    elif path.name == EXERCISES:
+        path = path.with_name(CHAPTER)
     if not path.is_file() or path.suffix != ".py":
         raise ImplementationError(
             f"no implementation at {spec!r}: use 'learner', 'solutions' or the path of a .py file"

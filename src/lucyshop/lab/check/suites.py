@@ -41,7 +41,11 @@ POLL = 0.1
 WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
 # A suite that shares its directory with the kit's own tests: it runs its row modules by name.
 NAMED_ONLY = (SUITES[2],)
-LEFTOVER_GUARD = "leftovers"  # the plugin tests/conftest.py loads
+# What every pytest child loads: the chapter file and its sandbox (``--impl``), and no conftest
+# above the suites' own. pytest skips a conftest.py in any folder above --confcutdir: tests/ is
+# above tests/learner, no suite's own folder is. So tests/conftest.py, make test's session (its
+# leftover-process guard, the order of its files), never runs here.
+SUITE_ONLY = ["-p", "lucyshop.lab.check.plugin.chapter", f"--confcutdir={SUITES[0]}"]
 
 
 @dataclass
@@ -136,14 +140,9 @@ class Outcomes:
 def suite_argv(
     path: Path, paths: Sequence[str], outcomes: Path, skip: dict, hung: list, deadline: float
 ) -> list:
-    argv = [sys.executable, "-m", "pytest", *paths, "--impl", str(path)]
+    argv = [sys.executable, "-m", "pytest", *paths, *SUITE_ONLY, "--impl", str(path)]
     argv += ["-q", "--color=no", "-p", "lucyshop.lab.check.plugin.collect"]
-    argv += ["--outcomes", str(outcomes)]
-    # The kit's leftover-process guard (tests/leftovers.py) judges the kit's own fixtures, which
-    # make test holds it to: the student's processes live in sandboxes it leaves out. Here it
-    # could only ever blame the kit, for a scan of the machine's processes after every test.
-    argv += ["-p", f"no:{LEFTOVER_GUARD}"]
-    argv += [f"--deadline={deadline:g}"]
+    argv += ["--outcomes", str(outcomes), f"--deadline={deadline:g}"]
     if importlib.util.find_spec("pytest_timeout") is not None:
         argv += ["-p", "pytest_timeout", "--timeout", f"{deadline:g}"]
     argv += [f"--hung={function}" for function in hung]
@@ -291,7 +290,8 @@ def run_side_by_side(
 
 def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChild:
     """Collect (never run) the same suites against the kit's own stubs, in another process."""
-    argv = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "--impl", "learner"]
+    argv = [sys.executable, "-m", "pytest", *paths, *SUITE_ONLY, "--collect-only", "-q"]
+    argv += ["--impl", "learner"]
     if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have
         argv += ["-p", "pytest_timeout"]
     env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}

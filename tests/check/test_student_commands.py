@@ -21,7 +21,7 @@ import pytest
 
 from lucyshop.lab.exercises import book as exercise_book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "evidence"
 RECEIPT = "ch13-exercise5-renewal-receipt.json"
 

@@ -27,7 +27,7 @@ from lucyshop.lab.lesson import notebooks
 from lucyshop.lab.lesson.inline import PG_TESTS
 from lucyshop.lab.services import postgres
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
 CELL_TIMEOUT = 300  # a backstop for a hung cell: far past any cell beside 8 CPU burners
 NBVAL = [

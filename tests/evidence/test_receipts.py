@@ -72,8 +72,8 @@ def provenance() -> dict:
 def test_provenance_names_host_date_command_load_and_code() -> None:
     record = provenance()
     assert record["command"][1:] == ["-m", "probe"]
-    assert list(record["code"]) == ["tests/test_receipts.py"]
-    assert len(record["code"]["tests/test_receipts.py"]) == 64
+    assert list(record["code"]) == ["tests/evidence/test_receipts.py"]
+    assert len(record["code"]["tests/evidence/test_receipts.py"]) == 64
     assert len(record["loadavg_start"]) == len(record["loadavg_end"]) == 3
     assert record["seconds"] >= 0 and record["started_utc"].endswith("+00:00")
 

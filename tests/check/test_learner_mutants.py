@@ -26,7 +26,7 @@ from lucyshop.lab.check.subjects import module_of
 # Module fixtures run whole suites (one per mutant): past the suite's default.
 pytestmark = pytest.mark.timeout(900)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CODE = sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "checkpoints").glob("*.py")])
 
 
@@ -23,8 +23,8 @@ def test_the_implementation_variable_is_spelled_only_in_the_runtime_package() ->
 
 
 def test_a_second_statement_would_be_found() -> None:
-    planted = ROOT / "tests" / "test_one_place.py"  # this file states it, as a module might
-    assert "tests/test_one_place.py" in stating('"LEASES_IMPL"', [*CODE, planted])
+    planted = Path(__file__)  # this file states it, as a module might
+    assert "tests/kit/test_one_place.py" in stating('"LEASES_IMPL"', [*CODE, planted])
 
 
 def state_readers(source: str) -> list[str]:

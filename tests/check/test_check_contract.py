@@ -35,7 +35,7 @@ from lucyshop.lab.evidence.receipts import SCHEMAS
 from lucyshop.lab.grade.verdict import Verdict, from_json
 from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECK_ROOM = ROOT / "src" / "lucyshop" / "lab" / "check"
 CONTRACT = json.loads((SCHEMAS / "check.json").read_text(encoding="utf-8"))
 

@@ -24,7 +24,7 @@ from mutants import BY_NAME
 
 from lucyshop.lab.services.processes import processes_mentioning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INVARIANTS = (
     "every assignment finished exactly once, with exactly one outcome row",
     "the supplier ledger holds one order per accepted operation and none the shop does not know",

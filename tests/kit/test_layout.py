@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "src" / "lucyshop" / "lab"
 PLUMBING = {"__init__.py", "__main__.py"}
 MOST_MODULES = 8

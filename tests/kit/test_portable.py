@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KIT_DIRS = ("src", "checkpoints", "tests", "learner", "solutions")
 PROC = re.compile(r"""/proc\b|["']proc["']""")
 # The one exception: bubblewrap's argument that mounts a sandbox's own /proc (Linux only, where

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEARNER = ROOT / "learner" / "ch13_leases.py"
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "lucyshop"
 LAB = PACKAGE / "lab"
 RUNTIME = sorted(p for p in PACKAGE.rglob("*.py") if LAB not in p.parents)

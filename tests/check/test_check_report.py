@@ -18,21 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.lab import check
 from lucyshop.lab.check import results, suites
 from lucyshop.lab.check import subjects as subjects_module
-from lucyshop.lab.check.guard import Limits
-from lucyshop.lab.check.report import check_row, run_check
 from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, PG_FILE, shown, subjects
 from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.lesson.inline import pg_checker
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.services import postgres
 
 # Module fixtures run whole suites (a whole report), beside burners too: past the 600 s default.
 pytestmark = pytest.mark.timeout(900)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 STUBS = ROOT / "learner" / "ch13_leases.py"
 ROWS = [row.label for row in subjects()]  # every function, then every exercise
@@ -323,6 +321,11 @@ def test_tracebacks_from_the_checkpoint_never_quote_the_reference():
     assert kept == lines[:4] + lines[5:]
 
 
+def check_row(label: str, spec: str) -> str:
+    """A notebook's check of one row: what ``check.run`` found for it, never printed."""
+    return "\n".join(check.run(spec, only=label, echo=False).feedback)
+
+
 def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_test(monkeypatch):
     def no_tests(*_args, **_kwargs):
         raise AssertionError("a stub's check ran its tests")
@@ -341,17 +344,14 @@ def test_a_notebook_check_of_a_written_function_runs_its_tests():
     assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text
 
 
-def suites_run_by_a_check(chapter, tmp_path, monkeypatch, *, measured: bool) -> tuple:
+def suites_run_by_a_check(chapter, monkeypatch, *, measured: bool) -> tuple:
     """A check of ``chapter`` (no checkpoint) whose suite runs are recorded, never run: its
     result, and the paths each pytest child would have been given."""
     runs = []
     monkeypatch.setattr(
         suites, "run_suites", lambda *a, **_k: runs.append(a[4]) or suites.SuiteRun()
     )
-    result = results.Result(impl=str(chapter))
-    env = os.environ | {ENV: str(chapter)}
-    run_check(result, chapter, env, tmp_path, "marker", False, measured, Limits())
-    return result, runs
+    return check.run(str(chapter), checkpoint=False, measured=measured), runs
 
 
 @pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
@@ -360,7 +360,7 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
     suite run (none at all for the untouched stubs), every other module still runs."""
     text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
     chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
-    _result, runs = suites_run_by_a_check(chapter, tmp_path, monkeypatch, measured=False)
+    _result, runs = suites_run_by_a_check(chapter, monkeypatch, measured=False)
     capsys.readouterr()
     if not written:
         assert runs == [], "nothing is written: no test may run"
@@ -429,7 +429,7 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     else:
         (tmp_path / PG_FILE).unlink()
         expected = ("FAILING", f"no {PG_FILE} beside {chapter}: exercise 7 lives there")
-    result, runs = suites_run_by_a_check(chapter, tmp_path, monkeypatch, measured=True)
+    result, runs = suites_run_by_a_check(chapter, monkeypatch, measured=True)
     printed = capsys.readouterr().out
     row = {r.label: r for r in result.rows}[PG_EXERCISE]
     assert (row.status, row.message) == expected

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Status, VerdictStatus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "src" / "lucyshop" / "lab"
 WORDS = {word: re.compile(word, re.IGNORECASE) for word in ("judge", "verdict")}
 # Where each word may name things: the module that is the judge; the grade, whose Verdict it is.

@@ -22,7 +22,7 @@ from shop_fixtures import CHANGED_TABLES, VANILLA
 
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 HOME = TESTS / "shop_fixtures.py"
 GIVEN = ROOT / "src" / "lucyshop" / "lab" / "given"
