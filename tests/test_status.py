@@ -119,7 +119,7 @@ def build_shop(path: Path) -> None:
 
 
 @pytest.fixture
-def shop(tmp_path) -> Path:
+def shop_file(tmp_path) -> Path:
     path = tmp_path / "shop.db"
     build_shop(path)
     return path
@@ -148,8 +148,10 @@ def reconcile(*args: str, cwd: Path, check: int | None = 0) -> subprocess.Comple
     return lucyshop(*args, cwd=cwd, check=check, module="lucyshop.lab.reconcile")
 
 
-def status(shop: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess:
-    return lucyshop("status", shop.name, "--impl", "solutions", *args, cwd=shop.parent, check=check)
+def status(shop_file: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess:
+    return lucyshop(
+        "status", shop_file.name, "--impl", "solutions", *args, cwd=shop_file.parent, check=check
+    )
 
 
 def stable(report: dict) -> dict:
@@ -184,29 +186,29 @@ def dump(path: Path) -> list[str]:
 # ---------------------------------------------------------------- the four signals
 
 
-def test_the_screen_shows_every_situation_as_expected(shop):
-    text = status(shop, "--now", str(NOW)).stdout
+def test_the_screen_shows_every_situation_as_expected(shop_file):
+    text = status(shop_file, "--now", str(NOW)).stdout
     compare("status.txt", text)
 
 
-def test_python_m_lucyshop_status_is_the_same_command(shop):
+def test_python_m_lucyshop_status_is_the_same_command(shop_file):
     """The package's own ``python -m lucyshop.status`` prints what ``python -m lucyshop status``
     prints, byte for byte, screen and JSON, and nothing on stderr (no runpy warning)."""
     for extra in ((), ("--json",)):
-        args = (shop.name, "--impl", "solutions", "--now", str(NOW), *extra)
-        command = lucyshop("status", *args, cwd=shop.parent)
-        package = lucyshop(*args, cwd=shop.parent, module="lucyshop.status")
+        args = (shop_file.name, "--impl", "solutions", "--now", str(NOW), *extra)
+        command = lucyshop("status", *args, cwd=shop_file.parent)
+        package = lucyshop(*args, cwd=shop_file.parent, module="lucyshop.status")
         assert (package.stdout, package.stderr) == (command.stdout, command.stderr)
         assert command.stdout and command.stderr == ""
 
 
-def test_the_json_form_holds_the_same_figures(shop):
-    report = json.loads(status(shop, "--now", str(NOW), "--json").stdout)
+def test_the_json_form_holds_the_same_figures(shop_file):
+    report = json.loads(status(shop_file, "--now", str(NOW), "--json").stdout)
     compare("status.json", json.dumps(stable(report), indent=2, sort_keys=True) + "\n")
 
 
-def test_every_figure_comes_from_the_records(shop):
-    report = json.loads(status(shop, "--now", str(NOW), "--json").stdout)
+def test_every_figure_comes_from_the_records(shop_file):
+    report = json.loads(status(shop_file, "--now", str(NOW), "--json").stdout)
     work = report["work"]
     assert work["counts"] == {"pending": 1, "running": 2, "finished": 3}
     assert work["outcomes"] == {"DONE": 1, "BLOCKED": 1, "CANCELED": 1}
@@ -232,7 +234,7 @@ def test_every_figure_comes_from_the_records(shop):
     }
     assert orders["account"] == {"limit_cents": 100_000, "reserved_cents": 600, "spent_cents": 2700}
     [uncertain] = orders["uncertain"]
-    db = sqlite3.connect(shop)
+    db = sqlite3.connect(shop_file)
     operation = db.execute("SELECT operation FROM assistant_orders WHERE order_id = 2").fetchone()[
         0
     ]
@@ -247,33 +249,35 @@ def test_every_figure_comes_from_the_records(shop):
     ), f"without --supplier the command says where the address goes: {uncertain['command']}"
 
 
-def test_the_clock_moves_the_leases(shop):
-    later = json.loads(status(shop, "--now", str(NOW + 41), "--json").stdout)["work"]["running"]
+def test_the_clock_moves_the_leases(shop_file):
+    later = json.loads(status(shop_file, "--now", str(NOW + 41), "--json").stdout)["work"][
+        "running"
+    ]
     assert [(r["work_id"], r["lease_left"], r["eligible_for_takeover"]) for r in later] == [
         (4, -80.0, True),
         (5, -1.0, True),
     ], "41 s later the live lease has expired too"
 
 
-def test_the_screen_fits_80_columns(shop):
-    text = status(shop, "--now", str(NOW)).stdout
+def test_the_screen_fits_80_columns(shop_file):
+    text = status(shop_file, "--now", str(NOW)).stdout
     wide = [line for line in text.splitlines() if len(line) > 80]
     assert wide == [], f"lines wider than 80 columns: {wide}"
 
 
-def test_the_report_never_writes_the_shop(shop):
-    before = dump(shop)
-    status(shop, "--now", str(NOW))
-    status(shop, "--json")
-    assert dump(shop) == before
+def test_the_report_never_writes_the_shop(shop_file):
+    before = dump(shop_file)
+    status(shop_file, "--now", str(NOW))
+    status(shop_file, "--json")
+    assert dump(shop_file) == before
 
 
-def test_a_live_supplier_is_healthy_with_a_latency(shop, tmp_path):
+def test_a_live_supplier_is_healthy_with_a_latency(shop_file, tmp_path):
     with supplier_process(tmp_path) as up:
         report = json.loads(
-            status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
+            status(shop_file, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
         )
-        text = status(shop, "--supplier", up.endpoint, "--identity", "dairy").stdout
+        text = status(shop_file, "--supplier", up.endpoint, "--identity", "dairy").stdout
     health = report["health"]["supplier"]
     assert (health["checked"], health["answering"], health["identity"]) == (True, True, "dairy"), (
         health
@@ -286,12 +290,12 @@ def test_a_live_supplier_is_healthy_with_a_latency(shop, tmp_path):
     )
 
 
-def test_a_supplier_answering_as_another_identity_is_flagged(shop, tmp_path):
+def test_a_supplier_answering_as_another_identity_is_flagged(shop_file, tmp_path):
     with supplier_process(tmp_path, identity="creamery") as up:
         report = json.loads(
-            status(shop, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
+            status(shop_file, "--supplier", up.endpoint, "--identity", "dairy", "--json").stdout
         )
-        text = status(shop, "--supplier", up.endpoint, "--identity", "dairy").stdout
+        text = status(shop_file, "--supplier", up.endpoint, "--identity", "dairy").stdout
     assert report["health"]["supplier"]["identity"] == "creamery"
     assert "answering as creamery, NOT the expected dairy" in text, text
     [order] = report["orders"]["uncertain"]
@@ -300,10 +304,12 @@ def test_a_supplier_answering_as_another_identity_is_flagged(shop, tmp_path):
     )
 
 
-def test_a_dead_port_is_not_answering(shop):
+def test_a_dead_port_is_not_answering(shop_file):
     endpoint = dead_endpoint()
-    report = json.loads(status(shop, "--supplier", endpoint, "--timeout", "0.5", "--json").stdout)
-    text = status(shop, "--supplier", endpoint, "--timeout", "0.5").stdout
+    report = json.loads(
+        status(shop_file, "--supplier", endpoint, "--timeout", "0.5", "--json").stdout
+    )
+    text = status(shop_file, "--supplier", endpoint, "--timeout", "0.5").stdout
     health = report["health"]["supplier"]
     assert (health["checked"], health["answering"], health["latency_ms"]) == (True, False, None), (
         health
@@ -312,7 +318,7 @@ def test_a_dead_port_is_not_answering(shop):
     assert f"supplier  not answering at {endpoint}" in text, text
 
 
-def test_worker_liveness_comes_from_a_workers_file(shop, tmp_path):
+def test_worker_liveness_comes_from_a_workers_file(shop_file, tmp_path):
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -321,14 +327,14 @@ def test_worker_liveness_comes_from_a_workers_file(shop, tmp_path):
     )
     workers = tmp_path / "workers.json"
     workers.write_text(json.dumps({"day": os.getpid(), "night": int(gone.stdout)}))
-    report = json.loads(status(shop, "--workers", str(workers), "--json").stdout)
+    report = json.loads(status(shop_file, "--workers", str(workers), "--json").stdout)
     registry = report["health"]["workers"]
     assert [(p["owner"], p["alive"], p["holds"]) for p in registry["processes"]] == [
         ("day", True, [5]),
         ("night", False, [4]),
     ], registry
     assert (registry["alive"], registry["gone"], registry["note"]) == (1, 1, None)
-    text = status(shop, "--workers", str(workers)).stdout
+    text = status(shop_file, "--workers", str(workers)).stdout
     assert "1 alive, 1 gone" in text and "GONE" in text, text
     assert "process liveness unknown" not in text
 
@@ -347,8 +353,8 @@ def test_worker_liveness_from_a_workers_table(tmp_path):
     assert registry["holders_without_pid"] == [{"owner": "night", "holds": [4]}]
 
 
-def test_without_pid_information_liveness_is_unknown(shop):
-    registry = json.loads(status(shop, "--json").stdout)["health"]["workers"]
+def test_without_pid_information_liveness_is_unknown(shop_file):
+    registry = json.loads(status(shop_file, "--json").stdout)["health"]["workers"]
     assert registry["note"] == "no worker registry: process liveness unknown"
     assert (registry["processes"], registry["alive"], registry["gone"]) == ([], 0, 0), (
         "nothing invented"

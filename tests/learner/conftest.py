@@ -10,7 +10,7 @@ file is tested on its own. One test module per function (``test_claim.py`` tests
 that is how the ``make check`` table groups the results.
 
 Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop file
-(``shop``). A test whose function is still a stub fails with that function's own
+(``worker_shop``). A test whose function is still a stub fails with that function's own
 ``NotStarted`` first, before its fixtures reach for other functions (see ``_stub_first``).
 """
 
@@ -89,7 +89,7 @@ def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
     the file's syntax tree; only then is it called (with placeholder arguments, which a stub
     ignores), in the sandbox, to raise its own NotStarted.
     """
-    if "shop" not in request.fixturenames:
+    if "worker_shop" not in request.fixturenames:
         return
     name = function_of(request.module.__name__.rpartition(".")[2])
     node = stub_nodes(impl_file).get(name)
@@ -107,7 +107,7 @@ def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
 
 
 @pytest.fixture
-def shop(impl, tmp_path: Path):
+def worker_shop(impl, tmp_path: Path):
     """A real shop file at the chapter-13 schema, from the implementation's ``open_worker_shop``."""
     db, queue = sandboxed_shop(impl, tmp_path / "shop.db")
     yield db, queue
@@ -115,18 +115,18 @@ def shop(impl, tmp_path: Path):
 
 
 @pytest.fixture
-def db(shop) -> sqlite3.Connection:
-    return shop[0]
+def db(worker_shop) -> sqlite3.Connection:
+    return worker_shop[0]
 
 
 @pytest.fixture
-def add_work(shop):
+def add_work(worker_shop):
     """``add_work(session="s1", text=None) -> work_id``: admit one assignment through the queue.
 
     Goes through chapter 8's ``WorkQueue.admit`` directly, so a test of ``claim`` does not
     depend on ``enqueue``.
     """
-    _db, queue = shop
+    _db, queue = worker_shop
     numbers = itertools.count(1)
 
     def add(session: str = "s1", text: str | None = None) -> int:

@@ -30,8 +30,8 @@ def test_the_same_owner_at_another_generation_is_another_worker(impl):
     )
 
 
-def test_chapter_11_holder_check_fences_an_old_generation(impl, shop, add_work):
-    db, _queue = shop
+def test_chapter_11_holder_check_fences_an_old_generation(impl, worker_shop, add_work):
+    db, _queue = worker_shop
     add_work()
     first = impl.claim(db, "till", ttl=10, now=1000.0)
     second = impl.claim(

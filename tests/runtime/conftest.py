@@ -116,7 +116,7 @@ class FakeSupplier:
 
 
 @pytest.fixture
-def shop(tmp_path):
+def ch11_shop(tmp_path):
     """A fresh shop file at the chapter-11 schema: ``(db, queue)``, closed afterwards."""
     db, queue = open_shop(tmp_path / "shop.db")
     yield db, queue
@@ -124,12 +124,12 @@ def shop(tmp_path):
 
 
 @pytest.fixture
-def hold(shop):
+def hold(ch11_shop):
     """``hold(worker_id="worker-1", *, ttl=60, now=None) -> Held``: running work with its lease.
 
     The chapter-11 way: state, worker_id and the ``assignment_leases`` row written with SQL.
     """
-    db, queue = shop
+    db, queue = ch11_shop
 
     def make(worker_id: str = "worker-1", **options: Any) -> Held:
         return make_running(db, queue, worker_id, **options)
@@ -138,9 +138,9 @@ def hold(shop):
 
 
 @pytest.fixture
-def snapshot(shop):
+def snapshot(ch11_shop):
     """``snapshot()``: every order row and the account, to compare before and after a call."""
-    db, _ = shop
+    db, _ = ch11_shop
     return lambda: read_back(db)
 
 

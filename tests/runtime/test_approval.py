@@ -105,8 +105,8 @@ def test_a_policy_needs_whole_non_negative_cents(field, value):
 # ---------------------------------------------------------------- propose
 
 
-def test_the_holder_proposes_a_draft_with_its_canonical_proposal_digest_and_amount(shop, hold):
-    db, _ = shop
+def test_the_holder_proposes_a_draft_with_its_canonical_proposal_digest_and_amount(ch11_shop, hold):
+    db, _ = ch11_shop
     held = hold()
     order = draft(db, held, dict(reversed(VANILLA.items())))  # its keys in another order
     [row] = orders(db)
@@ -119,8 +119,8 @@ def test_the_holder_proposes_a_draft_with_its_canonical_proposal_digest_and_amou
     assert account(db) == money()
 
 
-def test_the_operation_id_is_derived_from_work_target_and_canonical_proposal(shop, hold):
-    db, _ = shop
+def test_the_operation_id_is_derived_from_work_target_and_canonical_proposal(ch11_shop, hold):
+    db, _ = ch11_shop
     first, second = hold("w-1"), hold("w-2")
     a = draft(db, first)
     b = draft(db, second)
@@ -131,8 +131,8 @@ def test_the_operation_id_is_derived_from_work_target_and_canonical_proposal(sho
     assert len({a["operation"], b["operation"], c["operation"], d["operation"]}) == 4
 
 
-def test_proposing_the_same_order_again_returns_the_same_row(shop, hold):
-    db, _ = shop
+def test_proposing_the_same_order_again_returns_the_same_row(ch11_shop, hold):
+    db, _ = ch11_shop
     held = hold()
     first = draft(db, held)
     again = draft(db, held, dict(reversed(list(VANILLA.items()))))
@@ -141,9 +141,9 @@ def test_proposing_the_same_order_again_returns_the_same_row(shop, hold):
 
 
 def test_proposing_again_after_approval_returns_the_approved_order_unchanged(
-    shop, hold, policy, snapshot
+    ch11_shop, hold, policy, snapshot
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     before = snapshot()
@@ -197,8 +197,8 @@ NOT_HOLDER = {
 
 
 @pytest.mark.parametrize("why", NOT_HOLDER)
-def test_only_the_current_holder_may_propose_and_a_refusal_writes_nothing(shop, hold, why):
-    db, _ = shop
+def test_only_the_current_holder_may_propose_and_a_refusal_writes_nothing(ch11_shop, hold, why):
+    db, _ = ch11_shop
     now = time.time()
     caller, at = NOT_HOLDER[why](db, hold("worker-1", ttl=60, now=now), now)
     with pytest.raises(PermissionError):
@@ -206,8 +206,8 @@ def test_only_the_current_holder_may_propose_and_a_refusal_writes_nothing(shop, 
     assert orders(db) == []
 
 
-def test_proposing_for_pending_or_missing_work_is_refused(shop, hold):
-    db, queue = shop
+def test_proposing_for_pending_or_missing_work_is_refused(ch11_shop, hold):
+    db, queue = ch11_shop
     pending = queue.admit("pending-source", "s", "nobody runs this").work_id
     held = hold()
     for caller in (replace(held, work_id=pending), replace(held, work_id=pending + 100)):
@@ -227,8 +227,8 @@ def test_proposing_for_pending_or_missing_work_is_refused(shop, hold):
         ["vanilla-tub", 6, 450],
     ],
 )
-def test_an_invalid_proposal_is_refused_with_nothing_written(shop, hold, bad):
-    db, _ = shop
+def test_an_invalid_proposal_is_refused_with_nothing_written(ch11_shop, hold, bad):
+    db, _ = ch11_shop
     held = hold()
     with pytest.raises(ValueError):
         draft(db, held, bad)
@@ -236,8 +236,8 @@ def test_an_invalid_proposal_is_refused_with_nothing_written(shop, hold, bad):
 
 
 @pytest.mark.parametrize("supplier", ["", None])
-def test_a_proposal_needs_a_supplier_identity(shop, hold, supplier):
-    db, _ = shop
+def test_a_proposal_needs_a_supplier_identity(ch11_shop, hold, supplier):
+    db, _ = ch11_shop
     held = hold()
     with pytest.raises(ValueError, match="supplier"):
         draft(db, held, supplier=supplier)
@@ -247,8 +247,10 @@ def test_a_proposal_needs_a_supplier_identity(shop, hold, supplier):
 # ---------------------------------------------------------------- approve
 
 
-def test_an_operator_approves_by_digest_until_the_ttl_and_the_money_is_reserved(shop, hold, policy):
-    db, _ = shop
+def test_an_operator_approves_by_digest_until_the_ttl_and_the_money_is_reserved(
+    ch11_shop, hold, policy
+):
+    db, _ = ch11_shop
     order = draft(db, hold())
     now = time.time()
     result = approve(
@@ -268,9 +270,9 @@ def test_an_operator_approves_by_digest_until_the_ttl_and_the_money_is_reserved(
 
 
 @pytest.fixture
-def refused_approval(shop, snapshot):
+def refused_approval(ch11_shop, snapshot):
     """Try an approval that must be refused; the orders and the account must not change."""
-    db, _ = shop
+    db, _ = ch11_shop
 
     def attempt(order_id, *, policy, error=PermissionError, match=None, **changes):
         order = get_order(db, order_id)
@@ -283,38 +285,40 @@ def refused_approval(shop, snapshot):
     return attempt
 
 
-def test_approval_is_refused_to_someone_not_on_the_allowlist(shop, hold, policy, refused_approval):
-    db, _ = shop
+def test_approval_is_refused_to_someone_not_on_the_allowlist(
+    ch11_shop, hold, policy, refused_approval
+):
+    db, _ = ch11_shop
     order = draft(db, hold())
     refused_approval(order["order_id"], actor="assistant", policy=policy, match="not an operator")
     assert get_order(db, order["order_id"])["status"] == "DRAFT"
 
 
-def test_approval_of_another_digest_is_refused(shop, hold, policy, refused_approval):
-    db, _ = shop
+def test_approval_of_another_digest_is_refused(ch11_shop, hold, policy, refused_approval):
+    db, _ = ch11_shop
     order = draft(db, hold())
     other = proposals.digest({**VANILLA, "quantity": 60})
     refused_approval(order["order_id"], digest=other, policy=policy, match="digest")
 
 
 @pytest.mark.parametrize("status", ["APPROVED", "REVOKED"])
-def test_only_a_draft_can_be_approved(shop, hold, policy, refused_approval, status):
-    db, _ = shop
+def test_only_a_draft_can_be_approved(ch11_shop, hold, policy, refused_approval, status):
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     if status == "REVOKED":
         revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
     refused_approval(order["order_id"], policy=policy, match="only a DRAFT")
 
 
-def test_an_order_above_the_automatic_ceiling_is_refused(shop, hold, refused_approval):
-    db, _ = shop
+def test_an_order_above_the_automatic_ceiling_is_refused(ch11_shop, hold, refused_approval):
+    db, _ = ch11_shop
     strict = SpendingPolicy({OPERATOR}, total_cents=10_000, automatic_order_cents=VANILLA_CENTS - 1)
     order = draft(db, hold())
     refused_approval(order["order_id"], policy=strict, match="automatic order ceiling")
 
 
-def test_an_order_exactly_at_both_ceilings_is_approved(shop, hold):
-    db, _ = shop
+def test_an_order_exactly_at_both_ceilings_is_approved(ch11_shop, hold):
+    db, _ = ch11_shop
     exact = SpendingPolicy(
         {OPERATOR}, total_cents=VANILLA_CENTS, automatic_order_cents=VANILLA_CENTS
     )
@@ -323,9 +327,9 @@ def test_an_order_exactly_at_both_ceilings_is_approved(shop, hold):
 
 
 def test_two_orders_that_each_fit_but_together_exceed_the_account_are_refused(
-    shop, hold, refused_approval
+    ch11_shop, hold, refused_approval
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     tight = SpendingPolicy({OPERATOR}, total_cents=5_000, automatic_order_cents=5_000)
     held = hold()
     approved(db, held, tight)
@@ -334,8 +338,8 @@ def test_two_orders_that_each_fit_but_together_exceed_the_account_are_refused(
     assert account(db) == money(reserved=VANILLA_CENTS)
 
 
-def test_money_already_spent_counts_against_the_account_ceiling(shop, hold, refused_approval):
-    db, _ = shop
+def test_money_already_spent_counts_against_the_account_ceiling(ch11_shop, hold, refused_approval):
+    db, _ = ch11_shop
     tight = SpendingPolicy({OPERATOR}, total_cents=5_000, automatic_order_cents=5_000)
     held = hold()
     first = approved(db, held, tight)
@@ -346,8 +350,10 @@ def test_money_already_spent_counts_against_the_account_ceiling(shop, hold, refu
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
-def test_the_accounts_own_limit_caps_a_more_generous_policy(shop, hold, policy, refused_approval):
-    db, _ = shop
+def test_the_accounts_own_limit_caps_a_more_generous_policy(
+    ch11_shop, hold, policy, refused_approval
+):
+    db, _ = ch11_shop
     db.execute("UPDATE spending_account SET limit_cents = ?", (VANILLA_CENTS - 1,))
     order = draft(db, hold())
     refused_approval(order["order_id"], policy=policy, match="account ceiling")
@@ -355,15 +361,15 @@ def test_the_accounts_own_limit_caps_a_more_generous_policy(shop, hold, policy, 
 
 @pytest.mark.parametrize("ttl", [0, -5, float("nan"), float("inf"), 86_401, "600", None])
 def test_an_approval_needs_a_ttl_above_zero_and_at_most_a_day(
-    shop, hold, policy, refused_approval, ttl
+    ch11_shop, hold, policy, refused_approval, ttl
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     order = draft(db, hold())
     refused_approval(order["order_id"], policy=policy, ttl=ttl, error=ValueError, match="86400")
 
 
-def test_approving_an_order_that_does_not_exist_is_a_value_error(shop, policy, snapshot):
-    db, _ = shop
+def test_approving_an_order_that_does_not_exist_is_a_value_error(ch11_shop, policy, snapshot):
+    db, _ = ch11_shop
     before = snapshot()
     with pytest.raises(ValueError, match="no order"):
         approve(db, 42, actor=OPERATOR, digest="0" * 64, policy=policy)
@@ -373,8 +379,8 @@ def test_approving_an_order_that_does_not_exist_is_a_value_error(shop, policy, s
 # ---------------------------------------------------------------- revoke
 
 
-def test_revoking_an_approved_order_releases_its_reservation(shop, hold, policy):
-    db, _ = shop
+def test_revoking_an_approved_order_releases_its_reservation(ch11_shop, hold, policy):
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
     row = get_order(db, order["order_id"])
@@ -382,16 +388,16 @@ def test_revoking_an_approved_order_releases_its_reservation(shop, hold, policy)
     assert account(db) == money()
 
 
-def test_revoking_a_draft_leaves_the_account_alone(shop, hold, policy):
-    db, _ = shop
+def test_revoking_a_draft_leaves_the_account_alone(ch11_shop, hold, policy):
+    db, _ = ch11_shop
     order = draft(db, hold())
     revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
     assert get_order(db, order["order_id"])["status"] == "REVOKED"
     assert account(db) == money()
 
 
-def test_only_an_operator_may_revoke(shop, hold, policy, snapshot):
-    db, _ = shop
+def test_only_an_operator_may_revoke(ch11_shop, hold, policy, snapshot):
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     before = snapshot()
     with pytest.raises(PermissionError, match="not an operator"):
@@ -401,9 +407,9 @@ def test_only_an_operator_may_revoke(shop, hold, policy, snapshot):
 
 @pytest.mark.parametrize("statuses", [("SENDING",), ("SENDING", "UNKNOWN")])
 def test_an_order_that_may_be_at_the_supplier_cannot_be_revoked(
-    shop, hold, policy, snapshot, statuses
+    ch11_shop, hold, policy, snapshot, statuses
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     set_status(db, order["order_id"], *statuses)
     before = snapshot()
@@ -416,16 +422,16 @@ def test_an_order_that_may_be_at_the_supplier_cannot_be_revoked(
 
 
 @pytest.fixture
-def sent(shop, hold, policy):
+def sent(ch11_shop, hold, policy):
     """An approved order marked SENDING, as execute leaves it just before the request."""
-    db, _ = shop
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     set_status(db, order["order_id"], "SENDING")
     return get_order(db, order["order_id"])
 
 
-def test_an_accepted_receipt_moves_the_reservation_to_spent(shop, sent):
-    db, _ = shop
+def test_an_accepted_receipt_moves_the_reservation_to_spent(ch11_shop, sent):
+    db, _ = ch11_shop
     receipt = receipt_for(sent)
     record_receipt(db, sent["order_id"], receipt)
     row = get_order(db, sent["order_id"])
@@ -434,23 +440,23 @@ def test_an_accepted_receipt_moves_the_reservation_to_spent(shop, sent):
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
-def test_a_rejected_receipt_releases_the_reservation(shop, sent):
-    db, _ = shop
+def test_a_rejected_receipt_releases_the_reservation(ch11_shop, sent):
+    db, _ = ch11_shop
     record_receipt(db, sent["order_id"], receipt_for(sent, "REJECTED"))
     assert get_order(db, sent["order_id"])["status"] == "REJECTED"
     assert account(db) == money()
 
 
-def test_an_unknown_order_is_settled_by_its_receipt(shop, sent):
-    db, _ = shop
+def test_an_unknown_order_is_settled_by_its_receipt(ch11_shop, sent):
+    db, _ = ch11_shop
     set_status(db, sent["order_id"], "UNKNOWN")
     record_receipt(db, sent["order_id"], receipt_for(sent))
     assert get_order(db, sent["order_id"])["status"] == "ACCEPTED"
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
-def test_the_same_receipt_twice_changes_nothing(shop, sent, snapshot):
-    db, _ = shop
+def test_the_same_receipt_twice_changes_nothing(ch11_shop, sent, snapshot):
+    db, _ = ch11_shop
     record_receipt(db, sent["order_id"], receipt_for(sent))
     before = snapshot()
     record_receipt(db, sent["order_id"], receipt_for(sent))
@@ -458,8 +464,8 @@ def test_the_same_receipt_twice_changes_nothing(shop, sent, snapshot):
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
-def test_a_contradicting_receipt_is_refused(shop, sent, snapshot):
-    db, _ = shop
+def test_a_contradicting_receipt_is_refused(ch11_shop, sent, snapshot):
+    db, _ = ch11_shop
     record_receipt(db, sent["order_id"], receipt_for(sent))
     before = snapshot()
     with pytest.raises(RuntimeError, match="the supplier now says REJECTED"):
@@ -477,9 +483,9 @@ def test_a_contradicting_receipt_is_refused(shop, sent, snapshot):
     ],
 )
 def test_a_receipt_for_another_operation_or_not_a_receipt_is_a_value_error(
-    shop, sent, snapshot, receipt
+    ch11_shop, sent, snapshot, receipt
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     before = snapshot()
     with pytest.raises(ValueError):
         record_receipt(db, sent["order_id"], receipt)
@@ -487,8 +493,8 @@ def test_a_receipt_for_another_operation_or_not_a_receipt_is_a_value_error(
 
 
 @pytest.mark.parametrize("status", ["UNKNOWN", "SENDING", "accepted", None])
-def test_a_receipt_must_be_conclusive(shop, sent, snapshot, status):
-    db, _ = shop
+def test_a_receipt_must_be_conclusive(ch11_shop, sent, snapshot, status):
+    db, _ = ch11_shop
     before = snapshot()
     with pytest.raises(ValueError, match="ACCEPTED or REJECTED"):
         record_receipt(db, sent["order_id"], {"operation": sent["operation"], "status": status})
@@ -496,8 +502,8 @@ def test_a_receipt_must_be_conclusive(shop, sent, snapshot, status):
 
 
 @pytest.mark.parametrize("status", ["DRAFT", "APPROVED", "REVOKED"])
-def test_a_receipt_for_an_order_never_sent_is_refused(shop, hold, policy, snapshot, status):
-    db, _ = shop
+def test_a_receipt_for_an_order_never_sent_is_refused(ch11_shop, hold, policy, snapshot, status):
+    db, _ = ch11_shop
     held = hold()
     order = draft(db, held) if status == "DRAFT" else approved(db, held, policy)
     if status == "REVOKED":
@@ -518,9 +524,9 @@ def test_a_receipt_for_an_order_never_sent_is_refused(shop, hold, policy, snapsh
     ],
 )
 def test_the_database_refuses_an_illegal_order_status_move(
-    shop, hold, policy, snapshot, start, target
+    ch11_shop, hold, policy, snapshot, start, target
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     order = approved(db, hold(), policy)
     set_status(db, order["order_id"], *start[1:])
     before = snapshot()
@@ -533,9 +539,9 @@ def test_the_database_refuses_an_illegal_order_status_move(
 
 
 @pytest.fixture
-def refused_execute(shop, snapshot):
+def refused_execute(ch11_shop, snapshot):
     """Run an execute that must be refused: nothing written, and the supplier never asked."""
-    db, _ = shop
+    db, _ = ch11_shop
 
     def attempt(held, order_id, supplier, *, policy, match, now=None):
         before = snapshot()
@@ -549,9 +555,9 @@ def refused_execute(shop, snapshot):
 
 
 def test_execute_sends_an_approved_order_once_and_records_the_receipt(
-    shop, hold, policy, fake_supplier
+    ch11_shop, hold, policy, fake_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     receipt = execute(db, held, order["order_id"], fake_supplier, policy=policy)
@@ -564,8 +570,8 @@ def test_execute_sends_an_approved_order_once_and_records_the_receipt(
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
-def test_execute_records_a_rejection_and_releases_the_money(shop, hold, policy, make_supplier):
-    db, _ = shop
+def test_execute_records_a_rejection_and_releases_the_money(ch11_shop, hold, policy, make_supplier):
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     supplier = make_supplier(status="REJECTED")
@@ -575,9 +581,9 @@ def test_execute_records_a_rejection_and_releases_the_money(shop, hold, policy, 
 
 
 def test_execute_refuses_an_order_of_another_work(
-    shop, hold, policy, fake_supplier, refused_execute
+    ch11_shop, hold, policy, fake_supplier, refused_execute
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     owner, other = hold("w-1"), hold("w-2")
     order = approved(db, owner, policy)
     refused_execute(other, order["order_id"], fake_supplier, policy=policy, match="belongs to work")
@@ -585,9 +591,9 @@ def test_execute_refuses_an_order_of_another_work(
 
 @pytest.mark.parametrize("why", NOT_HOLDER)
 def test_execute_refuses_a_caller_that_is_not_the_current_holder(
-    shop, hold, policy, fake_supplier, refused_execute, why
+    ch11_shop, hold, policy, fake_supplier, refused_execute, why
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     now = time.time()
     held = hold("worker-1", ttl=60, now=now)
     order = approved(db, held, policy, now=now)
@@ -599,10 +605,10 @@ def test_execute_refuses_a_caller_that_is_not_the_current_holder(
 
 
 def test_a_superseded_generation_cannot_send_through_execute(
-    shop, hold, policy, fake_supplier, refused_execute
+    ch11_shop, hold, policy, fake_supplier, refused_execute
 ):
     # Chapter 13's point: the unchanged worker_id comparison is a generation fence.
-    db, _ = shop
+    db, _ = ch11_shop
     old = hold("lucy-bot#1")
     order = approved(db, old, policy)
     db.execute("UPDATE work SET worker_id = 'lucy-bot#2' WHERE work_id = ?", (old.work_id,))
@@ -619,9 +625,9 @@ def test_a_superseded_generation_cannot_send_through_execute(
 
 
 def test_execute_refuses_a_supplier_the_order_is_not_for(
-    shop, hold, policy, make_supplier, refused_execute
+    ch11_shop, hold, policy, make_supplier, refused_execute
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     refused_execute(
@@ -634,9 +640,9 @@ def test_execute_refuses_a_supplier_the_order_is_not_for(
 
 
 def test_a_conclusive_order_returns_its_receipt_without_asking_the_supplier(
-    shop, hold, policy, fake_supplier, snapshot
+    ch11_shop, hold, policy, fake_supplier, snapshot
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     first = execute(db, held, order["order_id"], fake_supplier, policy=policy)
@@ -648,9 +654,9 @@ def test_a_conclusive_order_returns_its_receipt_without_asking_the_supplier(
 
 
 def test_a_conclusive_order_is_still_refused_to_a_non_holder_or_another_supplier(
-    shop, hold, policy, fake_supplier, make_supplier, refused_execute
+    ch11_shop, hold, policy, fake_supplier, make_supplier, refused_execute
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     execute(db, held, order["order_id"], fake_supplier, policy=policy)
@@ -672,9 +678,9 @@ def test_a_conclusive_order_is_still_refused_to_a_non_holder_or_another_supplier
 
 @pytest.mark.parametrize("statuses", [("SENDING",), ("SENDING", "UNKNOWN")])
 def test_an_uncertain_order_is_looked_up_first_and_recorded_without_a_second_send(
-    shop, hold, policy, fake_supplier, statuses
+    ch11_shop, hold, policy, fake_supplier, statuses
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     set_status(db, order["order_id"], *statuses)
@@ -687,9 +693,9 @@ def test_an_uncertain_order_is_looked_up_first_and_recorded_without_a_second_sen
 
 
 def test_an_uncertain_order_is_settled_by_lookup_even_after_its_approval_expired(
-    shop, hold, policy, fake_supplier
+    ch11_shop, hold, policy, fake_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     now = time.time()
     held = hold(ttl=600, now=now)
     order = approved(db, held, policy, ttl=10, now=now)
@@ -703,9 +709,9 @@ def test_an_uncertain_order_is_settled_by_lookup_even_after_its_approval_expired
 
 
 def test_an_unknown_order_the_supplier_never_saw_is_sent_again_once(
-    shop, hold, policy, fake_supplier
+    ch11_shop, hold, policy, fake_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     set_status(db, order["order_id"], "SENDING", "UNKNOWN")
@@ -717,9 +723,9 @@ def test_an_unknown_order_the_supplier_never_saw_is_sent_again_once(
 
 
 def test_a_lookup_that_fails_leaves_the_order_unknown_and_sends_nothing(
-    shop, hold, policy, make_supplier
+    ch11_shop, hold, policy, make_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     set_status(db, order["order_id"], "SENDING")
@@ -732,9 +738,9 @@ def test_a_lookup_that_fails_leaves_the_order_unknown_and_sends_nothing(
 
 
 def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
-    shop, hold, policy, make_supplier
+    ch11_shop, hold, policy, make_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold("lucy-bot#1")
     order = approved(db, held, policy)
     set_status(db, order["order_id"], "SENDING", "UNKNOWN")
@@ -755,9 +761,9 @@ def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
 
 
 def test_execute_refuses_a_revoked_or_never_approved_order(
-    shop, hold, policy, fake_supplier, refused_execute
+    ch11_shop, hold, policy, fake_supplier, refused_execute
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     revoked = approved(db, held, policy)
     revoke(db, revoked["order_id"], actor=OPERATOR, policy=policy)
@@ -772,9 +778,9 @@ def test_execute_refuses_a_revoked_or_never_approved_order(
 
 @pytest.mark.parametrize("statuses", [(), ("SENDING", "UNKNOWN")])
 def test_execute_refuses_to_send_on_an_expired_approval(
-    shop, hold, policy, fake_supplier, snapshot, statuses
+    ch11_shop, hold, policy, fake_supplier, snapshot, statuses
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     now = time.time()
     held = hold(ttl=600, now=now)
     order = approved(db, held, policy, ttl=10, now=now)
@@ -794,9 +800,9 @@ def test_execute_refuses_to_send_on_an_expired_approval(
     ],
 )
 def test_execute_rechecks_the_ceiling_of_the_policy_in_force(
-    shop, hold, policy, fake_supplier, refused_execute, total, automatic, match
+    ch11_shop, hold, policy, fake_supplier, refused_execute, total, automatic, match
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     stricter = SpendingPolicy({OPERATOR}, total_cents=total, automatic_order_cents=automatic)
@@ -804,9 +810,9 @@ def test_execute_rechecks_the_ceiling_of_the_policy_in_force(
 
 
 def test_execute_refuses_when_the_reservation_is_missing(
-    shop, hold, policy, fake_supplier, refused_execute
+    ch11_shop, hold, policy, fake_supplier, refused_execute
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     db.execute("UPDATE spending_account SET reserved_cents = ?", (VANILLA_CENTS - 1,))
@@ -817,9 +823,9 @@ def test_execute_refuses_when_the_reservation_is_missing(
 
 @pytest.mark.parametrize("timeout", [30.0, 31.0])
 def test_execute_refuses_a_supplier_timeout_not_shorter_than_the_lease_left(
-    shop, hold, policy, make_supplier, refused_execute, timeout
+    ch11_shop, hold, policy, make_supplier, refused_execute, timeout
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     now = time.time()
     held = hold(ttl=30, now=now)
     order = approved(db, held, policy, now=now)
@@ -839,9 +845,9 @@ def test_execute_refuses_a_supplier_timeout_not_shorter_than_the_lease_left(
 
 
 def test_a_transport_failure_leaves_the_order_unknown_with_its_reservation_kept(
-    shop, hold, policy, make_supplier
+    ch11_shop, hold, policy, make_supplier
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
     supplier = make_supplier(order_error=ConnectionError("reset by peer"))
@@ -856,8 +862,8 @@ def test_a_transport_failure_leaves_the_order_unknown_with_its_reservation_kept(
 # ---------------------------------------------------------------- execute, with a real supplier
 
 
-def test_a_real_supplier_accepts_an_approved_order_once(shop, hold, policy, tmp_path):
-    db, _ = shop
+def test_a_real_supplier_accepts_an_approved_order_once(ch11_shop, hold, policy, tmp_path):
+    db, _ = ch11_shop
     held = hold()
     with supplier_process(tmp_path) as running:
         order = approved(db, held, policy, supplier=running.identity)
@@ -875,9 +881,9 @@ def test_a_real_supplier_accepts_an_approved_order_once(shop, hold, policy, tmp_
 
 
 def test_a_reply_lost_after_the_supplier_committed_is_recovered_by_lookup(
-    shop, hold, policy, tmp_path
+    ch11_shop, hold, policy, tmp_path
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     held = hold()
     with supplier_process(tmp_path) as running:
         order = approved(db, held, policy, supplier=running.identity)
@@ -894,9 +900,9 @@ def test_a_reply_lost_after_the_supplier_committed_is_recovered_by_lookup(
 
 
 def test_a_supplier_that_is_not_there_leaves_the_order_unknown_with_its_reservation(
-    shop, hold, policy
+    ch11_shop, hold, policy
 ):
-    db, _ = shop
+    db, _ = ch11_shop
     client = SupplierClient(dead_endpoint(), identity=SUPPLIER, timeout=0.5)
     held = hold()
     order = approved(db, held, policy)

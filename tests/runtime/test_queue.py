@@ -13,8 +13,8 @@ def work_rows(db) -> list[dict]:
     return [dict(r) for r in db.execute("SELECT * FROM work ORDER BY work_id")]
 
 
-def test_new_work_is_accepted_as_one_pending_row(shop):
-    db, queue = shop
+def test_new_work_is_accepted_as_one_pending_row(ch11_shop):
+    db, queue = ch11_shop
     admission = queue.admit("mail-1", "session-a", "six tubs of vanilla")
     assert admission.status == "accepted"
     [row] = work_rows(db)
@@ -27,8 +27,8 @@ def test_new_work_is_accepted_as_one_pending_row(shop):
     assert (row["state"], row["worker_id"]) == ("pending", None)
 
 
-def test_the_same_source_and_content_again_is_a_duplicate_of_the_same_work(shop):
-    db, queue = shop
+def test_the_same_source_and_content_again_is_a_duplicate_of_the_same_work(ch11_shop):
+    db, queue = ch11_shop
     first = queue.admit("mail-1", "session-a", "six tubs of vanilla")
     again = queue.admit("mail-1", "session-a", "six tubs of vanilla")
     assert again.status == "duplicate"
@@ -44,9 +44,9 @@ def test_the_same_source_and_content_again_is_a_duplicate_of_the_same_work(shop)
     ],
 )
 def test_the_same_source_with_other_content_is_a_conflict_and_writes_nothing(
-    shop, session_id, text
+    ch11_shop, session_id, text
 ):
-    db, queue = shop
+    db, queue = ch11_shop
     first = queue.admit("mail-1", "session-a", "six tubs of vanilla")
     before = work_rows(db)
     conflict = queue.admit("mail-1", session_id, text)
@@ -72,8 +72,8 @@ def test_the_same_source_with_other_content_is_a_conflict_and_writes_nothing(
         ("mail-1", "session-a", "t" * (MAX_TEXT + 1)),
     ],
 )
-def test_invalid_work_is_refused_and_writes_nothing(shop, source_id, session_id, text):
-    db, queue = shop
+def test_invalid_work_is_refused_and_writes_nothing(ch11_shop, source_id, session_id, text):
+    db, queue = ch11_shop
     queue.admit("mail-0", "session-a", "already here")
     before = work_rows(db)
     admission = queue.admit(source_id, session_id, text)
@@ -83,15 +83,15 @@ def test_invalid_work_is_refused_and_writes_nothing(shop, source_id, session_id,
     assert work_rows(db) == before
 
 
-def test_work_at_the_length_limits_is_accepted(shop):
-    db, queue = shop
+def test_work_at_the_length_limits_is_accepted(ch11_shop):
+    db, queue = ch11_shop
     admission = queue.admit("x" * MAX_ID, "s" * MAX_ID, "t" * MAX_TEXT)
     assert admission.status == "accepted"
     assert len(work_rows(db)) == 1
 
 
-def test_a_full_queue_refuses_new_work_and_finished_work_frees_a_place(shop):
-    db, _ = shop
+def test_a_full_queue_refuses_new_work_and_finished_work_frees_a_place(ch11_shop):
+    db, _ = ch11_shop
     queue = WorkQueue(db, capacity=2)
     first = queue.admit("mail-1", "s", "one")
     queue.admit("mail-2", "s", "two")
@@ -108,8 +108,8 @@ def test_a_full_queue_refuses_new_work_and_finished_work_frees_a_place(shop):
     assert len(work_rows(db)) == 3
 
 
-def test_the_same_source_id_cannot_be_inserted_twice_even_by_raw_sql(shop):
-    db, queue = shop
+def test_the_same_source_id_cannot_be_inserted_twice_even_by_raw_sql(ch11_shop):
+    db, queue = ch11_shop
     queue.admit("mail-1", "s", "one")
     with pytest.raises(sqlite3.IntegrityError):
         db.execute(
@@ -135,8 +135,8 @@ def work_in(db, queue, state: str) -> int:
         ("finished", "pending"),
     ],
 )
-def test_the_database_refuses_an_illegal_state_move(shop, start, target):
-    db, queue = shop
+def test_the_database_refuses_an_illegal_state_move(ch11_shop, start, target):
+    db, queue = ch11_shop
     work_id = work_in(db, queue, start)
     before = queue.get(work_id)
     with pytest.raises(sqlite3.IntegrityError, match="pending -> running -> finished|final"):
@@ -144,8 +144,8 @@ def test_the_database_refuses_an_illegal_state_move(shop, start, target):
     assert queue.get(work_id) == before
 
 
-def test_finished_work_is_final_even_for_other_columns(shop):
-    db, queue = shop
+def test_finished_work_is_final_even_for_other_columns(ch11_shop):
+    db, queue = ch11_shop
     work_id = work_in(db, queue, "finished")
     before = queue.get(work_id)
     with pytest.raises(sqlite3.IntegrityError, match="final"):
@@ -153,8 +153,8 @@ def test_finished_work_is_final_even_for_other_columns(shop):
     assert queue.get(work_id) == before
 
 
-def test_the_legal_moves_are_allowed_and_running_work_may_change_worker(shop):
-    db, queue = shop
+def test_the_legal_moves_are_allowed_and_running_work_may_change_worker(ch11_shop):
+    db, queue = ch11_shop
     work_id = work_in(db, queue, "pending")
     db.execute("UPDATE work SET state = 'running', worker_id = 'w#1' WHERE work_id = ?", (work_id,))
     db.execute("UPDATE work SET state = 'running', worker_id = 'w#2' WHERE work_id = ?", (work_id,))
@@ -163,16 +163,16 @@ def test_the_legal_moves_are_allowed_and_running_work_may_change_worker(shop):
     assert queue.get(work_id)["state"] == "finished"
 
 
-def test_a_state_outside_the_three_is_refused(shop):
-    db, queue = shop
+def test_a_state_outside_the_three_is_refused(ch11_shop):
+    db, queue = ch11_shop
     work_id = work_in(db, queue, "pending")
     with pytest.raises(sqlite3.IntegrityError):
         db.execute("UPDATE work SET state = 'paused' WHERE work_id = ?", (work_id,))
     assert queue.get(work_id)["state"] == "pending"
 
 
-def test_counts_report_every_state_including_empty_ones(shop):
-    db, queue = shop
+def test_counts_report_every_state_including_empty_ones(ch11_shop):
+    db, queue = ch11_shop
     assert queue.counts() == {"pending": 0, "running": 0, "finished": 0}
     work_in(db, queue, "pending")
     work_in(db, queue, "running")
@@ -181,8 +181,8 @@ def test_counts_report_every_state_including_empty_ones(shop):
     assert queue.counts() == {"pending": 2, "running": 1, "finished": 1}
 
 
-def test_get_returns_the_row_or_none(shop):
-    db, queue = shop
+def test_get_returns_the_row_or_none(ch11_shop):
+    db, queue = ch11_shop
     work_id = queue.admit("mail-1", "session-a", "text").work_id
     row = queue.get(work_id)
     assert row == work_rows(db)[0]
