@@ -18,7 +18,7 @@ def outcome(graded) -> dict:
     return {
         item.submission.student: {
             "status": item.verdict.status,
-            "score": item.score,
+            "score": item.score.points,
             "rows": [[r.label, r.status, r.passed, r.total] for r in item.verdict.rows],
             "checkpoint": item.verdict.checkpoint,
             "cases": [[c.case, c.passed] for c in item.verdict.cases],

@@ -106,12 +106,12 @@ def test_the_shipped_rubric_weights_add_up():
 
 def test_every_row_passing_and_every_case_earns_functions_plus_checkpoint():
     loaded = rubric.load()
-    assert rubric.score(checked(), loaded) == loaded.functions.points + loaded.checkpoint
+    assert rubric.score(checked(), loaded).points == loaded.functions.points + loaded.checkpoint
 
 
 def test_partial_credit_is_tests_passed_over_tests_run():
     loaded = rubric.load()
-    half = rubric.score(checked("FAILING", passed=2, cases=0), loaded)
+    half = rubric.score(checked("FAILING", passed=2, cases=0), loaded).points
     assert half == pytest.approx(loaded.functions.points / 2)
 
 
@@ -119,7 +119,7 @@ def test_without_partial_credit_a_failing_row_earns_nothing(tmp_path):
     path = tmp_path / "rubric.toml"
     path.write_text("[functions]\npoints = 50\npartial = false\n[checkpoint]\npoints = 10\n")
     strict = rubric.load(path)
-    assert rubric.score(checked("FAILING", passed=3, cases=7), strict) == 10
+    assert rubric.score(checked("FAILING", passed=3, cases=7), strict).points == 10
 
 
 def test_the_rubrics_limits_become_the_checks_options(tmp_path):
@@ -144,7 +144,7 @@ def test_a_row_that_did_not_run_earns_nothing_whatever_its_counts_say(status):
 
 
 def test_a_submission_that_could_not_be_checked_scores_zero():
-    assert rubric.score(Verdict("TIMED OUT", error="too slow"), rubric.load()) == 0
+    assert rubric.score(Verdict("TIMED OUT", error="too slow"), rubric.load()).points == 0
 
 
 @pytest.mark.parametrize(
@@ -209,7 +209,7 @@ def test_results_json_follows_gradescopes_specification(verdict):
     validate(document)
     assert exact_sum(t["max_score"] for t in document["tests"]) == Decimal(100)
     assert exact_sum(t["score"] for t in document["tests"]) == Decimal(str(document["score"]))
-    assert document["score"] == rubric.score(verdict, loaded)
+    assert document["score"] == rubric.score(verdict, loaded).points
 
 
 def test_the_schema_refuses_what_gradescope_would():
@@ -270,7 +270,7 @@ def test_a_verdict_is_read_from_the_checks_json():
         + loaded.exercises.points * 7 / 8
         + loaded.checkpoint * 6 / 7
     )
-    assert rubric.score(verdict, loaded) == pytest.approx(expected, abs=0.02)
+    assert rubric.score(verdict, loaded).points == pytest.approx(expected, abs=0.02)
 
 
 def test_a_file_that_cannot_be_checked_or_an_unknown_schema_is_not_a_grade():
@@ -301,7 +301,7 @@ def test_a_file_that_hangs_is_stopped_at_the_deadline(tmp_path):
     verdict = verdict_on(hanging, tmp_path / "tmp", timeout=5, checkpoint=False)
     assert verdict.status == "TIMED OUT" and "5s" in verdict.error
     assert time.monotonic() - started < 30
-    assert rubric.score(verdict, rubric.load()) == 0
+    assert rubric.score(verdict, rubric.load()).points == 0
     # The check's import probe runs in a session of its own, outside the killed group, and
     # is reparented when the check dies: only the marker sweep finds it.
     assert processes_mentioning(str(hanging)) == []

@@ -82,7 +82,11 @@ def test_every_count_is_a_number_in_its_own_column_never_x_slash_y(tmp_path):
         graded(tmp_path, "ana", verdict()),
         graded(tmp_path, "bo", verdict(passed=3, cases=3, checkpoint="FAILED")),
         Graded(
-            Submission("cy", None, problem="no ch13_leases.py"), Verdict("NO FILE"), None, 0, False
+            Submission("cy", None, problem="no ch13_leases.py"),
+            Verdict("NO FILE"),
+            None,
+            rubric.score(Verdict("NO FILE"), rubric.load()),
+            False,
         ),
     ]
     gradebook.write_class(items, tmp_path, rubric.load(), Options(), say=lambda _l: None)
@@ -105,7 +109,9 @@ def test_every_count_is_a_number_in_its_own_column_never_x_slash_y(tmp_path):
 def test_a_checkpoint_that_earned_cases_is_never_not_started():
     found = verdict(cases=3, checkpoint="NOT STARTED")
     assert feedback.checkpoint_label(found) == "3/7 cases"
-    assert "checkpoint 3/7 cases" in feedback.grade_lines(found, rubric.load())[0]
+    assert (
+        "checkpoint 3/7 cases" in feedback.grade_lines(found, rubric.score(found, rubric.load()))[0]
+    )
     assert feedback.checkpoint_label(verdict(cases=0, checkpoint="NOT STARTED")) == "NOT STARTED"
     assert feedback.checkpoint_label(verdict()) == "PASSED"
     assert feedback.checkpoint_label(verdict(checkpoint="SKIPPED")) == "SKIPPED"
@@ -194,21 +200,22 @@ def test_a_missing_exercises_file_is_one_line_not_submitted_worth_nothing():
     """Neither exercises.py nor ch13_postgres.py handed in: every exercise row NOT SUBMITTED,
     one line for them all."""
     loaded = rubric.load()
-    found = feedback.not_submitted(verdict(exercises="NOT STARTED"), loaded, BOTH)
+    found = feedback.not_submitted(verdict(exercises="NOT STARTED"), BOTH)
+    scored = rubric.score(found, loaded)
     exercise_rows = [r for r in found.rows if r.kind == "exercise"]
     assert {r.status for r in exercise_rows} == {"NOT SUBMITTED"}
-    lines = found.feedback.splitlines()
+    lines = feedback.check_text(found, scored).splitlines()
     assert not [line for line in lines if line.startswith("  exercise ")]
     mentions = [line for line in lines if "NOT SUBMITTED" in line]
     assert len(mentions) == 2  # the one table line and the summary line
     assert "0 of 20 points" in mentions[0] and "exercises: NOT SUBMITTED" in mentions[1]
-    assert "exercises NOT SUBMITTED 0/20" in feedback.grade_lines(found, loaded)[0]
-    document = gradescope.results(found, loaded)
+    assert "exercises NOT SUBMITTED 0/20" in feedback.grade_lines(found, scored)[0]
+    document = gradescope.results(found, loaded, scored=scored)
     tests = [t for t in document["tests"] if "exercise" in t["tags"]]
     assert [(t["name"], t["score"], t["max_score"]) for t in tests] == [
         ("exercises: NOT SUBMITTED", 0, 20)
     ]
-    assert rubric.score(found, loaded) == loaded.functions.points + loaded.checkpoint
+    assert rubric.score(found, loaded).points == loaded.functions.points + loaded.checkpoint
 
 
 @pytest.mark.parametrize(
@@ -223,7 +230,7 @@ def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing,
     SUBMITTED line worth nothing, the other file's rows keep their status and points, and the
     lines still add up to the total exactly."""
     loaded = rubric.load()
-    found = feedback.not_submitted(verdict(), loaded, [missing])
+    found = feedback.not_submitted(verdict(), [missing])
     mine = set(feedback.ROWS_OF[missing])
     assert {r.status for r in found.rows if r.label in mine} == {"NOT SUBMITTED"}
     assert {r.status for r in found.rows if r.kind == "exercise" and r.label not in mine} == {
@@ -231,7 +238,7 @@ def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing,
     }
     why = f"no {missing} was handed in"
     assert all(r.message == why for r in found.rows if r.label in mine)
-    lines = found.feedback.splitlines()
+    lines = feedback.check_text(found, rubric.score(found, loaded)).splitlines()
     assert not [line for line in lines if line[2:12] in mine and "NOT SUBMITTED" not in line]
     mentions = [line for line in lines if "NOT SUBMITTED" in line]
     assert mentions[0].startswith(f"  {name}") and f"{why}: 0 of {points} points" in mentions[0]
@@ -243,7 +250,7 @@ def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing,
     assert (line["score"], line["max_score"]) == (0, points)
     assert line["output"] == f"{why}: 0 of {points} points"
     assert exact_sum(t["max_score"] for t in document["tests"]) == Decimal(str(loaded.total))
-    assert rubric.score(found, loaded) == loaded.total - points
+    assert rubric.score(found, loaded).points == loaded.total - points
 
 
 # ---------------------------------------------------------------- the student's file names
@@ -320,7 +327,7 @@ def test_max_scores_add_up_to_the_total_exactly_and_scores_to_the_score(tmp_path
     parts = (loaded.functions.points, loaded.exercises.points, loaded.checkpoint)
     assert exact_sum(t["max_score"] for t in tests) == exact_sum(parts)
     assert exact_sum(t["score"] for t in tests) == Decimal(str(document["score"]))
-    assert document["score"] == rubric.score(found, loaded) <= loaded.total
+    assert document["score"] == rubric.score(found, loaded).points <= loaded.total
     assert all(t["score"] <= t["max_score"] for t in tests)
     assert {t["visibility"] for t in tests} <= set(rubric.VISIBILITIES)
     assert document == gradescope.results(found, loaded), "the same split every time"
@@ -337,7 +344,7 @@ def test_sixteen_half_passing_rows_earn_exactly_half():
     assert (
         rubric.score(
             verdict(passed=2, checkpoint="SKIPPED", exercises="NOT STARTED"), rubric.load()
-        )
+        ).points
         == 30
     )
 

@@ -176,13 +176,16 @@ def test_a_kept_result_reads_back_as_it_was_written(tmp_path):
     assert store.keep(tmp_path / "out", graded, loaded, key)
     back = store.kept(tmp_path / "out", found, key)
     assert back is not None and back.reused
-    assert (back.verdict, back.similarity, back.score) == (verdict, 0.25, graded.score)
+    assert (back.verdict, back.similarity) == (verdict, 0.25)
+    assert back.score.points == graded.score.points  # the total is kept, not the lines
     assert store.kept(tmp_path / "out", found, key | {"kit": "another kit"}) is None
     assert store.kept(tmp_path / "out", found, store.key(found, loaded, checkpoint=False)) is None
     document = json.loads((tmp_path / "out" / "gradescope" / "ana" / "results.json").read_text())
-    assert document["score"] == graded.score
+    assert document["score"] == graded.score.points
     # A check ended by Ctrl-C is no verdict: nothing of it is kept.
-    stopped = store.Graded(found, Verdict("STOPPED"), None, 0.0, False)
+    stopped = store.Graded(
+        found, Verdict("STOPPED"), None, rubric.score(Verdict("STOPPED"), loaded), False
+    )
     assert not store.keep(tmp_path / "elsewhere", stopped, loaded, key)
     assert not (tmp_path / "elsewhere").exists()
 

@@ -133,7 +133,7 @@ def _print_table(graded: list[Graded], rubric: rubrics.Rubric, out: Path) -> Non
         flag = "  FLAGGED: compare with the reference" if item.flagged else ""
         print(
             f"  {item.submission.shown:<{width}}{item.verdict.status:<14}"
-            f"{item.score:>6g}/{rubric.total:g}  {like}{flag}"
+            f"{item.score.points:>6g}/{rubric.total:g}  {like}{flag}"
         )
     print(
         f"gradebook: {out / 'grades.csv'}  (feedback/, gradescope/ and similarity.html beside it)"

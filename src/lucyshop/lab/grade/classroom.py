@@ -1,7 +1,8 @@
 """Grade a whole class: each hand-in checked alone, a few at a time, kept as soon as it is known.
 
 For every submission: a private work directory (its staged copy and its ``TMPDIR``), one
-``make check`` child under a deadline, a score from the rubric, a similarity to the reference.
+``make check`` child under a deadline, a score from the rubric (its lines worked out once, then
+rendered as the feedback and ``results.json``), a similarity to the reference.
 Its feedback, ``results.json`` and result are written the moment it finishes (``store``), so
 Ctrl-C loses only the checks still running, and a rerun skips every hand-in already graded
 under the same files, rubric and kit. Only when every check of the class is gone are the
@@ -27,7 +28,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from lucyshop.lab.grade import feedback, gradebook, store
-from lucyshop.lab.grade.rubric import Rubric, load, score
+from lucyshop.lab.grade.rubric import Rubric, score
 from lucyshop.lab.grade.similar import fingerprints as similarity
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
@@ -79,13 +80,13 @@ def grade_one(
     """Check one hand-in in ``work`` (created, then removed) and score it."""
     if submission.problem or submission.chapter is None:
         verdict = Verdict(VerdictStatus.NO_FILE, error=submission.problem)
-        return Graded(submission, verdict, None, 0.0, False)
+        return Graded(submission, verdict, None, score(verdict, rubric), False)
     text = submission.chapter.read_bytes().decode("utf-8", "replace")
     like = similarity.similarity(text)
     flagged = like >= rubric.flag_at
     if not text.strip():
         verdict = Verdict(VerdictStatus.EMPTY, error="learner/ch13_leases.py is empty")
-        return Graded(submission, verdict, like, 0.0, flagged)
+        return Graded(submission, verdict, like, score(verdict, rubric), flagged)
     try:
         staged = stage(submission, work / "submission")
         verdict = verdict_on(
@@ -104,13 +105,13 @@ def grade_one(
         for name, path in ((EXERCISES, submission.exercises), (POSTGRES, submission.postgres))
         if path is None
     ]
-    feedback.not_submitted(verdict, rubric, missing)
+    feedback.not_submitted(verdict, missing)
     return Graded(submission, verdict, like, score(verdict, rubric), flagged)
 
 
-def feedback_text(item: Graded, rubric: Rubric | None = None) -> str:
+def feedback_text(item: Graded) -> str:
     """What the student reads (the autograder prints it)."""
-    return feedback.text(item.verdict, rubric or load())
+    return feedback.text(item.verdict, item.score)
 
 
 def grade_class(

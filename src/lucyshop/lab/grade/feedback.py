@@ -7,7 +7,8 @@ has in their kit: ``learner/ch13_leases.py`` and ``learner/exercises.py``, so ev
 can be pasted into their own terminal. A hand-in without ``exercises.py`` (or without
 ``ch13_postgres.py``, exercise 7) had the stubs staged beside it (so the check ran none of
 those tests); the rows of the missing file become one NOT SUBMITTED line worth 0, instead of
-rows that blame files the student never sent.
+rows that blame files the student never sent. The points shown are the rubric's lines
+(``rubric.score``), worked out once per student; this module only renders them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from lucyshop.lab.check.results import Row, printable
 from lucyshop.lab.check.subjects import EXERCISES as EXERCISE_ROWS
 from lucyshop.lab.check.subjects import PG_EXERCISE
-from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric, lines
+from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Score
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
@@ -65,27 +66,39 @@ def scrubbed(verdict: Verdict, staged: Path, work: Path) -> Verdict:
     return verdict
 
 
-def not_submitted(verdict: Verdict, rubric: Rubric, missing: Sequence[str]) -> Verdict:
+def not_submitted(verdict: Verdict, missing: Sequence[str]) -> Verdict:
     """Mark the exercise rows of each file in ``missing`` (``exercises.py``,
-    ``ch13_postgres.py``) NOT SUBMITTED in a checked verdict, and say so once in its feedback:
-    one line for those rows, with the points they were worth."""
-    labels = [label for file in missing for label in ROWS_OF[file]]
-    if verdict.status != VerdictStatus.CHECKED or not labels:
-        return verdict
-    worth = {line.label: line.available for line in lines(verdict, rubric)}
+    ``ch13_postgres.py``) NOT SUBMITTED in a checked verdict (changed in place). They earn
+    nothing, and ``check_text`` shows them as one line."""
     file_of = {label: file for file in missing for label in ROWS_OF[file]}
+    if verdict.status != VerdictStatus.CHECKED or not file_of:
+        return verdict
     verdict.rows = [
         Row(r.label, r.kind, Status.NOT_SUBMITTED, 0, 0, f"no {file_of[r.label]} was handed in")
         if r.label in file_of
         else r
         for r in verdict.rows
     ]
-    points = sum(worth.get(label, 0) for label in labels) / 100
+    return verdict
+
+
+def check_text(verdict: Verdict, score: Score) -> str:
+    """What ``make check`` showed, with the rows of files not handed in as one NOT SUBMITTED
+    line, with the points they were worth (from ``score``'s lines)."""
+    missing = [
+        line
+        for line in score.lines
+        if line.row is not None and line.row.status == Status.NOT_SUBMITTED
+    ]
+    if not missing:
+        return verdict.feedback
+    labels = [line.label for line in missing]
+    points = sum(line.available for line in missing) / 100
     line = f"  {span(labels):<20}{Status.NOT_SUBMITTED}   {why(verdict)}: 0 of {points:g} points"
     kept: list[str] = []
     for text in verdict.feedback.splitlines():
         row = _EXERCISE_LINE.match(text)
-        if row and row.group(1) in file_of:
+        if row and row.group(1) in labels:
             if line not in kept:
                 kept.append(line)
             continue
@@ -94,8 +107,7 @@ def not_submitted(verdict: Verdict, rubric: Rubric, missing: Sequence[str]) -> V
         elif _SUMMARY_EXERCISES.search(text):
             text += f" ({span(labels)} {Status.NOT_SUBMITTED})"
         kept.append(text)
-    verdict.feedback = "\n".join(kept) + "\n"
-    return verdict
+    return "\n".join(kept) + "\n"
 
 
 def span(labels: Sequence[str]) -> str:
@@ -135,29 +147,26 @@ def exercises_missing(verdict: Verdict) -> bool:
     return bool(rows) and all(r.status == Status.NOT_SUBMITTED for r in rows)
 
 
-def grade_lines(verdict: Verdict, rubric: Rubric) -> list[str]:
+def grade_lines(verdict: Verdict, score: Score) -> list[str]:
     """The score and each part's points, as the first lines of a student's feedback."""
-    found = lines(verdict, rubric)
-    total = sum(line.earned for line in found) / 100
+    total, whole = score.points, score.available
     if verdict.status != VerdictStatus.CHECKED:
-        return [f"grade: {total:g} of {rubric.total:g} ({verdict.status}: {verdict.error})"]
+        return [f"grade: {total:g} of {whole:g} ({verdict.status}: {verdict.error})"]
     parts = []
     for kind, name in (("function", "functions"), ("exercise", "exercises"), ("checkpoint", "")):
-        own = [line for line in found if line.kind == kind]
-        earned = sum(line.earned for line in own) / 100
-        available = sum(line.available for line in own) / 100
+        earned, available = score.part(kind)
         label = name or f"checkpoint {checkpoint_label(verdict)}"
         if kind == "exercise" and exercises_missing(verdict):
             label = f"exercises {Status.NOT_SUBMITTED}"
-        parts.append(f"{label} {earned:g}/{available:g}")
-    return [f"grade: {total:g} of {rubric.total:g} ({', '.join(parts)})"]
+        parts.append(f"{label} {earned / 100:g}/{available / 100:g}")
+    return [f"grade: {total:g} of {whole:g} ({', '.join(parts)})"]
 
 
-def text(verdict: Verdict, rubric: Rubric) -> str:
+def text(verdict: Verdict, score: Score) -> str:
     """The whole feedback file: the grade, then what ``make check`` showed (control characters
     escaped: a hand-in's name or message is shown, never sent to a terminal)."""
-    head = "\n".join(grade_lines(verdict, rubric))
+    head = "\n".join(grade_lines(verdict, score))
     if verdict.status == VerdictStatus.CHECKED:
-        return printable(f"{head}\n\n{verdict.feedback}".rstrip() + "\n")
+        return printable(f"{head}\n\n{check_text(verdict, score)}".rstrip() + "\n")
     said = f"{head}\n\n{verdict.status}: {verdict.error}\n\n{verdict.feedback}"
     return printable(said.rstrip() + "\n")

@@ -152,7 +152,7 @@ def grade_row(
         "id": student.id if student else "",
         "email": student.email if student else "",
         "status": verdict.status,
-        "score": f"{item.score:g}",
+        "score": f"{item.score.points:g}",
         "max_score": f"{rubric.total:g}",
         "similarity": "" if item.similarity is None else f"{item.similarity:.3f}",
         "flagged": "yes" if flagged else "",
@@ -216,7 +216,7 @@ def write_canvas(
     say: Callable[[str], None],
 ) -> None:
     """Canvas's gradebook-import shape: one row per roster student, in roster order."""
-    scores = {matching(g.submission.student): g.score for g in graded}
+    scores = {matching(g.submission.student): g.score.points for g in graded}
     header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", options.assignment]
     rows = [["    Points Possible", "", "", "", "", f"{rubric.total:g}"]]
     for key, student in roster.items():

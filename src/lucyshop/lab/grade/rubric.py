@@ -77,6 +77,26 @@ class Line:
     case: Case | None = None
 
 
+@dataclass(frozen=True)
+class Score:
+    """One student's score: its total in points and every graded line it comes from, worked
+    out once (``score``); the feedback and ``results.json`` render these lines. A result read
+    back from disk keeps the total alone (no lines): both were written when it was graded."""
+
+    points: float
+    lines: tuple[Line, ...] = ()
+
+    def part(self, kind: str) -> tuple[int, int]:
+        """Hundredths earned and available on the lines of ``kind``."""
+        own = [line for line in self.lines if line.kind == kind]
+        return sum(line.earned for line in own), sum(line.available for line in own)
+
+    @property
+    def available(self) -> float:
+        """Points on offer: the rubric's total, as the lines split it."""
+        return sum(line.available for line in self.lines) / 100
+
+
 def load(path: Path = DEFAULT) -> Rubric:
     """Read and check a rubric; ValueError names the first thing wrong with it."""
     try:
@@ -194,7 +214,13 @@ def _earned(exact: Sequence[Fraction]) -> list[int]:
     return apportion(exact, math.floor(sum(exact, Fraction(0)) + Fraction(1, 2)))
 
 
-def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
+def score(verdict: Verdict, rubric: Rubric) -> Score:
+    """The submission's score under ``rubric``: 0 for one that could not be checked."""
+    found = _lines(verdict, rubric)
+    return Score(sum(line.earned for line in found) / 100, tuple(found))
+
+
+def _lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
     """Every graded line of ``verdict``; their ``available`` add up to the rubric's total."""
     if verdict.status != VerdictStatus.CHECKED:
         return [Line("check", "the file can be checked", 0, hundredths(rubric.total))]
@@ -216,8 +242,3 @@ def lines(verdict: Verdict, rubric: Rubric) -> list[Line]:
         earned = each if case is not None and case.passed else 0
         found.append(Line("checkpoint", f"case {number}", earned, each, case=case))
     return found
-
-
-def score(verdict: Verdict, rubric: Rubric) -> float:
-    """The submission's total in points: 0 for one that could not be checked."""
-    return sum(line.earned for line in lines(verdict, rubric)) / 100

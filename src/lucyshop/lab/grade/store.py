@@ -22,7 +22,7 @@ from pathlib import Path
 from lucyshop.atomic import write_text
 from lucyshop.lab.grade import feedback
 from lucyshop.lab.grade.gradescope import results as gradescope
-from lucyshop.lab.grade.rubric import Rubric
+from lucyshop.lab.grade.rubric import Rubric, Score
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
@@ -42,7 +42,7 @@ class Graded:
     submission: Submission
     verdict: Verdict
     similarity: float | None
-    score: float
+    score: Score  # its lines when graded by this run; only the total when kept from an earlier
     flagged: bool
     reused: bool = False  # kept from an earlier run, not graded by this one
 
@@ -99,8 +99,10 @@ def keep(out: Path, graded: Graded, rubric: Rubric, graded_under: dict[str, str]
     if graded.verdict.status in NOT_KEPT:
         return False
     shown = graded.submission.shown  # a file name never carries a control character
-    _write(out / "feedback" / f"{shown}.txt", feedback.text(graded.verdict, rubric))
-    document = gradescope.results(graded.verdict, rubric, similarity=graded.similarity)
+    _write(out / "feedback" / f"{shown}.txt", feedback.text(graded.verdict, graded.score))
+    document = gradescope.results(
+        graded.verdict, rubric, similarity=graded.similarity, scored=graded.score
+    )
     _write(out / "gradescope" / shown / "results.json", _json(document))
     record = {
         "schema": SCHEMA,
@@ -108,7 +110,7 @@ def keep(out: Path, graded: Graded, rubric: Rubric, graded_under: dict[str, str]
         "key": graded_under,
         "verdict": dataclasses.asdict(graded.verdict),
         "similarity": graded.similarity,
-        "score": graded.score,
+        "score": graded.score.points,
         "flagged": graded.flagged,
     }
     _write(result_path(out, graded.submission), _json(record))  # last: the others are whole
@@ -128,7 +130,12 @@ def kept(out: Path, submission: Submission, graded_under: dict[str, str] | None)
         ):
             return None
         return Graded(
-            submission, verdict, record["similarity"], record["score"], record["flagged"], True
+            submission,
+            verdict,
+            record["similarity"],
+            Score(record["score"]),
+            record["flagged"],
+            True,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

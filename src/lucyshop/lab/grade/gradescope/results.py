@@ -10,8 +10,8 @@ specification as a JSON Schema, and the tests validate every file written here a
 
 from __future__ import annotations
 
-from lucyshop.lab.grade.feedback import exercises_missing, span, why
-from lucyshop.lab.grade.rubric import Line, Rubric, lines
+from lucyshop.lab.grade.feedback import check_text, exercises_missing, span, why
+from lucyshop.lab.grade.rubric import Line, Rubric, Score, score
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import Status, VerdictStatus
@@ -19,13 +19,21 @@ from lucyshop.lab.statuses import Status, VerdictStatus
 SCHEMA = ROOT / "grading" / "results.schema.json"
 
 
-def results(verdict: Verdict, rubric: Rubric, *, similarity: float | None = None) -> dict:
-    """The ``results.json`` document for one submission."""
-    tests = _tests(verdict, rubric)
+def results(
+    verdict: Verdict,
+    rubric: Rubric,
+    *,
+    similarity: float | None = None,
+    scored: Score | None = None,
+) -> dict:
+    """The ``results.json`` document for one submission: the lines of its score (``scored``,
+    worked out when it was graded; else the rubric's for ``verdict``) as Gradescope's tests."""
+    scored = scored if scored is not None else score(verdict, rubric)
+    tests = _tests(verdict, scored, rubric)
     document: dict = {
         "score": sum(_cents(t["score"]) for t in tests) / 100,
         "execution_time": round(verdict.seconds),
-        "output": _summary(verdict),
+        "output": _summary(verdict, scored),
         "stdout_visibility": "hidden",
         "tests": tests,
     }
@@ -38,15 +46,15 @@ def _cents(points: float) -> int:
     return round(points * 100)
 
 
-def _summary(verdict: Verdict) -> str:
+def _summary(verdict: Verdict, scored: Score) -> str:
     if verdict.status != VerdictStatus.CHECKED:
         return f"{verdict.status}: {verdict.error}\n\n{verdict.feedback}".rstrip()
-    return verdict.feedback
+    return check_text(verdict, scored)
 
 
-def _tests(verdict: Verdict, rubric: Rubric) -> list[dict]:
+def _tests(verdict: Verdict, scored: Score, rubric: Rubric) -> list[dict]:
     """One test per row and per checkpoint case; their ``max_score`` add up to the total."""
-    found = lines(verdict, rubric)
+    found = list(scored.lines)
     visibility = {
         "check": "visible",
         "function": rubric.functions.visibility,
