@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.exercises import book as exercise_book
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def without_venv() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     venv = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv)
-    env.pop("LEASES_IMPL", None)
+    env.pop(IMPL_ENV, None)
     return env
 
 

@@ -11,8 +11,8 @@ import psutil
 import pytest
 from schedule import LONGEST_FIRST, TESTS
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.evidence import receipts, testtime
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.services.processes import wait_until
 
 ONE_TEST = "tests/kit/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
@@ -38,7 +38,7 @@ def test_measure_times_a_run_and_keeps_its_summary():
     provenance = entry["provenance"]
     assert 0 < entry["pytest_seconds"] <= provenance["seconds"] < 600
     assert provenance["command"][1:5] == ["-m", "pytest", "-q", "--color=no"]
-    assert provenance["command"][-1] == ONE_TEST and entry["environment"] == {ENV: "solutions"}
+    assert provenance["command"][-1] == ONE_TEST and entry["environment"] == {IMPL_ENV: "solutions"}
     assert provenance["cpu_count"] >= 1 and len(provenance["loadavg_start"]) == 3
     assert sorted(provenance["code"]) == sorted(testtime.SUITE_FILES)
     assert entry["burners"] == 0 and provenance["hostname"]
@@ -91,7 +91,7 @@ def test_a_loaded_run_records_its_burners_and_the_load_it_ran_under(tmp_path, mo
 
 def fake_suite(returncode: int, summary: str, ran: list):
     def run(command, **options):
-        ran.append((command, options["env"]["LEASES_IMPL"]))
+        ran.append((command, options["env"][IMPL_ENV]))
         return subprocess.CompletedProcess(command, returncode, f"F.\n{summary}\n", "")
 
     return run

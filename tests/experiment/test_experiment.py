@@ -19,9 +19,10 @@ import pytest
 from model_lock import one_model_at_a_time
 from shop_fixtures import free_port
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.experiment.overhead import summary
 from lucyshop.lab.experiment.receipt import check, figures
-from lucyshop.lab.loader import ENV, ROOT, load_impl
+from lucyshop.lab.loader import ROOT, load_impl
 from lucyshop.lab.services.processes import wait_until
 
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
@@ -202,7 +203,7 @@ def test_the_check_uses_the_named_implementation_and_learner_by_default(
     if stubs.returncode == 3:  # the learner file is the kit's stubs
         assert "NOT STARTED" in stubs.stderr and "--impl solutions" in stubs.stderr
     # No --impl and no $LEASES_IMPL (make test sets it): the learner's file.
-    unset = {k: v for k, v in os.environ.items() if k != ENV}
+    unset = {k: v for k, v in os.environ.items() if k != IMPL_ENV}
     default = python([*EXPERIMENT, "check", str(quick_receipt)], timeout=CHECK_SECONDS, env=unset)
     assert (default.returncode, default.stderr) == (stubs.returncode, stubs.stderr)
 
@@ -222,7 +223,7 @@ def test_plots_never_load_an_implementation(quick_receipt: Path, tmp_path: Path)
             str(tmp_path),
         ],
         timeout=CHECK_SECONDS,
-        env={**os.environ, ENV: "learner"},
+        env={**os.environ, IMPL_ENV: "learner"},
     )
     assert drawn.returncode == 0, drawn.stderr
     assert (tmp_path / "ch13-outlive-curve.png").read_bytes().startswith(b"\x89PNG")

@@ -1,6 +1,7 @@
-"""What the kit shares is stated once: the variable that names the chapter file (read from the
-source text of ``src/`` and ``checkpoints/``), and the writer that makes a file appear whole
-(ruff's banned-api rule). Each rule also proves that it would find a second statement.
+"""What the kit shares is stated once: the variable that names the chapter file and the rule
+that reads it (read from the source text of the whole kit), and the writer that makes a file
+appear whole (ruff's banned-api rule). Each rule also proves that it would find a second
+statement.
 """
 
 from __future__ import annotations
@@ -8,23 +9,60 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from lucyshop import IMPL_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 CODE = sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "checkpoints").glob("*.py")])
+KIT = sorted(
+    p
+    for d in ("src", "checkpoints", "tests", "learner", "solutions")
+    for p in (ROOT / d).rglob("*.py")
+)
+# What runs a test rather than being one: tests/' conftests and helper modules.
+MACHINERY = CODE + [
+    p for p in KIT if p.relative_to(ROOT).parts[0] == "tests" and not p.name.startswith("test_")
+]
 
-
-def stating(text: str, files: list[Path] = CODE) -> list[str]:
-    """The files (relative to the repository) whose source contains ``text``."""
-    return [path.relative_to(ROOT).as_posix() for path in files if text in path.read_text()]
+SPELLED = f'"{IMPL_ENV}"'  # the variable's name as a string in the source
 
 
 def test_the_implementation_variable_is_spelled_only_in_the_runtime_package() -> None:
-    """Everyone else says ``lucyshop.IMPL_ENV`` (the lab's ``loader.ENV``)."""
-    assert stating('"LEASES_IMPL"') == ["src/lucyshop/__init__.py"]
+    """Everyone else, tests too, says ``lucyshop.IMPL_ENV``."""
+    spelled = [p.relative_to(ROOT).as_posix() for p in KIT if SPELLED in p.read_text()]
+    assert spelled == ["src/lucyshop/__init__.py"]
 
 
-def test_a_second_statement_would_be_found() -> None:
-    planted = Path(__file__)  # this file states it, as a module might
-    assert "tests/kit/test_one_place.py" in stating('"LEASES_IMPL"', [*CODE, planted])
+def other_names(source: str) -> list[int]:
+    """Lines of ``source`` that give the variable a second name: ``X = IMPL_ENV`` (the lab's
+    old ``loader.ENV``) or ``import IMPL_ENV as X``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        renamed = isinstance(node, ast.Assign) and ast.unparse(node.value).endswith("IMPL_ENV")
+        aliased = isinstance(node, ast.ImportFrom) and any(
+            a.name == "IMPL_ENV" and a.asname for a in node.names
+        )
+        if renamed or aliased:
+            found.append(node.lineno)
+    return found
+
+
+def test_the_implementation_variable_has_one_name() -> None:
+    found = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in KIT
+        if (lines := other_names(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_a_second_name_would_be_found() -> None:
+    planted = """
+from lucyshop import IMPL_ENV as VARIABLE
+ENV = IMPL_ENV
+NAME = lucyshop.IMPL_ENV
+os.environ[IMPL_ENV] = "learner"
+"""
+    assert other_names(planted) == [2, 3, 4]
 
 
 def state_readers(source: str) -> list[str]:
@@ -106,39 +144,42 @@ def test_a_second_safe_lease_factor_would_be_found() -> None:
 
 def impl_resolvers(source: str) -> list[int]:
     """Lines of ``source`` that decide which chapter file is meant on their own: a read of
-    ``$LEASES_IMPL`` (``environ.get(ENV)``, ``environ[ENV]``, ``getenv``), or an ``--impl``
-    option with a default of its own. ``lucyshop.chosen_impl`` reads the variable, and
-    ``loader.add_impl_option`` gives ``--impl`` its default from it."""
-    tree = ast.parse(source)
-    loaders_env = any(
-        isinstance(node, ast.ImportFrom)
-        and node.module == "lucyshop.lab.loader"
-        and "ENV" in [alias.name for alias in node.names]
-        for node in ast.walk(tree)
-    )
-    names = {"IMPL_ENV", "loader.ENV", "'LEASES_IMPL'"} | ({"ENV"} if loaders_env else set())
+    ``$LEASES_IMPL`` (``environ.get(IMPL_ENV)``, ``environ[IMPL_ENV]``, ``getenv``), an
+    ``--impl`` option with a default of its own, or a name looked up among ``IMPLEMENTATIONS``
+    (``learner``, ``solutions``). ``lucyshop.chosen_impl`` reads the variable,
+    ``loader.add_impl_option`` gives ``--impl`` its default from it, and ``loader.impl_path``
+    turns what was chosen into the chapter file."""
+    names = {"IMPL_ENV", "lucyshop.IMPL_ENV", repr(IMPL_ENV)}
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             first = ast.unparse(node.args[0]) if node.args else ""
-            if node.func.attr in ("get", "getenv") and first in names:
+            reads = node.func.attr in ("get", "getenv") and first in names
+            looks_up = node.func.attr == "get" and ast.unparse(node.func.value) == "IMPLEMENTATIONS"
+            if reads or looks_up:
                 found.append(node.lineno)
             elif node.func.attr in ("add_argument", "addoption") and first == "'--impl'":
                 found += [node.lineno for k in node.keywords if k.arg == "default"]
-        elif (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.ctx, ast.Load)
-            and ast.unparse(node.slice) in names
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            looked_up = ast.unparse(node.value) == "IMPLEMENTATIONS"
+            if ast.unparse(node.slice) in names or (
+                looked_up and not isinstance(node.slice, ast.Constant)
+            ):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and "IMPLEMENTATIONS" in map(
+            ast.unparse, node.comparators
         ):
             found.append(node.lineno)
-    return sorted(found)
+    return sorted(set(found))
 
 
 def test_which_chapter_file_is_meant_is_decided_in_one_place() -> None:
-    """``--impl``, else ``$LEASES_IMPL``, else the learner's: one rule, in ``chosen_impl``."""
+    """``--impl``, else ``$LEASES_IMPL``, else the learner's: one rule, in ``chosen_impl``, and
+    one way from that to a file, ``impl_path`` (the code and tests/' machinery; a test may read
+    an environment it was handed)."""
     found = {
         path.relative_to(ROOT).as_posix()
-        for path in [*CODE, ROOT / "tests" / "conftest.py"]
+        for path in MACHINERY
         if impl_resolvers(path.read_text(encoding="utf-8"))
     }
     assert found == {"src/lucyshop/__init__.py", "src/lucyshop/lab/loader.py"}
@@ -146,10 +187,12 @@ def test_which_chapter_file_is_meant_is_decided_in_one_place() -> None:
 
 def test_a_second_resolver_would_be_found() -> None:
     planted = """
-from lucyshop.lab.loader import ENV
-spec = args.impl or os.environ.get(ENV) or "learner"
+spec = args.impl or os.environ.get(IMPL_ENV) or "learner"
 parser.add_argument("--impl", default="learner")
-impl = os.environ[loader.ENV]
+impl = os.environ[lucyshop.IMPL_ENV]
 group.addoption("--impl", help="which file")
+path = IMPLEMENTATIONS[spec] if spec in IMPLEMENTATIONS else Path(spec)
+path = IMPLEMENTATIONS.get(spec, spec)
+solutions = IMPLEMENTATIONS["solutions"].parent
 """
-    assert impl_resolvers(planted) == [3, 4, 5]
+    assert impl_resolvers(planted) == [2, 3, 4, 6, 7]

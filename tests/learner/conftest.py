@@ -28,12 +28,12 @@ import pytest
 from learner_support import T
 from shop_fixtures import held, supplier
 
+from lucyshop import IMPL_ENV
 from lucyshop.approval import SpendingPolicy
 from lucyshop.lab.check.plugin.chapter import IMPL_PATH, budget, sandbox_for
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
 from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 
 # The shared shop fixtures this suite uses (make check loads no tests/conftest.py).
@@ -70,7 +70,7 @@ def sandboxed(sandbox: Sandbox):
 
     def wrap(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         inside = sandbox.jail.inside(sandbox.jail.staged / "ch13_leases.py")
-        return sandbox.jail.argv(argv), sandbox.jail.env({ENV: str(inside)})
+        return sandbox.jail.argv(argv), sandbox.jail.env({IMPL_ENV: str(inside)})
 
     return wrap
 

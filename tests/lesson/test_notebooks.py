@@ -21,6 +21,7 @@ import pytest
 from nbclient import NotebookClient
 from shop_fixtures import free_port
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint.cases import KILLED
 from lucyshop.lab.lesson import notebooks
@@ -49,7 +50,7 @@ NBVAL = [
 
 def nbval(*paths: Path, timeout: float = 1100) -> subprocess.CompletedProcess:
     env = os.environ | {
-        "LEASES_IMPL": "learner",  # the stored outputs are the stubs' own
+        IMPL_ENV: "learner",  # the stored outputs are the stubs' own
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
     return subprocess.run(
@@ -127,7 +128,7 @@ def run(notebook: Path, impl: str, *, allow_errors: bool, env: dict | None = Non
     """Every cell of ``notebook`` executed by nbclient with ``LEASES_IMPL=impl``."""
     nb = nbformat.read(notebook, as_version=4)
     saved = dict(os.environ)
-    os.environ.update({"LEASES_IMPL": impl, **(env or {})})
+    os.environ.update({IMPL_ENV: impl, **(env or {})})
     try:
         NotebookClient(
             nb,
@@ -250,7 +251,7 @@ def test_jupyterlab_draws_every_diagram_and_plot_and_runs_all_on_the_stubs(tmp_p
         pytest.skip(f"browser test: {reason}")
     root = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
-    env = {"LEASES_IMPL": "learner"}
+    env = {IMPL_ENV: "learner"}
     with (
         lab_browser.jupyterlab(root, tmp_path, env=env) as url,
         lab_browser.chromium(tmp_path) as driver,
@@ -419,7 +420,7 @@ def test_a_function_edited_between_two_cells_is_used_as_it_is_on_disk(tmp_path, 
     demo = next(c for c in cells if "leases.percentile(" in c.source)
     verdict = next(c for c in cells if c.source == 'check("percentile")')
     saved = dict(os.environ)
-    os.environ["LEASES_IMPL"] = str(chapter)
+    os.environ[IMPL_ENV] = str(chapter)
     client = NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
@@ -577,7 +578,7 @@ def guessed(notebook: Path, guess: float) -> nbformat.NotebookNode:
 
 def execute(nb: nbformat.NotebookNode, impl: str) -> nbformat.NotebookNode:
     saved = dict(os.environ)
-    os.environ["LEASES_IMPL"] = impl
+    os.environ[IMPL_ENV] = impl
     try:
         NotebookClient(
             nb,

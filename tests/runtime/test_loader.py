@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab import NotStarted
 from lucyshop.lab.loader import (
     IMPLEMENTATIONS,
     MODULE,
     ROOT,
     ImplementationError,
+    impl_path,
     is_blocked,
     load_impl,
 )
@@ -78,10 +80,20 @@ def test_load_impl_takes_the_path_of_any_python_file(tmp_path, as_text):
 
 def test_load_impl_defaults_to_the_environment_then_to_the_learner(tmp_path, monkeypatch):
     path = write(tmp_path / "chosen.py", "CHOSEN = True\n")
-    monkeypatch.setenv("LEASES_IMPL", str(path))
+    monkeypatch.setenv(IMPL_ENV, str(path))
     assert load_impl().CHOSEN is True
-    monkeypatch.delenv("LEASES_IMPL")
+    monkeypatch.delenv(IMPL_ENV)
     assert Path(load_impl().__file__) == LEARNER_FILE
+
+
+def test_a_folder_or_its_exercises_file_names_the_chapter_file_in_it(tmp_path):
+    """How a hand-in is named to make check and the suites: its folder, or its answers."""
+    chapter = write(tmp_path / "ch13_leases.py", "ANSWER = 42\n")
+    write(tmp_path / "exercises.py", "")
+    assert impl_path(tmp_path) == impl_path(tmp_path / "exercises.py") == chapter.resolve()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ImplementationError, match="no implementation at"):
+        impl_path(tmp_path / "empty")  # a folder without a chapter file
 
 
 def test_each_load_is_a_fresh_module_registered_under_the_same_name(tmp_path):
@@ -205,9 +217,9 @@ ATTEMPTS = [
 
 def run_python(argv: list[str], *, impl: str | None = None) -> subprocess.CompletedProcess:
     """A child Python in the kit's root (where ``import solutions`` resolves), 30 s at most."""
-    env = {k: v for k, v in os.environ.items() if k != "LEASES_IMPL"}
+    env = {k: v for k, v in os.environ.items() if k != IMPL_ENV}
     if impl is not None:
-        env["LEASES_IMPL"] = impl
+        env[IMPL_ENV] = impl
     return subprocess.run(
         [sys.executable, *argv],
         check=False,

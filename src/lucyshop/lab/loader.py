@@ -26,7 +26,6 @@ MODULE = "ch13_leases"
 CHAPTER = f"{MODULE}.py"
 EXERCISES = "exercises.py"  # the answers, beside their chapter file
 IMPLEMENTATIONS = {"learner": ROOT / "learner" / CHAPTER, "solutions": SOLUTIONS / CHAPTER}
-ENV = IMPL_ENV
 BLOCKED_ENV = (
     "LUCYSHOP_BLOCKED"  # set by block_for; a child that loads an implementation blocks too
 )
@@ -63,7 +62,7 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--impl",
         default=str(chosen_impl()),
-        help=f"learner, solutions or a .py path (default ${ENV}, else learner)",
+        help=f"learner, solutions or a .py path (default ${IMPL_ENV}, else learner)",
     )
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Self
 
-from lucyshop.lab.loader import ENV
+from lucyshop import IMPL_ENV
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     python_argv,
@@ -35,7 +35,7 @@ class Pool:
     def __enter__(self) -> Self:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.children.__enter__()
-        env = os.environ | {ENV: str(self.impl)}
+        env = os.environ | {IMPL_ENV: str(self.impl)}
         for index in range(self.processes):
             log = open(self.directory / f"worker-{index}.err", "wb")
             argv = python_argv(

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.check import suites
 from lucyshop.lab.check.guard import (
     DEFAULT_LIMITS,
@@ -52,7 +53,7 @@ from lucyshop.lab.check.table import (
     table_lines,
 )
 from lucyshop.lab.check.watcher import CHECKPOINT, Checkpoint
-from lucyshop.lab.loader import ENV, ROOT, ImplementationError, impl_path
+from lucyshop.lab.loader import ROOT, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.sandbox.jail import begin_check, end_check
 from lucyshop.lab.statuses import CheckpointStatus
@@ -88,7 +89,7 @@ def run(
     status = CheckpointStatus.SKIPPED
     try:
         path = _resolve(result, spec)
-        env = os.environ | {ENV: str(path)}
+        env = os.environ | {IMPL_ENV: str(path)}
         check_loadable(path, tmp, limits.load)
         status = _whole(result, path, env, tmp, marker, checkpoint, measured, limits)
     except (ImplementationError, CannotCheck) as error:
@@ -253,7 +254,7 @@ def _row(result: Result, path: Path, label: str, limits: Limits) -> tuple[Row, b
             try:
                 found = suites.run_suites(
                     path,
-                    os.environ | {ENV: str(path)},
+                    os.environ | {IMPL_ENV: str(path)},
                     Path(tmp),
                     marker,
                     [f"{subject_of.directory}/{module}.py" for module in subject_of.modules],

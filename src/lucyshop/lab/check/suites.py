@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.check.guard import (
     DEFAULT_LIMITS,
     DISK_LIMIT,
@@ -33,7 +34,7 @@ from lucyshop.lab.check.guard import (
 )
 from lucyshop.lab.check.plugin.collect import deadline_of
 from lucyshop.lab.check.subjects import MEASURED, SUITES, row_function, subjects
-from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.loader import ROOT
 
 GRACE = 10.0  # past a test's own deadline before its process is stopped
 MAX_RESTARTS = 8
@@ -295,7 +296,7 @@ def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChi
     if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have
         argv += ["-p", "pytest_timeout"]
     env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop(ENV, None)
+    env.pop(IMPL_ENV, None)
     return OwnGroupChild(argv, cwd=ROOT, env=env, log=tmp / "collect.log", marker=marker)
 
 

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from lucyshop import approval, atomic
+from lucyshop import IMPL_ENV, approval, atomic
 from lucyshop.lab.checkpoint.checks import child_record, expect
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.sandbox import Remote, sandboxed_shop
 from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
@@ -92,7 +91,7 @@ class Shop:
             argv += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
             shown = [(self.relay.directory, RELAY_INSIDE)]
         inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
-        env = box.jail.env({ENV: str(inside)})
+        env = box.jail.env({IMPL_ENV: str(inside)})
         with open(self.err, "w") as stderr:  # the child writes through the descriptor
             child = self.children.spawn(box.jail.argv(argv, shown), env=env, stderr=stderr)
         ready = child_record(child, ready_file, timeout=DEADLINE)

@@ -30,8 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.loader import ROOT
 
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|errors?|skipped|deselected)\b.*?)\s*=*$")
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?)")
@@ -150,7 +151,7 @@ def measure(
             done = subprocess.run(
                 command,
                 cwd=ROOT,
-                env=os.environ | {ENV: "solutions"},
+                env=os.environ | {IMPL_ENV: "solutions"},
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -162,7 +163,7 @@ def measure(
     summary = _summary(done.stdout)
     return {
         "provenance": provenance,
-        "environment": {ENV: "solutions"},
+        "environment": {IMPL_ENV: "solutions"},
         "pytest_seconds": pytest_seconds(summary),
         "exit_status": done.returncode,
         "passed": done.returncode == 0,

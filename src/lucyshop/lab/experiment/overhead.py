@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.evidence.stats import median_interval
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.model.backend import MEASURING, model_argv, open_model, warm_up
 from lucyshop.lab.model.tasks import kind_of, turn_messages
 from lucyshop.lab.services.processes import (
@@ -171,7 +171,9 @@ def blocker_overhead(
                 blocked=side == "blocked",
             )
             with (places[side] / "stderr.log").open("wb") as log:
-                procs[side] = children.spawn(argv, env={**os.environ, ENV: str(impl)}, stderr=log)
+                procs[side] = children.spawn(
+                    argv, env={**os.environ, IMPL_ENV: str(impl)}, stderr=log
+                )
         ready = {
             side: wait_for_file(places[side] / READY, timeout=load_timeout, proc=procs[side])
             for side in SIDES

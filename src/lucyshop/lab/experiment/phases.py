@@ -24,8 +24,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.experiment.worker import SHOP, STOP
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.model.backend import describe, model_argv, open_model
 from lucyshop.lab.model.tasks import (
     OPERATION,
@@ -93,7 +93,7 @@ class Lab:
         with (directory / f"{role}-{self.spawned}.err").open("w") as stderr:
             return self.children.spawn(
                 argv,
-                env=os.environ | {ENV: str(self.impl)},
+                env=os.environ | {IMPL_ENV: str(self.impl)},
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.check.guard import MARKER, Limits, new_marker, sweep
 from lucyshop.lab.check.results import BrokenContract, Row, case_from_dict, checked
 from lucyshop.lab.checkpoint.judge import Case
-from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
 HEAD_BYTES = 16_384
@@ -108,7 +109,7 @@ def run_check_child(
     marker = new_marker()  # the check's children carry it: they are swept even past a kill
     env = os.environ | {
         "TMPDIR": str(tmp),
-        ENV: str(chapter),
+        IMPL_ENV: str(chapter),
         "PYTHONDONTWRITEBYTECODE": "1",
         MARKER: marker,
     }

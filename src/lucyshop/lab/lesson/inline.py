@@ -24,8 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ENV, IMPLEMENTATIONS
+from lucyshop.lab.loader import IMPLEMENTATIONS
 from lucyshop.lab.statuses import Status
 
 # Seconds one check may take before it is stopped: generous, as the machine may be busy.
@@ -107,7 +108,7 @@ def checker(leases: ModuleType) -> Checker:
 
     The exercises and every child process load the same file: ``$LEASES_IMPL`` is set to it.
     """
-    os.environ[ENV] = str(Path(leases.__file__))
+    os.environ[IMPL_ENV] = str(Path(leases.__file__))
     return Checker(leases)
 
 

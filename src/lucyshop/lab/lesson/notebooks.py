@@ -22,9 +22,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.check.subjects import subjects
 from lucyshop.lab.lesson.show import RECORD, record_reference_checkpoint
-from lucyshop.lab.loader import ENV, ROOT
+from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import Status
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
@@ -35,7 +36,7 @@ REFERENCE = "solutions"  # what 13b's recorded checkpoint run comes from
 def execute(path, *, impl: str, timeout: int = 300) -> nbformat.NotebookNode:
     """Run every cell of one notebook with ``LEASES_IMPL=impl``; raise on the first error."""
     notebook = nbformat.read(path, as_version=4)
-    os.environ[ENV] = impl
+    os.environ[IMPL_ENV] = impl
     os.environ[RECORD] = "1"  # the model's replies are stored, for a kit without the model
     NotebookClient(
         notebook,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lucyshop import IMPL_ENV
 from lucyshop.lab.given.orders import OWNER
-from lucyshop.lab.loader import ENV
 from lucyshop.lab.services.processes import SharedGroupChildren, python_argv
 from lucyshop.lab.services.suppliers import supplier_process
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
@@ -194,7 +194,7 @@ class Soak:
             *(("--breaks", str(self.script.dir)) if self.config.stale else ()),
             blocked=True,
         )
-        env = os.environ | {ENV: str(self.config.impl)}
+        env = os.environ | {IMPL_ENV: str(self.config.impl)}
         with open(self.logs / f"{name}.err", "wb") as stderr:
             slot.proc = children.spawn(argv, env=env, stderr=stderr)
         slot.starts += 1
