@@ -32,7 +32,7 @@ SUITES = ("runtime", "learner", "exercises")
 # a directory each; the other rooms and the modules beside them: kit
 
 
-@pytest.hookimpl(optionalhook=True)  # the check's own pytest runs without xdist
+@pytest.hookimpl(optionalhook=True)  # make test-fast runs without xdist
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``make test``'s ``-n auto``: a worker per core and two more. About a third of a worker's
     time is spent waiting (real leases running out, deadlines, servers starting, the model
