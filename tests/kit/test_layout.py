@@ -1,5 +1,6 @@
 """The lab reads as rooms by role: no lab folder holds more than eight modules side by side, no
 source file is longer than 500 lines, and every room says in its ``__init__`` what it is for.
+tests/ is rooms too: at most twelve modules (conftest.py counted) beside them.
 
 Package plumbing (``__init__.py``, ``__main__.py``) is not counted: a room is its modules.
 """
@@ -16,6 +17,7 @@ LAB = ROOT / "src" / "lucyshop" / "lab"
 PLUMBING = {"__init__.py", "__main__.py"}
 MOST_MODULES = 8
 MOST_LINES = 500
+MOST_AT_TESTS_ROOT = 12
 SOURCES = sorted(
     [*(ROOT / "src").rglob("*.py"), *(ROOT / "checkpoints").glob("*.py")],
 )
@@ -46,6 +48,11 @@ def test_no_lab_folder_holds_more_than_eight_modules(room: Path) -> None:
 
 def test_no_source_file_is_longer_than_500_lines() -> None:
     assert too_big(SOURCES) == []
+
+
+def test_the_tests_root_holds_rooms_and_few_modules() -> None:
+    beside = sorted(p.name for p in (ROOT / "tests").glob("*.py"))
+    assert len(beside) <= MOST_AT_TESTS_ROOT, beside
 
 
 @pytest.mark.parametrize("room", ROOMS, ids=lambda p: p.relative_to(LAB).as_posix() or "lab")
