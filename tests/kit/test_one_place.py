@@ -196,3 +196,50 @@ path = IMPLEMENTATIONS.get(spec, spec)
 solutions = IMPLEMENTATIONS["solutions"].parent
 """
     assert impl_resolvers(planted) == [2, 3, 4, 6, 7]
+
+
+def result_line_formatters(source: str) -> list[int]:
+    """Lines of ``source`` with an f-string that formats a printed result line itself (what
+    ``lucyshop.lab.statuses.result_line`` is for): literal text with a mark and two spaces
+    (``f"FAIL  {name}: {why}"``), or a line that opens with a value, two spaces and a value
+    (``f"{mark}  {name}"``, indented or not)."""
+    marked = ("PASS  ", "FAIL  ", "NOT STARTED  ")
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        parts = node.values
+        literal = any(
+            isinstance(part, ast.Constant) and part.value.lstrip(" ").startswith(marked)
+            for part in parts
+        )
+        if parts and isinstance(parts[0], ast.Constant) and not parts[0].value.strip(" "):
+            parts = parts[1:]  # the indent
+        kinds = [type(part) for part in parts[:3]]
+        spaced = kinds == [ast.FormattedValue, ast.Constant, ast.FormattedValue]
+        if literal or (spaced and parts[1].value == "  "):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_a_result_line_is_formatted_in_one_place() -> None:
+    """Checkpoint cases, soak invariants, receipt and exercise checks all print their ``PASS``,
+    ``FAIL`` or ``NOT STARTED`` line through ``statuses.result_line``."""
+    found = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in CODE
+        if (lines := result_line_formatters(path.read_text(encoding="utf-8")))
+    }
+    assert list(found) == ["src/lucyshop/lab/statuses.py"], found
+    assert len(found["src/lucyshop/lab/statuses.py"]) == 1, found
+
+
+def test_a_second_result_line_formatter_would_be_found() -> None:
+    planted = """
+print(f"FAIL  {number} {name}: {why}")
+line = f"NOT STARTED  exercise {n}: {stub}"
+shown = f"{'PASS' if ok else 'FAIL'}  {name}: {detail}"
+table = f"  {mark}  {case.case} {case.name}: {case.message}"
+row = f"{label}: {status} ({passed}/{total} checks)"
+"""
+    assert result_line_formatters(planted) == [2, 3, 4, 5]

@@ -1,5 +1,6 @@
 """The lab's status words, each defined once: ``make check``'s rows and checkpoint (and the
-checkpoint child's word for each case), ``make grade``'s verdicts. A ``StrEnum`` member *is*
+checkpoint child's word for each case), ``make grade``'s verdicts, and the mark of a printed
+result line with the one formatter of that line (``result_line``). A ``StrEnum`` member *is*
 its word (``Status.PASSING == "PASSING"``), so the JSON, the printed table and the gradebook
 keep the same words.
 
@@ -39,6 +40,23 @@ class CaseResult(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     NOT_STARTED = "not started"  # it stopped at a stub
+
+
+class Mark(StrEnum):
+    """The word a printed result line starts with (``result_line``)."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    NOT_STARTED = "NOT STARTED"
+    OK = "ok"  # a receipt's figure that was recomputed and agrees
+
+
+def result_line(mark: Mark, subject: str, detail: str | None = None) -> str:
+    """One printed result: ``FAIL  1 fence: why``. The mark, padded so that PASS, FAIL and ok
+    line up, two spaces, what it is about and, after a colon, the detail. Every checkpoint
+    case, soak invariant, receipt check and exercise check prints its result through here."""
+    line = f"{mark:<4}  {subject}"
+    return line if detail is None else f"{line}: {detail}"
 
 
 class VerdictStatus(StrEnum):

@@ -17,7 +17,7 @@ from typing import Any
 
 from lucyshop.lab.check.results import CheckpointResult, Failure, Row
 from lucyshop.lab.check.subjects import PG_MODULES, PG_PREFIX, Subject, not_started, shown, subjects
-from lucyshop.lab.statuses import CheckpointStatus, Status
+from lucyshop.lab.statuses import CheckpointStatus, Mark, Status, result_line
 
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
 RERUN_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"
@@ -163,10 +163,10 @@ def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
         lines += [f"  | {line}" for line in checkpoint.tail]
     lines.append("checkpoint verdict, read from the files it kept (never from its exit status):")
     for case in checkpoint.cases:
-        mark = "PASS" if case.passed else "FAIL"
+        mark = Mark.PASS if case.passed else Mark.FAIL
         if not case.passed and checkpoint.status == CheckpointStatus.NOT_STARTED:
-            mark = CheckpointStatus.NOT_STARTED
-        lines.append(f"  {mark}  {case.case} {case.name}: {case.message}")
+            mark = Mark.NOT_STARTED
+        lines.append("  " + result_line(mark, f"{case.case} {case.name}", case.message))
     return lines
 
 

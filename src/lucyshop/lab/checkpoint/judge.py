@@ -38,7 +38,7 @@ from lucyshop.lab.checkpoint.cases import (
 )
 from lucyshop.lab.checkpoint.rival import WRITERS, problems_in
 from lucyshop.lab.sandbox.remote import checked_file
-from lucyshop.lab.statuses import CaseResult, CheckpointStatus
+from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Mark, result_line
 from lucyshop.supplier import ledger_orders
 
 EXIT = {CheckpointStatus.PASSED: 0, CheckpointStatus.FAILED: 1, CheckpointStatus.NOT_STARTED: 3}
@@ -279,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"status": status, "cases": [asdict(c) for c in cases]}, indent=2))
     else:
         for case in cases:
-            print(f"{'PASS' if case.passed else 'FAIL'}  {case.case} {case.name}: {case.message}")
+            mark = Mark.PASS if case.passed else Mark.FAIL
+            print(result_line(mark, f"{case.case} {case.name}", case.message))
         print(f"checkpoint {status}")
     return EXIT[status]
 

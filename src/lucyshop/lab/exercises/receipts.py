@@ -30,6 +30,7 @@ from typing import Any
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.exercises import records, renewal
 from lucyshop.lab.loader import add_impl_option, block_for, load_impl
+from lucyshop.lab.statuses import Mark, result_line
 
 SCHEMA = 2
 FIGURES: dict[int, Callable[..., dict[str, Any]]] = {5: renewal.figures, 6: records.figures}
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     block_for(args.impl)  # the check may use only the implementation named
     problems = check_receipt(args.receipt, load_impl(args.impl)) + shape_problems(args.receipt)
     for problem in problems:
-        print(f"FAIL  {problem}")
+        print(result_line(Mark.FAIL, problem))
     print(f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}")
     return 1 if problems else 0
 

@@ -23,6 +23,7 @@ from typing import Any
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.stats import binomial_two_sided, mann_whitney
 from lucyshop.lab.experiment.overhead import TARGET_SHARE, summary
+from lucyshop.lab.statuses import Mark, result_line
 
 SCHEMA = 2
 SCHEMA_NAME = "leases"
@@ -204,15 +205,13 @@ def check(path: Path, leases: ModuleType) -> int:
         AttributeError,
         ZeroDivisionError,
     ) as error:
-        print(
-            f"FAIL  {path} is not a receipt this check can read: {type(error).__name__}: "
-            f"{error}\n{rerun}"
-        )
+        unread = f"{path} is not a receipt this check can read"
+        print(result_line(Mark.FAIL, unread, f"{type(error).__name__}: {error}\n{rerun}"))
         return 1
-    lines = [f"FAIL  shape: {problem}" for problem in shape]
+    lines = [result_line(Mark.FAIL, "shape", problem) for problem in shape]
     lines += receipts.report(compared, conditions, {**recomputed, **again})
     print("\n".join(lines))
-    failed = [line for line in lines if line.startswith("FAIL")]
+    failed = [line for line in lines if line.startswith(Mark.FAIL)]
     if failed:
         print(f"receipt check FAILED: {len(failed)} of {len(lines)} lines\n{rerun}")
         return 1

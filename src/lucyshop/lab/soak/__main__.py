@@ -29,6 +29,7 @@ from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_r
 from lucyshop.lab.soak.script import BOUNDARIES
 from lucyshop.lab.soak.shop import SUPPLIER
 from lucyshop.lab.soak.worker import worker_main
+from lucyshop.lab.statuses import Mark, result_line
 
 ENDED = "every process this soak started has been ended"
 
@@ -121,7 +122,7 @@ def run(config: Config, leases: Any, directory: Path, report: Path | None) -> in
     try:
         leases.open_worker_shop(directory / "shop.db")[0].close()
     except NotStarted as stub:
-        print(f"NOT STARTED  {stub}")
+        print(result_line(Mark.NOT_STARTED, str(stub)))
         return 3
     chaos = Soak(config, leases, directory)
     evidence = chaos.run()
@@ -143,14 +144,13 @@ def run_to_the_end(config: Config, leases: Any, directory: Path, report: Path | 
         print(f"\nterminated: {ENDED}\nrerun: {rerun_command(config)}")
         return int(stopped.code or 1)
     except NotStarted as stub:
-        print(f"NOT STARTED  {stub}")
+        print(result_line(Mark.NOT_STARTED, str(stub)))
         return 3
     except Exception as error:  # noqa: BLE001 - the harness failed: say where, keep the evidence
         where = traceback.extract_tb(error.__traceback__)[-1]
-        print(
-            f"FAIL  the soak could not finish: {type(error).__name__}: {error}\n"
-            f"      at {where.filename}:{where.lineno}\nrerun: {rerun_command(config)}"
-        )
+        why = f"{type(error).__name__}: {error}\n      at {where.filename}:{where.lineno}"
+        print(result_line(Mark.FAIL, "the soak could not finish", why))
+        print(f"rerun: {rerun_command(config)}")
         return 1
 
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         leases = load_impl(impl)
     except ReferenceBlocked as blocked:
-        print(f"FAIL  reference blocked: {blocked}")
+        print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
         return 1
     end_children_on_sigterm()  # a kill from outside still ends every child
     directory = Path(tempfile.mkdtemp(prefix=f"ch13-soak-{args.seed}-"))

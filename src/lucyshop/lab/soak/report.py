@@ -10,6 +10,7 @@ from typing import Any
 
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import Evidence, Finding
+from lucyshop.lab.statuses import Mark, result_line
 from lucyshop.validate import owner_of
 
 
@@ -173,7 +174,7 @@ def print_report(config: Config, f: dict[str, Any], findings: list[Finding], too
             if v.work_ids and not v.ok
             else ""
         )
-        print(f"{'PASS' if v.ok else 'FAIL'}  {v.invariant}: {v.detail}{ids}")
+        print(result_line(Mark.PASS if v.ok else Mark.FAIL, v.invariant, f"{v.detail}{ids}"))
     failed = [v.invariant for v in findings if not v.ok]
     print(f"soak {'FAILED: ' + '; '.join(failed) if failed else 'passed'} ({took:.0f}s)")
     print(f"rerun: {rerun_command(config)}")
