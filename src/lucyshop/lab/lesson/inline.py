@@ -339,9 +339,7 @@ class PgChecker:
         rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
         stub = stub_nodes(self.file).get(name)
         if stub is not None:
-            return CheckText(
-                wrap(f"{label}: {Status.NOT_STARTED}\n  read notebook {stub_section(stub)}")
-            )
+            return pg_row(label, Status.NOT_STARTED, [f"read notebook {stub_section(stub)}"])
         argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
         argv += ["-p", "no:cacheprovider", "-p", "pytest_timeout"]
         try:
@@ -357,13 +355,11 @@ class PgChecker:
                 env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
             )
         except subprocess.TimeoutExpired:
-            return CheckText(
-                wrap(f"{label}: {Status.FAILING}\n  timed out after {self.timeout:g} s\n  {rerun}")
-            )
+            return pg_row(label, Status.FAILING, [f"timed out after {self.timeout:g} s", rerun])
         counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(done.stdout)}
         passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
         if done.returncode == 0 and passed and not failed:
-            return CheckText(wrap(f"{label}: {Status.PASSING} ({passed}/{passed} checks)"))
+            return pg_row(label, Status.PASSING, [], (passed, passed))
         lines = [
             line.split("::", 1)[-1][:160]
             for line in done.stdout.splitlines()
@@ -371,12 +367,21 @@ class PgChecker:
         ]
         if not lines:  # nothing collected, or pytest itself failed: its last line says why
             lines = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no test ran"]
-        body = "\n".join(f"  {_without_root(line)}" for line in lines)
-        return CheckText(
-            wrap(
-                f"{label}: {Status.FAILING} ({passed}/{passed + failed} checks)\n{body}\n  {rerun}"
-            )
-        )
+        said = [*map(_without_root, lines), rerun]
+        return pg_row(label, Status.FAILING, said, (passed, passed + failed))
+
+
+def pg_row(
+    label: str, status: Status, said: list[str], counts: tuple[int, int] | None = None
+) -> CheckText:
+    """An exercise-7 function's check as ``make check``'s notebook row (``row_text``): its
+    status, with its count when its tests ran, then one line for each thing ``said``."""
+    from lucyshop.lab.check.results import Row
+    from lucyshop.lab.check.table import row_text
+
+    passed, total = counts or (0, 0)
+    row = Row(label, "exercise", status, passed, total, "\n  ".join(said))
+    return CheckText(wrap(row_text(row, ran=counts is not None)))
 
 
 def pg_checker(chapter: Path) -> PgChecker:
