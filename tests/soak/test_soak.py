@@ -6,7 +6,7 @@ the reference together, and short runs against the reference with the fence take
 Neither depends on chaos finding a stale writer in time: ``--stale`` scripts one at each
 boundary named (a turn stopped there until another generation has taken its work over), and
 every wait of the harness is for an event, so a loaded machine makes the runs longer, never
-their verdicts different.
+their findings different.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def test_short_soak_passes_every_invariant(short_soak):
     tmp, result, report = short_soak
     assert result.returncode == 0, result.stdout + result.stderr
     assert report is not None and report["passed"] is True
-    assert [v["invariant"] for v in report["verdicts"]] == list(INVARIANTS)
-    assert all(v["ok"] for v in report["verdicts"])
+    assert [v["invariant"] for v in report["findings"]] == list(INVARIANTS)
+    assert all(v["ok"] for v in report["findings"])
     lines = result.stdout.splitlines()
     assert [line.split("  ")[0] for line in lines if line[:4] in ("PASS", "FAIL")] == [
         "PASS"
@@ -135,7 +135,7 @@ def test_soak_fails_the_reference_without_the_fence(tmp_path, mutant, boundary, 
     assert (scripted["boundary"], scripted["outcome"]) == (boundary, "accepted")
     assert scripted["superseded_by"] > scripted["generation"]
     work = scripted["work_id"]
-    failed = {v["invariant"]: v for v in report["verdicts"] if not v["ok"]}
+    failed = {v["invariant"]: v for v in report["findings"] if not v["ok"]}
     refused, superseded = INVARIANTS[4], INVARIANTS[3]
     assert work in failed[refused]["work_ids"], failed
     assert "writes accepted from a claim already superseded" in failed[refused]["detail"]

@@ -154,16 +154,16 @@ def history(tmp_path):
 @pytest.mark.parametrize("invariant", invariants.INVARIANTS, ids=lambda f: f.__name__)
 def test_every_invariant_holds_on_a_clean_history(history, invariant):
     clean_run(history)
-    verdict = invariant(history.evidence())
-    assert verdict.ok, verdict.detail
-    assert verdict.work_ids == ()
+    finding = invariant(history.evidence())
+    assert finding.ok, finding.detail
+    assert finding.work_ids == ()
 
 
 def breaks(invariant: Callable[[Evidence], invariants.Finding], evidence: Evidence, ids=()):
-    verdict = invariant(evidence)
-    assert not verdict.ok, verdict.detail
-    assert verdict.work_ids == tuple(ids)
-    return verdict.detail
+    finding = invariant(evidence)
+    assert not finding.ok, finding.detail
+    assert finding.work_ids == tuple(ids)
+    return finding.detail
 
 
 def test_finished_once_fails_for_work_left_running(history):

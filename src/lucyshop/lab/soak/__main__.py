@@ -24,7 +24,7 @@ from lucyshop.lab.loader import (
 from lucyshop.lab.services.processes import end_children_on_sigterm
 from lucyshop.lab.soak import __doc__ as ABOUT
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
-from lucyshop.lab.soak.invariants import check
+from lucyshop.lab.soak.invariants import findings
 from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_report
 from lucyshop.lab.soak.script import BOUNDARIES
 from lucyshop.lab.soak.shop import SUPPLIER
@@ -74,7 +74,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--keep", action="store_true", help="keep the run's directory even when it passes"
     )
     parser.add_argument(
-        "--report", type=Path, help="also write the figures and verdicts as JSON here"
+        "--report", type=Path, help="also write the figures and findings as JSON here"
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name in (
@@ -95,7 +95,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.worker:
         return args
-    checks = (
+    limits = (
         (math.isfinite(args.seconds) and 1 <= args.seconds <= 3600, "--seconds is from 1 to 3600"),
         (1 <= args.workers <= 16, "--workers is from 1 to 16"),
         (1 <= args.items <= 5000, "--items is from 1 to 5000"),
@@ -110,7 +110,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         (0 <= args.pause_share <= 1, "--pause-share is from 0 to 1"),
         (not args.stale or args.workers >= 2, "--stale needs 2 workers or more (one takes over)"),
     )
-    for ok, message in checks:
+    for ok, message in limits:
         if not ok:
             parser.error(message)
     return args
@@ -126,11 +126,11 @@ def run(config: Config, leases: Any, directory: Path, report: Path | None) -> in
         return 3
     chaos = Soak(config, leases, directory)
     evidence = chaos.run()
-    findings, figures = check(evidence), facts(chaos, evidence)
-    print_report(config, figures, findings, time.monotonic() - started)
+    found, figures = findings(evidence), facts(chaos, evidence)
+    print_report(config, figures, found, time.monotonic() - started)
     if report:
-        write_report(report, config, figures, findings)
-    return 0 if all(v.ok for v in findings) else 1
+        write_report(report, config, figures, found)
+    return 0 if all(v.ok for v in found) else 1
 
 
 def run_to_the_end(config: Config, leases: Any, directory: Path, report: Path | None) -> int:

@@ -1,8 +1,9 @@
-"""The six invariants of a soak, judged from what both SQLite files and the worker logs hold.
+"""The six invariants of a soak, each decided from what both SQLite files and the worker logs
+hold.
 
 Each invariant is a function of one ``Evidence`` (read back after the run, never taken from
 the processes' word) and returns a ``Finding`` naming the work ids that broke it. Read from
-files alone, they can be judged on a hand-built shop as well as after a real run.
+files alone, they can be decided on a hand-built shop as well as after a real run.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def ledger_matches(ev: Evidence) -> Finding:
         for o in ev.orders
         if o["status"] in CONCLUSIVE and o["operation"] not in ledger_ops
     ]
-    checks = (
+    breaches = (
         (twice, f"operations ordered twice: {twice[:5]}"),
         (unknown, f"{len(unknown)} ledger orders the shop does not know: {unknown[:5]}"),
         (
@@ -173,7 +174,7 @@ def ledger_matches(ev: Evidence) -> Finding:
     return _finding(
         "the supplier ledger holds one order per accepted operation"
         " and none the shop does not know",
-        [message for found, message in checks if found],
+        [message for found, message in breaches if found],
         f"{len(ev.ledger)} orders ({accepted} accepted, {len(ev.ledger) - accepted} rejected), "
         "each once",
         mismatched + missing + many + [shop_ops[op]["work_id"] for op in twice if op in shop_ops],
@@ -322,6 +323,6 @@ INVARIANTS: tuple[Callable[[Evidence], Finding], ...] = (
 )
 
 
-def check(ev: Evidence) -> list[Finding]:
-    """Every invariant's verdict, in order."""
+def findings(ev: Evidence) -> list[Finding]:
+    """Every invariant's finding, in order."""
     return [invariant(ev) for invariant in INVARIANTS]

@@ -187,5 +187,5 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     passed = all(v.ok for v in findings)
     findings_json = [v.__dict__ | {"work_ids": list(v.work_ids)} for v in findings]
-    report = figures | {"passed": passed, "rerun": rerun_command(config), "verdicts": findings_json}
+    report = figures | {"passed": passed, "rerun": rerun_command(config), "findings": findings_json}
     path.write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -322,7 +322,7 @@ def worker_main(args: argparse.Namespace) -> int:
             )
             Turn(leases, db, client, log, rng, policy, held, args.lease, breaks).run()
             held = None
-    except Exception as error:  # noqa: BLE001 - logged for the parent's verdict, then a crash exit
+    except Exception as error:  # noqa: BLE001 - logged for the parent's findings, then a crash exit
         log.write(
             e="error",
             type=type(error).__name__,
