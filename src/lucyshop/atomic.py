@@ -27,7 +27,7 @@ def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False
     target = Path(path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # Created here, not by mkstemp: a receipt is readable as any file the umask allows (0600
-    # would hide it), and no chmod is needed (the reference blocker judges every chmod).
+    # would hide it), and no chmod is needed (the reference blocker vets every chmod).
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -112,12 +112,12 @@ def supplier_lines(s: dict) -> list[str]:
     if not s["answering"]:
         return wrap("supplier", f"not answering at {s['endpoint']}: {s['error']}")
     who, expected = s["identity"] or "?", s["expected_identity"]
-    verdict = (
+    health = (
         "healthy" if expected in (None, who) else f"answering as {who}, NOT the expected {expected}"
     )
     return wrap(
         "supplier",
-        f"{verdict}: {who} answered /health in {s['latency_ms']:.1f} ms,"
+        f"{health}: {who} answered /health in {s['latency_ms']:.1f} ms,"
         f" {s['ledger_orders']} orders in its ledger, at {s['endpoint']}",
     )
 

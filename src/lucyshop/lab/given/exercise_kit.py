@@ -49,7 +49,7 @@ def attempt(write: Callable[[], Any]) -> str:
         write()
     except NotStarted:
         raise
-    except Exception as error:  # noqa: BLE001 - reported, then judged
+    except Exception as error:  # noqa: BLE001 - reported, then weighed by the caller
         return f"{type(error).__name__}: {error}"
     return ""
 

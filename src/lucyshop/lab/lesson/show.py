@@ -354,7 +354,7 @@ KEPT_CASE_FIELDS = ("result", "ledger_count", "reserved_cents", "spent_cents", "
 
 
 def record_reference_checkpoint(evidence: Path) -> None:
-    """Keep what the diagrams need of a reference checkpoint run: its timeline and verdicts."""
+    """Keep what the diagrams need of a reference checkpoint run: its timeline and case results."""
     run = json.loads(evidence.read_text())
     kept = {
         "impl": "solutions/ch13_leases.py",

@@ -2,9 +2,9 @@
 
 Prose typed by hand drifted when the receipts were re-measured: it called a count "not
 surprising" that the table beside it put at P = 0.009, and gave a lease of "about 9.8 s" that
-the receipt had as 8.3 s. So every sentence here that states a kit figure, or judges one
+the receipt had as 8.3 s. So every sentence here that states a kit figure, or weighs one
 ("surprising", "slower", "a different shape"), is computed from the receipt it is about, with
-the rule for each judgement stated in the code. Re-measure a receipt and the sentences follow.
+the rule for each weighing stated in the code. Re-measure a receipt and the sentences follow.
 
 The book's own figures (qwen2.5:0.5b through Ollama) are constants here: they are quoted from
 the chapter, not measured by the kit.
