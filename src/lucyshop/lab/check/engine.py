@@ -1,8 +1,9 @@
 """The one engine behind every check: ``run(path) -> Result``.
 
 ``make check`` (``python -m lucyshop.lab.check``, and so the child each ``make grade`` hand-in
-gets), a notebook's ``check("claim")`` and ``make bench`` all call ``run``; nothing else
-runs suites, the checkpoint or the guard around them. A whole check runs the learner and
+gets), a notebook's ``check("claim")`` and ``make bench`` all call ``run``, and no other
+code runs the suites or the checkpoint for them (13d's check of one exercise-7 function alone
+still runs that function's test file itself: no row holds it). A whole check runs the learner and
 exercise suites in pytest children side by side, with the checkpoint beside them, and prints
 the table as it goes; ``only=LABEL`` runs the tests of that one row (a notebook's check), with
 neither the checkpoint nor the kit's files watched. ``echo=False`` keeps the lines in the
@@ -13,7 +14,11 @@ this process, the pytest children and the checkpoint's parent never import the f
 crosses back is data to check. A row is NOT STARTED by the file's syntax alone, PASSING only
 when as many tests reported a result as a separate collection finds; the checkpoint's outcome
 is the judge's, read from the files it kept (``watcher``). The kit's own files are read before
-and compared after; a change where nothing isolates the file FAILS the check.
+and compared after; a change where nothing isolates the file FAILS the check. Bounded,
+whatever the file does: the import, each test, each checkpoint case, the suite and the
+checkpoint have deadlines (``Limits``; the ``--*-timeout`` options and a rubric's ``[limits]``
+change them), every child's output goes to a file, and every process carrying the check's
+marker is ended before ``run`` returns.
 
 Exit status: 0 every function and the checkpoint passed (exercises may be not started); 1
 something FAILING; 2 the file could not be checked at all (no such file, a syntax error, an
