@@ -161,7 +161,9 @@ def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
     lines = ["", f"checkpoint: {command}"]
     if checkpoint.status == CheckpointStatus.FAILED:  # what it printed last, to debug from
         lines += [f"  | {line}" for line in checkpoint.tail]
-    lines.append("checkpoint verdict, read from the files it kept (never from its exit status):")
+    lines.append(
+        "checkpoint result, read by the judge from the files it kept (never from its exit status):"
+    )
     for case in checkpoint.cases:
         mark = Mark.PASS if case.passed else Mark.FAIL
         if not case.passed and checkpoint.status == CheckpointStatus.NOT_STARTED:
