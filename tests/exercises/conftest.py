@@ -15,14 +15,16 @@ One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is h
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
 judged by their receipts (every figure recomputed from the raw observations) and by the rows
-their runs left behind. Exercise 6's run is the trusted side's own (``observed``); exercise
-5's receipt and shops are the answer's, named by paths that are data to check (``read``,
-``ledger`` and ``answer_receipt`` read them through ``lucyshop.lab.check.named``).
+their runs left behind. Both runs are the trusted side's own (``renewed``, ``observed``): the
+answers' functions are called in the sandbox, and the processes, clock, reports and receipt are
+this side's. A receipt or shop the answers' own run writes earns nothing. A path an answer
+names (exercise 2's ledger) is data to check: ``read`` and ``ledger`` read it through
+``lucyshop.lab.check.named``.
 """
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 import json
 import os
 import sqlite3
@@ -116,24 +118,65 @@ def module_budget(request: pytest.FixtureRequest) -> float:
 
 @pytest.fixture(scope="module")
 def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One run of the module's exercise (``EXERCISE``), shared by the module's tests, in the
-    sandbox; what it returns comes back by value.
-
-    Exercises 1-4 get a fresh directory. The measured ones (5, 6) run quick on the scripted
-    model (``GRADED``), with a receipt path and a work directory they keep, so that the tests
-    can read back the shops they used.
-    """
+    """One run of the module's exercise (``EXERCISE``, one of 1-4), shared by the module's
+    tests, in the sandbox, in a fresh directory; what it returns comes back by value. The
+    measured ones (5, 6) are run by this side instead: ``renewed`` and ``observed``."""
     chapter_file = request.config.stash[IMPL_PATH]
     name = request.module.EXERCISE
     stop_if_stub(request, chapter_file.parent / EXERCISES, name)
     directory = tmp_path_factory.mktemp(name)
     sandbox_for(request).share(directory)
-    answer = getattr(load_exercises(request, module_budget(request)), name)
-    if next(iter(inspect.signature(answer).parameters)) == "out":  # measured: model turns
-        return answer(
-            directory / "receipt.json", quick=True, workdir=directory / "work", backend=GRADED
+    return getattr(load_exercises(request, module_budget(request)), name)(directory / "answer")
+
+
+@contextlib.contextmanager
+def trusted_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[tuple[Remote, Path, Path]]:
+    """What the trusted side's run of a measured exercise needs: the answers' chapter in the
+    sandbox, a directory ``name`` shared with the sandbox, and one of ours that no sandbox is
+    shown (removed after the module). The exercise's own stub stops it first."""
+    chapter_file = request.config.stash[IMPL_PATH]
+    stop_if_stub(request, chapter_file.parent / EXERCISES, request.module.EXERCISE)
+    box = sandbox_for(request)
+    leases = box.load("ch13_leases.py", seconds=module_budget(request))
+    scratch = tmp_path_factory.mktemp(name)
+    box.share(scratch)
+    with tempfile.TemporaryDirectory(prefix="trusted-") as kept:
+        yield leases, scratch, Path(kept)
+
+
+@pytest.fixture(scope="module")
+def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Exercise 5 measured by the trusted side itself, quick, on the scripted model: the
+    Part A experiment's worker processes, started here, each calling the answers' chapter and
+    ``keep_renewing`` (with it ``renew``) in sandboxes of its own, shown the shops alone; the
+    turns, kills, takeovers and every report timed and written by those workers and this
+    process, where no sandbox can write; the figures and the receipt made and written here.
+    ``exercise_5_renewal`` is never called: a receipt or shop its own run writes earns nothing.
+
+    The same measurement as ``exercise_5_renewal`` (``lucyshop.lab.exercises.runs.renewal``),
+    with the sandbox's pieces. Yields what ``renewal`` returns (the receipt in a directory of
+    ours, the shops in the sandbox's scratch), kept while the module runs.
+    """
+    answers = request.config.stash[IMPL_PATH].parent / EXERCISES
+    with trusted_run(request, tmp_path_factory, "renewed") as (leases, shops, kept):
+        box = leases._sandbox
+
+        def open_shop(path: Path) -> tuple[sqlite3.Connection, Remote]:
+            box.share(path.parent)  # a phase's own directory, made here
+            return sandboxed_shop(leases, path)
+
+        yield exercise_runs.renewal(
+            kept / "receipt.json",
+            answers=answers,
+            quick=True,
+            backend=GRADED,
+            workdir=kept / "work",
+            leases=leases,
+            shops=shops,
+            open_shop=open_shop,
         )
-    return answer(directory / "answer")
 
 
 @pytest.fixture(scope="module")
@@ -150,23 +193,17 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     a directory of ours, the shop in the sandbox's scratch), kept while the module runs.
     """
     chapter_file = request.config.stash[IMPL_PATH]
-    stop_if_stub(request, chapter_file.parent / EXERCISES, request.module.EXERCISE)
-    box = sandbox_for(request)
-    seconds = module_budget(request)
-    answers = load_exercises(request, seconds)
-    leases = box.load("ch13_leases.py", seconds=seconds)
-    scratch = tmp_path_factory.mktemp("observed")
-    box.share(scratch)
+    with trusted_run(request, tmp_path_factory, "observed") as (leases, scratch, kept):
+        answers = load_exercises(request, module_budget(request))
 
-    def message(order: dict) -> str:
-        text = answers.records_message(order)
-        if not isinstance(text, str):
-            raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
-        return text
+        def message(order: dict) -> str:
+            text = answers.records_message(order)
+            if not isinstance(text, str):
+                raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
+            return text
 
-    with tempfile.TemporaryDirectory(prefix="trusted-") as kept:
         yield exercise_runs.records(
-            Path(kept) / "receipt.json",
+            kept / "receipt.json",
             answers=chapter_file.parent / EXERCISES,
             message=message,
             quick=True,
@@ -174,7 +211,7 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             workdir=scratch,
             ollama=False,
             leases=leases,
-            kept=Path(kept),
+            kept=kept,
             open_shop=lambda path: sandboxed_shop(leases, path),
         )
 
@@ -227,20 +264,6 @@ def ledger(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         return ledger_orders(where)
 
     return operations
-
-
-@pytest.fixture
-def answer_receipt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """``answer_receipt(result)``: the receipt the answer's result names, read as ``read``
-    reads a file (bounded; refused, naming the answer, when it is not a regular file of the
-    session's directory)."""
-    scratch = tmp_path_factory.getbasetemp()
-
-    def load(result: dict) -> dict:
-        path = result.get("receipt") if isinstance(result, dict) else None
-        return named.load_named(path, [scratch], answer_name(request), "receipt")
-
-    return load
 
 
 def table(db: sqlite3.Connection | Remote, sql: str, *args) -> list[dict]:

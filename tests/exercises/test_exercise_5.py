@@ -1,10 +1,13 @@
 """Exercise 5, renew the lease: a fenced renewal, and a quick real run judged by its receipt and
 rows.
 
-The quick run (real model turns at 8 tokens, real processes, real time) is the Part A
-experiment's workers with the answers' renewer; every test of it shares one run. Nothing here
-compares a measured duration with a threshold: the figures are judged by recomputing them
-from the receipt's raw observations, and the behaviour by the rows the run left in its shops.
+The quick run (scripted model turns, real processes, real time) is the Part A experiment's
+workers with the answers' renewer, measured by the trusted side itself (``renewed``): the
+workers are this side's, and call the answers' chapter and ``keep_renewing`` in sandboxes of
+their own; the reports, the figures and the receipt are this side's. A receipt or shop the
+answers' own run writes earns nothing. Every test of it shares one run. Nothing here compares
+a measured duration with a threshold: the figures are judged by recomputing them from the
+receipt's raw observations, and the behaviour by the rows the run left in its shops.
 """
 
 from __future__ import annotations
@@ -106,9 +109,7 @@ def run_renewer(exercises, held, *, bound, progress, stop_after, renewals=None):
             stopped.set()
 
     def body():
-        db = exercises._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes").connect(
-            str(shop)
-        )
+        db = exercises._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes").connect(str(shop))
         try:
             found["returned"] = exercises.keep_renewing(
                 db,
@@ -177,8 +178,8 @@ def test_keep_renewing_returns_the_refusal_once_the_bound_is_reached(exercises, 
 
 
 @pytest.fixture
-def result(ran):
-    return ran
+def result(renewed):
+    return renewed
 
 
 def renewals(db, query, work_id):
@@ -190,12 +191,12 @@ def renewals(db, query, work_id):
     )
 
 
-def test_the_receipt_recomputes_from_its_observations(result, leases, answer_receipt):
-    assert check_receipt(answer_receipt(result), leases) == []
+def test_the_receipt_recomputes_from_its_observations(result, leases):
+    assert check_receipt(result["receipt"], leases) == []
 
 
-def test_the_receipt_records_its_provenance(result, answer_receipt):
-    receipt = answer_receipt(result)
+def test_the_receipt_records_its_provenance(result, load_receipt):
+    receipt = load_receipt(result["receipt"])
     record, settings = receipt["provenance"], receipt["settings"]
     assert record["exercise"] == receipt["exercise"] == 5
     assert receipt["settings"]["backend"] == GRADED, "the run used the backend it was given"

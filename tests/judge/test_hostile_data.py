@@ -7,14 +7,18 @@ Each test is one real hostile file checked the way a student's is:
   the file's syntax alone: every row and the checkpoint are FAILING.
 - ``hostile/named_paths.py``: the answers of exercises 2, 5 and 6 name ``/dev/zero``, FIFOs,
   links out of their scratch and a database outside it as their receipt, shop and ledger.
-  Each that is read is refused in one line naming the function (exercise 6's are never
-  read: it is graded from the trusted side's own run), at once (no test times out),
-  nothing of the outside database reaches the feedback, and no process of the check grows
-  past 1 GB.
+  Each that is read is refused in one line naming the function (exercise 5's and 6's are
+  never read: they are graded from the trusted side's own runs), at once (no test times
+  out), nothing of the outside database reaches the feedback, and no process of the check
+  grows past 1 GB.
 - ``hostile/forge_measured.py``: exercise 6 measures nothing; it writes the committed receipt
   (edited to read as a quick scripted run) and forges the shop and the ledger it describes,
   and its records message only satisfies the unit test's order. Exercise 6 is graded from
   what the trusted side measured itself: FAILING, on the records its message never gave.
+- ``hostile/forge_renewal.py``: exercise 5 measures nothing; it writes the committed receipt
+  (edited likewise) and forges the three shops it describes, and its renewer renews only at
+  the unit tests' pace. Exercise 5 is graded from what the trusted side measured itself:
+  FAILING, on the renewals its renewer never made.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ pytestmark = MARKS
 
 FAST = ("--test-timeout=15", "--case-timeout=30", "--checkpoint-timeout=240")
 PEAK_KIB = 1024 * 1024  # 1 GiB: what the trusted side may grow to, whatever a file names
+COMMITTED_5 = ROOT / "evidence" / "ch13-exercise5-renewal-receipt.json"
+# exercise 5's tests of renew and keep_renewing alone, on injected time or a thread
+UNIT_TESTS_5 = ("test_renew_", "test_keep_renewing_", "test_a_bounded_renewal_", "test_progress_")
 COMMITTED_6 = ROOT / "evidence" / "ch13-exercise6-records-receipt.json"
 
 
@@ -95,8 +102,8 @@ def test_paths_named_by_answers_are_refused_at_once(tmp_path):
     rows = checked.rows()
     for label, function, refused in (
         ("exercise 2", "exercise_2_cancel_while_delayed", 1),  # its ledger
-        ("exercise 5", "exercise_5_renewal", 4),  # its receipt twice, two shops
-        ("exercise 6", "exercise_6_records", 0),  # graded from the trusted side's own run
+        ("exercise 5", "exercise_5_renewal", 0),  # graded from the trusted side's own run
+        ("exercise 6", "exercise_6_records", 0),  # likewise
     ):
         row = rows[label]
         messages = [failure["message"] for failure in row["failures"]]
@@ -127,5 +134,31 @@ def test_a_forged_measurement_earns_nothing(tmp_path):
     failing = {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
     # the trusted side's own records: its message gave the replacement none of them
     assert "Continue the task." in failing["test_the_records_given_are_the_shops_own"], failing
+    assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
+    assert left == [], left
+
+
+def test_a_forged_renewal_earns_nothing(tmp_path):
+    """The reference's chapter functions, and answers whose exercise 5 is forged: every unit
+    test of ``renew`` and ``keep_renewing`` passes, and the measured ones fail."""
+    answers = tmp_path / "answers.py"
+    receipt = COMMITTED_5.read_text(encoding="utf-8")
+    answers.write_text(
+        with_bodies("return _forged()", "exercises.py")
+        + hostile("forge_renewal", receipt=receipt, backend=GRADED),
+        encoding="utf-8",
+    )
+    chapter = hand_in(tmp_path / "hand-in", reference(), exercises=answers)
+    with short_tmpdir() as tmpdir:
+        checked = run_check(chapter, tmpdir, "--no-checkpoint", *FAST)
+        left = leftovers(checked.marker, str(tmpdir))
+    row = checked.rows()["exercise 5"]
+    assert row["status"] == "FAILING", row
+    failing = {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
+    assert not [name for name in failing if name.startswith(UNIT_TESTS_5)], failing
+    # the trusted side's own run: no arm renewed, and the hung turn was taken over at once
+    assert "renewed" in failing["test_the_plain_arm_never_renews_and_the_renewing_arms_do"]
+    hung = failing["test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease"]
+    assert "no replacement took it over" in hung, failing
     assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
     assert left == [], left

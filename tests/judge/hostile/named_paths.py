@@ -14,7 +14,8 @@ trusted reader must refuse:
 
 The outside database holds a secret (``PARAMS["secret"]``) in the rows the tests print when
 they compare them: it must appear nowhere in what the check prints or keeps. Every other
-function fails at once.
+function fails at once. Exercises 5 and 6 are graded from the trusted side's own runs, which
+never call their measured answers: what those name must stay unread.
 """
 
 PARAMS = {}  # the test writes what this file is told here

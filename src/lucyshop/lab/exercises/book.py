@@ -2,14 +2,16 @@
 
     .venv/bin/python learner/exercises.py 1|2|3|4 [--dir DIR]        # one answer, what it returned
     .venv/bin/python learner/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer, a receipt
-    .venv/bin/python learner/exercises.py 5|6 --quick --backend scripted  # what make check runs
+    .venv/bin/python learner/exercises.py 5|6 --quick --backend scripted  # make check's, by hand
     .venv/bin/python learner/exercises.py check FILE                  # recompute a receipt
 
 Both files end with ``sys.exit(main(__file__))``; this module finds their answers by name.
 A measured answer's receipt goes to ``runs/`` beside the exercises file
 (``learner/runs/ch13-exercise5-renewal-receipt.json``), and the run prints where: a learner's
 run never writes the kit's ``evidence/``, which ``make check`` compares against. Only the
-reference (``solutions/exercises.py``) writes the kit's receipts there.
+reference (``solutions/exercises.py``) writes the kit's receipts there. ``make check`` makes
+the same quick run itself (its own processes, with the answers' functions in a sandbox) and
+grades that: a receipt made here is for reading, and earns nothing.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ trial rows, each with ``arm`` (``plain``, ``renewed``, ``bounded``), ``lease``, 
 ``renewed_at``, ``expires``) and ``attempts`` (the renewer's log: ``at``, ``granted``).
 ``detection.trials``: rows with ``killed_at``, ``turns`` (each with ``ended`` once it ended),
 ``renewals`` and ``takeover``. ``hung``: ``unbounded`` and ``bounded``, each with ``hung``
-(``hung_at``), ``killed_at``, ``takeover``, ``renewals``, ``attempts``; the unbounded one also
-``window``, ``checked_at``, ``takeover_by_check`` and ``lease_expires_at_check``. Settings
+(``claimed_at``, ``hung_at``), ``killed_at``, ``takeover``, ``renewals``, ``attempts``; the
+unbounded one also ``window``, ``checked_at``, ``takeover_by_check`` and
+``lease_expires_at_check``. Settings
 used: ``renew_share``, ``bound_factor``, ``window_factor``, ``scan_seconds``,
 ``pilot_turns``, ``trials_per_arm``, ``detection_trials``.
 
@@ -128,7 +129,11 @@ def _hung(
     free, capped = hung["unbounded"], hung["bounded"]
     free_hung, capped_hung = free["hung"]["hung_at"], capped["hung"]["hung_at"]
     took = capped["takeover"]["took_at"]
-    last_progress = max(row["progressed_at"] for row in capped["renewals"])
+    # when progress last grew, by its renewals; a renewer that never renewed shows none after
+    # the claim (the conditions then say what it failed to do)
+    last_progress = max(
+        (row["progressed_at"] for row in capped["renewals"]), default=capped["hung"]["claimed_at"]
+    )
     return {
         "unbounded": {
             "window": window_factor * bound,

@@ -4,6 +4,9 @@ Exercise 5 (``renewal``) is the Part A experiment's machinery with a renewer hoo
 false-expiry and detection phases (``lucyshop.lab.experiment.phases``) and worker roles
 (``worker.py``), each worker given ``--answers PATH`` so that the answers' ``keep_renewing``
 (and through it their ``renew``) keeps its lease, plus a phase of its own: two hung turns.
+The answers' own run loads their files in its workers; the trusted side's run (the exercise
+check) passes the chapter in its sandbox and a directory for the shops, and its workers call
+the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
 Exercise 6 (``records``) is the experiment's recovery phase twice, on the crashed transcript and
 on the same transcript with the answers' records message as its last message. Both write their
 receipt through ``lucyshop.lab.evidence.receipts``; ``lucyshop.lab.exercises.receipts`` derives and
@@ -33,7 +36,6 @@ from lucyshop.lab.exercises import renewal
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.receipt import SAFE_LEASE_FACTOR, safe_lease
 from lucyshop.lab.experiment.renewer import attempts, renewals
-from lucyshop.lab.experiment.worker import SHOP
 from lucyshop.lab.given import exercise_kit as kit
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.renewals import prepare_renewals
@@ -52,7 +54,6 @@ from lucyshop.lab.services.processes import (
     wait_until,
 )
 from lucyshop.lab.services.suppliers import supplier_process
-from lucyshop.store import connect
 from lucyshop.supplier import ledger_orders
 
 HERE = Path(__file__).resolve()
@@ -107,15 +108,26 @@ def renewal(
     seed: int = 13,
     workdir: Path | None = None,
     progress: bool = False,
+    leases: Any = None,
+    shops: Path | None = None,
+    open_shop: Callable[[Path], tuple[Any, Any]] | None = None,
 ) -> dict[str, Any]:
     """Exercise 5 measured with the renewer of the ``answers`` file; the receipt goes to ``out``.
 
     Returns ``receipt`` (its path), ``figures``, ``observations``, ``settings`` and, with a
-    ``workdir``, ``shops``: the directories ``false-expiry``, ``detection`` and ``hung``, each
-    holding the ``shop.db`` its phase used.
+    ``workdir`` or ``shops``, ``shops``: the directories ``false-expiry``, ``detection`` and
+    ``hung``, each holding the ``shop.db`` its phase used.
+
+    The answers' own run loads their chapter here and their answers in its workers. The
+    trusted side's run passes ``leases``, the chapter in its sandbox, with ``shops`` (a
+    directory shared with the sandboxes) and ``open_shop`` (a shop paired with a connection of
+    its own): its workers then call the chapter and the renewer in sandboxes of their own,
+    and every report, figure and the receipt are its own observations (``workdir``, never
+    shown to a sandbox, keeps the reports).
     """
     plan = RENEWAL_PLANS["quick" if quick else "full"]
-    leases, impl = kit.chapter(answers), kit.chapter_path(answers)
+    impl = kit.chapter_path(answers)
+    leases = kit.chapter(answers) if leases is None else leases
     chat = open_model(backend, model, seed=seed)
     described = describe(chat)
     del chat  # a missing model fails here; the workers load their own
@@ -134,9 +146,18 @@ def renewal(
     }
     with _workdir(workdir, "ch13-exercise5-") as tmp, SharedGroupChildren() as children:
         lab = phases.Lab(
-            leases, impl, backend, model, plan["max_tokens"], SCAN_SECONDS, tmp, children
+            leases,
+            impl,
+            backend,
+            model,
+            plan["max_tokens"],
+            SCAN_SECONDS,
+            tmp,
+            children,
+            prepare=prepare_renewals,
+            shops=shops,
+            open_shop=open_shop,
         )
-        lab.prepare = prepare_renewals
         with _bar(plan["pilot"], "5 pilot", progress) as bar:
             pilot = phases.pilot(lab, plan["pilot"], seeds["pilot"], bar)
         turns = [row["seconds"] for row in pilot["turns"]]
@@ -155,11 +176,11 @@ def renewal(
             expiry = phases.false_expiry(
                 lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
             )
-        _read_back(tmp / expiry["directory"], expiry["trials"])
+        _read_back(lab, expiry["directory"], expiry["trials"])
         offsets = phases.kill_offsets(lease, plan["detection"], seeds["kill_offsets"])
         with _bar(plan["detection"], "5 detection", progress) as bar:
             detection = phases.detection(lab, lease, offsets, seeds["detection"], bar)
-        _read_back(tmp / detection["directory"], detection["trials"])
+        _read_back(lab, detection["directory"], detection["trials"])
         hung = _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
     observations = {
         "pilot": pilot.pop("turns"),
@@ -190,19 +211,21 @@ def renewal(
     }
     receipt = exercise_receipts.close(5, record, settings, observations, leases)
     receipts.write_receipt(out, receipt)
-    shops = {"false-expiry": expiry["directory"], "detection": "detection", "hung": "hung"}
+    phase = {"false-expiry": expiry["directory"], "detection": "detection", "hung": "hung"}
+    kept = workdir is not None or shops is not None
     return {
         "receipt": str(out),
         "figures": receipt["figures"],
         "observations": observations,
         "settings": settings,
-        "shops": {k: str(Path(workdir) / v) for k, v in shops.items()} if workdir else {},
+        "shops": {k: str(lab.shop_file(v).parent) for k, v in phase.items()} if kept else {},
     }
 
 
-def _read_back(directory: Path, rows: list[dict[str, Any]]) -> None:
+def _read_back(lab: phases.Lab, name: str, rows: list[dict[str, Any]]) -> None:
     """Add each row's renewals (from the shop) and renewal attempts (from its renewer's log)."""
-    db = connect(directory / SHOP)
+    directory = lab.workdir / name
+    db = lab.read(name)
     try:
         for row in rows:
             row["renewals"] = renewals(db, row["work_id"])

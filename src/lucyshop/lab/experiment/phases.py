@@ -32,12 +32,14 @@ from lucyshop.lab.model.tasks import (
     RECOVERY_TOOLS,
     crashed_transcript,
 )
+from lucyshop.lab.sandbox.remote import checked_file
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     python_argv,
     wait_exit,
     wait_for_file,
 )
+from lucyshop.store import connect
 
 LOAD_SECONDS = 300.0  # starting a child and loading its model, on a busy machine
 TURN_SECONDS = 300.0  # one real turn at the token cap, on a busy machine
@@ -62,15 +64,33 @@ class Lab:
     # that give each worker a renewer (``--answers PATH --interval S --bound S``).
     prepare: Callable[[sqlite3.Connection], None] | None = None
     worker_args: tuple[str, ...] = ()
+    # The trusted side's run of exercise 5: ``leases`` is the chapter in a sandbox, each phase's
+    # shop file lies in ``shops`` (shared with the sandboxes), opened with ``open_shop`` (the
+    # shop paired with a connection of ours), and each worker calls the chapter and the
+    # answers in sandboxes of its own (``--sandboxed``). ``workdir`` keeps every report.
+    shops: Path | None = None
+    open_shop: Callable[[Path], tuple[sqlite3.Connection, Any]] | None = None
 
     def shop(self, name: str) -> tuple[Path, sqlite3.Connection]:
         """A fresh directory and shop file, migrated here so that no two children race to do it."""
         directory = self.workdir / name
         directory.mkdir()
-        db, _ = self.leases.open_worker_shop(directory / SHOP)
+        path = self.shop_file(name)
+        path.parent.mkdir(exist_ok=True)
+        db, _ = (self.open_shop or self.leases.open_worker_shop)(path)
         if self.prepare is not None:
             self.prepare(db)
         return directory, db
+
+    def shop_file(self, name: str) -> Path:
+        """Where the shop of the phase ``name`` lies: beside its reports, or in ``shops``."""
+        return (self.workdir if self.shops is None else self.shops) / name / SHOP
+
+    def read(self, name: str) -> sqlite3.Connection:
+        """Our own connection to the shop of the phase ``name``; a shared one must still be a
+        regular file of ``shops`` (a sandbox could have put a link or a FIFO in its place)."""
+        path = self.shop_file(name)
+        return connect(path if self.shops is None else checked_file(path, [self.shops.resolve()]))
 
     def spawn(self, role: str, directory: Path, lease: float, *extra: str) -> subprocess.Popen[Any]:
         """Start one ``worker.py`` role with the reference blocked; its stderr goes to a file."""
@@ -82,13 +102,16 @@ class Lab:
             str(directory),
             "--lease",
             repr(lease),
+            "--shop",
+            str(self.shop_file(directory.name)),
+            *(["--sandboxed"] if self.shops is not None else []),
             "--scan",
             repr(self.scan),
             "--max-tokens",
             str(self.max_tokens),
             *extra,
             *(self.worker_args if role != "replacement" else ()),
-            blocked=True,
+            blocked=self.shops is None,  # a sandboxed worker imports no student code
         )
         with (directory / f"{role}-{self.spawned}.err").open("w") as stderr:
             return self.children.spawn(

@@ -3,7 +3,9 @@
 Exercise 5 asks for ``renew`` and ``keep_renewing`` in an ``exercises.py``. The experiment's
 worker roles (``worker.py``) run them when they are given ``--answers PATH``: this module loads
 that file and runs its ``keep_renewing`` in a thread, on the thread's own connection, with a
-log of every attempt (one JSON line each, flushed at once, so a SIGKILL loses none).
+log of every attempt (one JSON line each, flushed at once, so a SIGKILL loses none). In the
+trusted side's run (``--sandboxed``, ``sandboxed.py``) the answers and that connection live in a
+sandbox, and only the log is written here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib.util
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -62,16 +65,19 @@ class Renewer(threading.Thread):
         interval: float,
         bound: float | None,
         log: Path,
+        connect: Callable[[Path], Any] = connect,
     ) -> None:
+        """``connect``: how the thread's connection to ``shop`` is made (where the answers run)."""
         super().__init__(daemon=True)
         self.answers, self.shop, self.held, self.log = answers, shop, held, log
+        self.connect = connect
         self.ttl, self.interval, self.bound = ttl, interval, bound
         self.progress = 0
         self.stopped = threading.Event()
         self.refused: str | None = None
 
     def run(self) -> None:
-        db = connect(self.shop)
+        db = self.connect(self.shop)
         try:
             with self.log.open("a", encoding="utf-8") as log:
 

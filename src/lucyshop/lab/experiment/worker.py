@@ -22,7 +22,10 @@
 
 Every role loads the chapter functions from ``$LEASES_IMPL`` with the reference blocked (the
 parent starts them through ``python_argv(..., blocked=True)``) and uses the shop file the
-parent created in ``DIR``.
+parent created (``--shop``, default ``DIR/shop.db``); its reports, lock and stop file are in
+``DIR``. With ``--sandboxed`` (the trusted side's run of exercise 5) the chapter and the answers
+are called in sandboxes of the worker's own (``sandboxed.py``) instead, shown the shop's
+directory alone: ``DIR`` is then out of their reach, so every report is the worker's own.
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from types import ModuleType
 from typing import IO, Any
 
 from lucyshop.lab.experiment.renewer import Renewer, load_answers
-from lucyshop.lab.loader import load_impl
+from lucyshop.lab.experiment.sandboxed import Sandboxed
+from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.model.backend import BACKENDS, open_model, warm_up
 from lucyshop.lab.model.tasks import TASKS, kind_of, turn_messages
 from lucyshop.lab.services.processes import wait_until, write_ready
 from lucyshop.queue import WorkQueue
+from lucyshop.store import connect
 
 SHOP = "shop.db"
 LOCK = "scan.lock"
@@ -139,12 +144,13 @@ def start_renewer(
         return None
     renewer = Renewer(
         args.renews,
-        directory / SHOP,
+        args.shop,
         held,
         ttl=args.lease,
         interval=args.interval,
         bound=args.bound if bounded else None,
         log=directory / f"renewals-{held.work_id}.jsonl",
+        connect=args.connect,
     )
     renewer.start()
     return renewer
@@ -152,7 +158,7 @@ def start_renewer(
 
 def holder(args: argparse.Namespace, leases: ModuleType) -> int:
     directory = Path(args.dir)
-    db, queue = leases.open_worker_shop(directory / SHOP)
+    db, queue = leases.open_worker_shop(args.shop)
     model = open_model(args.backend, args.model, seed=args.seed)
     warm = warm_up(model)
     write_ready(
@@ -204,7 +210,7 @@ def holder(args: argparse.Namespace, leases: ModuleType) -> int:
 
 def crash(args: argparse.Namespace, leases: ModuleType) -> int:
     directory = Path(args.dir)
-    db, queue = leases.open_worker_shop(directory / SHOP)
+    db, queue = leases.open_worker_shop(args.shop)
     model = open_model(args.backend, args.model, seed=args.seed)
     warm = warm_up(model)
     held = take_new_work(
@@ -251,7 +257,7 @@ def hung(args: argparse.Namespace, leases: ModuleType) -> int:
     """Claim one item, renew it, make ``--steps`` real steps, then hang in a step that never
     returns (the parent kills it). ``--name bounded`` bounds the renewer by ``--bound``."""
     directory = Path(args.dir)
-    db, queue = leases.open_worker_shop(directory / SHOP)
+    db, queue = leases.open_worker_shop(args.shop)
     model = open_model(args.backend, args.model, seed=args.seed)
     warm_up(model)
     held = take_new_work(leases, db, queue, directory, f"hung-{args.name}", kind_of(0), args.lease)
@@ -289,7 +295,7 @@ def _log(log: IO[str], record: dict[str, Any]) -> None:
 
 def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
     directory = Path(args.dir)
-    db, _ = leases.open_worker_shop(directory / SHOP)
+    db, _ = leases.open_worker_shop(args.shop)
     parent = os.getppid()
     write_ready(directory / "ready-replacement.json", {"pid": os.getpid(), "scan": args.scan})
     tick = time.monotonic()
@@ -327,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("role", choices=sorted(ROLES))
     parser.add_argument("--dir", required=True)
+    parser.add_argument("--shop", type=Path, help="the shop file (default: DIR/shop.db)")
+    parser.add_argument(
+        "--sandboxed",
+        action="store_true",
+        help="call the chapter and the answers in sandboxes of this worker's own",
+    )
     parser.add_argument("--lease", type=float, required=True)
     parser.add_argument("--scan", type=float, default=0.05)
     parser.add_argument("--trials", type=int, default=1)
@@ -342,10 +354,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1, help="hung: steps before the hang")
     parser.add_argument("--name", default="", help="hung: unbounded or bounded")
     args = parser.parse_args(argv)
+    args.shop = args.shop or Path(args.dir) / SHOP
     # The answers are loaded once, before any claim: loading them between a claim and its
     # renewer's first renewal could outlast a short lease on a starved machine.
-    args.renews = load_answers(args.answers) if args.answers else None
-    return ROLES[args.role](args, load_impl())
+    if not args.sandboxed:
+        args.renews = load_answers(args.answers) if args.answers else None
+        args.connect = connect
+        return ROLES[args.role](args, load_impl())
+    boxes = Path(args.dir) / f"sandbox-{args.role}-{os.getpid()}"
+    with Sandboxed(impl_path(), args.shop, boxes) as pieces:
+        leases = pieces.chapter()
+        args.renews = pieces.answers() if args.answers else None
+        args.connect = pieces.connect
+        return ROLES[args.role](args, leases)
 
 
 if __name__ == "__main__":
