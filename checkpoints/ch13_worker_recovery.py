@@ -26,6 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop import approval
+from lucyshop.lab.checkpoint.cases import (
+    ARITHMETIC,
+    CANCEL,
+    FENCE,
+    KILLED,
+    LIVE_STALE,
+    PAUSED,
+    POST_COMMIT,
+)
 from lucyshop.lab.checkpoint.checks import WRITES, CheckFailed, claimed, expect, expect_refused
 from lucyshop.lab.checkpoint.judge import kept_directory
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
@@ -67,7 +76,7 @@ def arithmetic(run: Run, leases: Any, _directory: Path) -> dict[str, Any]:
     expect("detection_delay(4.0, 1.0, 0.2) rounded", round(delay, 9), 3.6)
     expect("fenced(1, 2)", leases.fenced(1, 2), True)
     expect("fenced(2, 2)", leases.fenced(2, 2), False)
-    run.event("arithmetic", "checked", detection_delay=delay)
+    run.event(ARITHMETIC.tag, "checked", detection_delay=delay)
     return {
         "p50": leases.percentile(turns, 50),
         "p90": leases.percentile(turns, 90),
@@ -124,9 +133,9 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     ).fetchone()
     written = None if outcome is None else {"generation": outcome[0], "status": outcome[1]}
     expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
-    run.event("fence", "stale generation refused", **refused)
+    run.event(FENCE.tag, "stale generation refused", **refused)
     rivals = _between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
-    run.event("fence", "no write after a takeover between check and write", **rivals)
+    run.event(FENCE.tag, "no write after a takeover between check and write", **rivals)
     return {
         "time": "injected with now=",
         "generations": [old.generation, new.generation],
@@ -168,12 +177,12 @@ def killed_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """A worker SIGKILLed while it holds approved work loses nothing and repeats nothing: the
     replacement waits out the real lease and finishes the order from the records alone, no
     model asked; the supplier holds one order, and a second recovery finds nothing to do."""
-    with Shop(run, leases, directory, "killed") as shop:
-        child, ready = shop.start_holder("killed")
+    with Shop(run, leases, directory, KILLED) as shop:
+        child, ready = shop.start_holder()
         shop.competing_claim_gets_nothing()
         child.send_signal(signal.SIGKILL)
         status = wait_exit(child, timeout=DEADLINE)
-        run.event("killed", "holder exited", status=status)
+        shop.event("holder exited", status=status)
         expect("holder exit status", status, -signal.SIGKILL)
         before = approval.account(shop.db)
         recovery, waited, calls = shop.recover_after_expiry(ready)
@@ -193,13 +202,13 @@ def live_stale_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """A holder that was only slow cannot write after the takeover: alive all along, it tries
     its transcript row, its completion and the supplier send once the replacement has
     finished, and each is refused; the supplier still holds one order."""
-    with Shop(run, leases, directory, "live") as shop:
-        child, ready = shop.start_holder("live")
+    with Shop(run, leases, directory, LIVE_STALE) as shop:
+        child, ready = shop.start_holder()
         shop.competing_claim_gets_nothing()
         before = approval.account(shop.db)
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
-        stale = shop.release(child, ready)
+        stale = shop.release(child)
         expect_refused(stale, WRITES, "the replacement took the work")
         facts |= shop.unchanged_after_stale(ready)
         return facts | {
@@ -217,33 +226,32 @@ def paused_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     For a moment two live workers believe they hold the same work. Only the generation in
     ``worker_id`` tells chapter 11's unchanged check which one may send.
     """
-    with Shop(run, leases, directory, "paused") as shop:
-        child, ready = shop.start_holder("paused")
+    with Shop(run, leases, directory, PAUSED) as shop:
+        child, ready = shop.start_holder()
         signal_inside(child, signal.SIGSTOP)
         expect(
             "holder is stopped",
             wait_until(lambda: stopped(child), timeout=DEADLINE, what="the holder to stop"),
             True,
         )
-        run.event("paused", "holder stopped", pid=child.pid)
+        shop.event("holder stopped", pid=child.pid)
         before = approval.account(shop.db)
         waited = shop.wait_for_expiry(ready)
         takeover = leases.claim(shop.db, OWNER, ttl=30)
         expect(
             "replacement takes over", claimed(takeover), {"work_id": shop.work_id, "generation": 2}
         )
-        run.event("paused", "replacement holds the work", generation=takeover.generation)
+        shop.event("replacement holds the work", generation=takeover.generation)
         signal_inside(child, signal.SIGCONT)
-        run.event("paused", "holder continued", pid=child.pid)
-        stale = shop.release(child, ready)
+        shop.event("holder continued", pid=child.pid)
+        stale = shop.release(child)
         expect_refused(stale, WRITES, "the replacement took the work")
         expect(
             "supplier ledger after the stale send", len(ledger_orders(shop.supplier.database)), 0
         )
         receipt = approval.execute(shop.db, takeover, ready["order_id"], shop.client, policy=POLICY)
         leases.finish(shop.db, takeover, "DONE", {"receipt": receipt["status"]})
-        run.event(
-            "paused",
+        shop.event(
             "replacement finished",
             status=receipt["status"],
             generation=takeover.generation,
@@ -260,18 +268,18 @@ def paused_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
 def crash_after_remote_acceptance(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """A crash after the supplier committed the order (its reply held back, the holder killed
     before it recorded a receipt) is settled by a lookup, not a second order."""
-    with Shop(run, leases, directory, "post-commit") as shop:
+    with Shop(run, leases, directory, POST_COMMIT) as shop:
         shop.supplier.set_faults(delay_next=1, delay_seconds=DEADLINE)
-        child, ready = shop.start_holder("sending")
+        child, ready = shop.start_holder()
         wait_until(
             lambda: ledger_orders(shop.supplier.database),
             timeout=DEADLINE,
             what="the supplier to commit the order",
         )
-        run.event("post-commit", "supplier committed; reply held back")
+        shop.event("supplier committed; reply held back")
         child.send_signal(signal.SIGKILL)
         status = wait_exit(child, timeout=DEADLINE)
-        run.event("post-commit", "holder exited", status=status)
+        shop.event("holder exited", status=status)
         expect("holder exit status", status, -signal.SIGKILL)
         order = approval.get_order(shop.db, ready["order_id"])["status"]
         expect("order left uncertain by the crash", order, "SENDING")
@@ -290,9 +298,9 @@ def crash_after_remote_acceptance(run: Run, leases: Any, directory: Path) -> dic
 def cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     """An operator's cancel fences a live worker: its unsent order is revoked and its stale
     writes refused, and the order already at the supplier (its reply lost) is reconciled."""
-    with Shop(run, leases, directory, "cancel") as shop:
+    with Shop(run, leases, directory, CANCEL) as shop:
         shop.supplier.set_faults(drop_next=1)  # the first order is committed, its reply lost
-        child, ready = shop.start_holder("cancel")
+        child, ready = shop.start_holder()
         sent, unsent = (
             approval.get_order(shop.db, ready[k]) for k in ("order_id", "second_order_id")
         )
@@ -308,7 +316,7 @@ def cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
             policy=POLICY,
             reason="the customer called to cancel",
         )
-        run.event("cancel", "operator cancelled", generation=cancelled["generation"])
+        shop.event("operator cancelled", generation=cancelled["generation"])
         lease = shop.db.execute(
             "SELECT generation FROM assignment_leases WHERE work_id = ?", (shop.work_id,)
         ).fetchone()[0]
@@ -324,10 +332,10 @@ def cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
             approval.account(shop.db)["reserved_cents"],
             sent["amount_cents"],
         )
-        stale = shop.release(child, ready)
+        stale = shop.release(child)
         expect_refused(stale, WRITES, "the operator cancelled the work")
         settled = leases.reconcile(shop.db, shop.client)
-        run.event("cancel", "reconciled", orders=[(r["operation"], r["after"]) for r in settled])
+        shop.event("reconciled", orders=[(r["operation"], r["after"]) for r in settled])
         expect(
             "reconcile settles the sent order",
             [(r["operation"], r["after"]) for r in settled],

@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 from mutants import MUTANTS
 
-from lucyshop.lab.checkpoint import judge, runner
+from lucyshop.lab.checkpoint import cases, judge, runner
 from lucyshop.lab.checkpoint.cases import (
     ARITHMETIC,
     CASES,
     FENCE,
+    HELD,
     KILLED,
     LIVE_STALE,
+    ON_POSTGRES,
     PAUSED,
     POST_COMMIT,
 )
@@ -35,6 +37,7 @@ from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
+PG_CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 CASES_MODULE = ROOT / "src" / "lucyshop" / "lab" / "checkpoint" / "cases.py"
 
 
@@ -86,7 +89,7 @@ def test_killed_holder_evidence_is_what_was_observed(reference_run):
     _, evidence = reference_run
     killed = evidence["cases"][KILLED.name]
     ready = next(
-        e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "holder ready"
+        e for e in evidence["timeline"] if e["case"] == KILLED.tag and e["event"] == "holder ready"
     )
     assert killed["exit_status"] == -signal.SIGKILL
     assert killed["child_pid"] == ready["pid"] and killed["child_pid"] != os.getpid()
@@ -99,12 +102,12 @@ def test_killed_holder_evidence_is_what_was_observed(reference_run):
     # The wait was real: the lease ran out on the wall clock, not by rewriting time.
     assert killed["waited_seconds"] > 0
     expired = next(
-        e for e in evidence["timeline"] if e["case"] == "killed" and e["event"] == "lease expired"
+        e for e in evidence["timeline"] if e["case"] == KILLED.tag and e["event"] == "lease expired"
     )
     replaced = next(
         e
         for e in evidence["timeline"]
-        if e["case"] == "killed" and e["event"] == "replacement finished"
+        if e["case"] == KILLED.tag and e["event"] == "replacement finished"
     )
     assert ready["t"] < expired["t"] <= replaced["t"]
     assert expired["t"] - ready["t"] >= evidence["lease_seconds"] * 0.5
@@ -282,20 +285,61 @@ def test_a_failed_check_names_each_field_that_differs():
 
 NAMES = {case.name for case in CASES}
 ONLY_CASE_NAMES = {name for name in NAMES if " " in name}  # names that mean nothing but a case
+# A case's tag and its holder's mode: plain words ("live", "cancel") outside the checkpoint.
+WORDS = ({case.tag for case in CASES} | {str(case.holder) for case in HELD}) - NAMES
+CONSTANTS = {name for name, value in vars(cases).items() if value in CASES}  # KILLED, ...
 SCANNED = sorted(
     {*ROOT.glob("src/**/*.py"), *ROOT.glob("checkpoints/*.py"), *ROOT.glob("tests/**/*.py")}
     - {CASES_MODULE}
 )
+# Where a case's tag or mode, even alone, is a second copy: the checkpoints and their machinery.
+CHECKPOINT_CODE = {*ROOT.glob("checkpoints/*.py"), *CASES_MODULE.parent.glob("*.py")}
 
 
-def restated(source: str) -> list[str]:
+def _names_a_case(node: ast.AST) -> bool:
+    """``KILLED``, ``KILLED.name`` (or ``.tag``, ``.function``) or ``"killed holder"``."""
+    if isinstance(node, ast.Attribute) and node.attr in ("name", "tag", "function"):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id in CONSTANTS
+    return isinstance(node, ast.Constant) and node.value in NAMES
+
+
+def _numbers_a_case(node: ast.AST) -> bool:
+    """A tuple, list or dict that pairs a number with a case: the case numbered again."""
+    if isinstance(node, ast.Dict):
+        pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True) if k is not None]
+        return any(_is_int(a) and _names_a_case(b) for k, v in pairs for a, b in ((k, v), (v, k)))
+    if isinstance(node, ast.List | ast.Tuple):
+        return any(map(_is_int, node.elts)) and any(map(_names_a_case, node.elts))
+    return False
+
+
+def _is_int(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _strings(tree: ast.AST) -> list[ast.Constant]:
+    """The string constants of ``tree``, docstrings and other bare strings left out."""
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in bare
+    ]
+
+
+def restated(source: str, checkpoint_code: bool = False) -> list[str]:
     """Where ``source`` states the checkpoint's case list again: a case's name that can mean
-    nothing else (``"killed holder"``), two or more case names in one list, tuple, set or dict
-    (nested or not), or a count of cases bound to a name (``CHECKPOINT_CASES = 7``). One case
-    read by its constant (``KILLED.name``) or a plain word (a holder's mode ``"cancel"``) is
-    not."""
+    nothing else (``"killed holder"``); two or more case names, or two or more tags or holder
+    modes, in one list, tuple, set or dict (nested or not); a number paired with a case (the
+    case numbered again); a count of cases bound to a name (``CHECKPOINT_CASES = 7``); and, in
+    ``checkpoint_code``, a case's tag or holder mode written out at all (``Shop(...,
+    "killed")``). One case read by its constant (``KILLED.name``, ``KILLED.tag``) or a plain
+    word elsewhere (``"cancel"``, a function) is not."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and node.value in ONLY_CASE_NAMES:
             found.append(f"line {node.lineno}: the case name {node.value!r}")
         elif isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
@@ -303,23 +347,34 @@ def restated(source: str) -> list[str]:
             named = [value for value in inside if isinstance(value, str) and value in NAMES]
             if len(named) > 1:
                 found.append(f"line {node.lineno}: the case names {named}")
+            words = sorted({value for value in inside if isinstance(value, str)} & WORDS)
+            if len(words) > 1:
+                found.append(f"line {node.lineno}: the cases' tags or holder modes {words}")
+            if _numbers_a_case(node):
+                found.append(f"line {node.lineno}: a case numbered here")
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             named = [t.id for t in targets if isinstance(t, ast.Name) and "CASES" in t.id.upper()]
             value = node.value
             if named and isinstance(value, ast.Constant) and type(value.value) is int:
                 found.append(f"line {node.lineno}: {named[0]}, a count of cases ({value.value})")
+    if checkpoint_code:
+        found += [
+            f"line {n.lineno}: the tag or holder mode {n.value!r}"
+            for n in _strings(tree)
+            if n.value in WORDS
+        ]
     return found
 
 
 def test_the_case_list_is_stated_once():
-    """Only ``lucyshop.lab.checkpoint.cases`` states the cases: the checkpoint, the judge, the
-    rubric, the demo, the pg checkpoint, these tests, the mutants and the hostile forgery all
-    read it from there."""
+    """Only ``lucyshop.lab.checkpoint.cases`` states the cases, their numbers, tags and holder
+    modes: both checkpoints, the runner, the judge, the rubric, the demo, the lesson, these
+    tests, the mutants and the hostile forgery all read them from there."""
     found = {
         str(path.relative_to(ROOT)): hits
         for path in SCANNED
-        if (hits := restated(path.read_text(encoding="utf-8")))
+        if (hits := restated(path.read_text(encoding="utf-8"), path in CHECKPOINT_CODE))
     }
     assert found == {}
 
@@ -333,11 +388,20 @@ def test_the_scan_finds_the_list_stated_again():
         "the rubric's count": "CHECKPOINT_CASES = 7",
         "a mutant's case": 'Mutant("x", "old", "new", checkpoint_case="paused holder")',
         "an annotated count": "N_CASES: int = 7",
+        "the pg checkpoint's numbers": "CASES = ((1, KILLED.name, KILLED.tag), (2, LIVE_STALE))",
+        "a number for one case": "FIRST = {1: KILLED}",
+        "the holder's modes": 'MODES = ("killed", "live", "paused", "sending", "cancel")',
+        "the lesson's lanes": 'LANED = {"killed": KILLED, "post-commit": POST_COMMIT}',
     }
     for what, source in planted.items():
         assert restated(source), what
-    read = "KILLED.name\nCHECKPOINT_CASES = len(CASES)\nMODES = ('killed', 'cancel')\n"
-    assert restated(read + 'case = evidence["cases"]["arithmetic"]\n') == []
+    passed_twice = 'with Shop(run, leases, directory, "killed") as shop:\n    shop.start("killed")'
+    assert len(restated(passed_twice, checkpoint_code=True)) == 2
+    assert restated(passed_twice) == []  # a plain word, outside the checkpoint
+    read = "KILLED.name\nCHECKPOINT_CASES = len(CASES)\nLANED = {c.tag: c for c in HELD}\n"
+    read += 'Shop(run, leases, directory, KILLED)\nrun.event(FENCE.tag, "checked", n=1)\n'
+    read += '"""A killed holder; live, then cancel."""\n'
+    assert restated(read + 'case = evidence["cases"]["arithmetic"]\n', checkpoint_code=True) == []
 
 
 def test_the_checkpoint_defines_the_listed_cases_in_order():
@@ -353,6 +417,15 @@ def test_the_checkpoint_defines_the_listed_cases_in_order():
     assert [node.name for node in defined if not ast.get_docstring(node)] == []
     assert list(judge.CHECKS) == [case.name for case in CASES]
     assert [case.number for case in CASES] == list(range(len(CASES)))
+
+
+def test_the_pg_checkpoint_defines_its_listed_cases_in_order():
+    """Exercise 7's checkpoint: one function for each case ``ON_POSTGRES`` lists (numbered as
+    the list numbers them), and the judge checks those cases on PostgreSQL."""
+    tree = ast.parse(PG_CHECKPOINT.read_text(encoding="utf-8"))
+    defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert defined == [case.function for case in ON_POSTGRES]
+    assert list(judge.POSTGRES_CHECKS) == [case.name for case in ON_POSTGRES]
 
 
 def test_the_rubric_counts_the_listed_cases():

@@ -1,5 +1,6 @@
-"""A hostile ch13_postgres.py (exercise 7) against ``make check``: its code runs in the sandbox
-and reaches PostgreSQL only as a role of its own, through a relay's socket.
+"""A hostile ch13_postgres.py (exercise 7) against ``make check`` and exercise 7's checkpoint:
+its code runs in the sandbox and reaches PostgreSQL only as a role of its own, through a relay's
+socket.
 
 One real check of a student's directory whose chapter file and exercises are the stubs (their
 rows run nothing) and whose ``ch13_postgres.py`` is ``hostile/pg_escape.py``: at its first call
@@ -7,10 +8,20 @@ it tries every route to the reference and out of its scratch, through its proces
 the database (the superuser's login, ``pg_read_file``, ``lo_import``, ``COPY ... PROGRAM``,
 ``COPY TO``, making itself a superuser). What it reads of the reference it executes, so a route
 that worked would make the row pass; what it writes carries a token we look for.
+
+And one real run of exercise 7's checkpoint on a ``ch13_postgres.py`` that does nothing and, at
+import, makes every case pass wherever it can reach the checkpoint's code, and writes the
+files a correct run keeps beside every case directory it may write
+(``hostile/pg_forge_checkpoint.py``). When the checkpoint loaded that file in its own process,
+behind the in-process blocker, both cases passed; in a sandbox per case, judged from the files
+the trusted side kept, both must fail.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -27,13 +38,16 @@ from hostile_checks import (
 from judge_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.subjects import PG_EXERCISE
+from lucyshop.lab.checkpoint.cases import ON_POSTGRES
 from lucyshop.lab.services import postgres
+from lucyshop.lab.services.processes import processes_mentioning
 
 pytestmark = [
     *MARKS,
     pytest.mark.skipif(postgres.missing() is not None, reason=f"{postgres.missing()}"),
 ]
 
+CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 FAST = ("--no-measured", "--no-checkpoint", "--test-timeout=30")
 ROUTES = (
     *("own", "mine", "file", "su", "authid", "escalate", "pgfile", "lo", "prog"),
@@ -80,4 +94,32 @@ def test_a_hostile_ch13_postgres_reaches_neither_the_reference_nor_outside_its_s
     assert landed == [], f"written outside the sandbox's scratch: {landed}"
     shown = checked.everything()
     assert [line for line in reference_lines() if line in shown] == []
+    assert left == [], left
+
+
+def test_a_ch13_postgres_that_forges_the_checkpoint_passes_no_case(tmp_path):
+    with short_tmpdir() as tmpdir:
+        chapter = hand_in(tmp_path / "student", (LEARNER / "ch13_leases.py").read_text())
+        cases = {case.name: case.number for case in ON_POSTGRES}
+        forger = hostile("pg_forge_checkpoint", cases=cases)
+        chapter.with_name("ch13_postgres.py").write_text(forger, encoding="utf-8")
+        keep = tmpdir / "keep"
+        done = subprocess.run(
+            [sys.executable, str(CHECKPOINT), "--impl", str(chapter), "--keep", str(keep)],
+            env=os.environ | {"TMPDIR": str(tmpdir)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=ROOT,
+        )
+        kept = {str(p): p.read_bytes() for p in keep.rglob("*-kept/**/*") if p.is_file()}
+        left = processes_mentioning(str(tmpdir))
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert [line.split()[:2] for line in said] == [
+        ["FAIL", str(case.number)] for case in ON_POSTGRES
+    ], done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith("checkpoint FAILED"), done.stdout
+    assert [path for path, data in kept.items() if b"forged" in data] == []
     assert left == [], left

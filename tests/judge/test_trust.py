@@ -63,7 +63,7 @@ def test_changed_kit_files_are_named_and_left_as_they_are(tmp_path):
 def test_evidence_that_says_pass_without_the_files_is_a_failure(tmp_path):
     """A forged evidence file (what a student's code could write) does not pass the judge."""
     forged = {"arithmetic": {"result": "pass", "p50": 0.7, "p90": 1.2, "detection_delay": 3.6}}
-    cases = {name: {"result": "pass"} for _n, name in judge.CASES} | forged
+    cases = {case.name: {"result": "pass"} for case in judge.CASES} | forged
     evidence = tmp_path / "evidence.json"
     evidence.write_text(json.dumps({"cases": cases}))
     status, found = judge.judge(evidence, tmp_path)

@@ -207,20 +207,6 @@ def claim_as(pg, conn) -> Callable[..., Any]:
     return lambda owner, ttl: pg.claim(conn, owner, ttl=ttl)
 
 
-@contextlib.contextmanager
-def transaction(worker: Remote, connection: Any) -> Iterator[None]:
-    """A transaction on the worker's connection around the calls inside (a student's
-    ``assert_current`` locks inside its caller's transaction); rolled back on an error."""
-    worker.execute(connection, "BEGIN")
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(CallTimedOut, WorkerDied):
-            worker.execute(connection, "ROLLBACK")
-        raise
-    worker.execute(connection, "COMMIT")
-
-
 @dataclass
 class Shifted:
     """The student's file in a worker whose wall clock is off, on the test's schema."""

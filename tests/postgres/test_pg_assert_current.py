@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from pg_support import expire, transaction
+from pg_support import expire
 
 from lucyshop.lab.given import pg_shop
+from lucyshop.lab.sandbox.postgres.box import transaction
 
 
 def test_the_current_holder_passes(pg, worker, conn, held):

@@ -1,8 +1,10 @@
-"""The exercise-7 checkpoint as a student runs it: passes on the reference, stops at the first
-stub, and fails a file whose fence lets a stale holder write."""
+"""The exercise-7 checkpoint as a student runs it: passes on the reference (the judge agreeing,
+from the files it kept), stops at the first stub, and fails a file whose fence lets a stale
+holder write."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,14 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from lucyshop.lab.checkpoint import judge
+from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE, ON_POSTGRES
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 
 
-def checkpoint(impl: str | Path, pg_server) -> subprocess.CompletedProcess:
+def checkpoint(impl: str | Path, pg_server, *more: str) -> subprocess.CompletedProcess:
     env = os.environ | {"LUCYSHOP_PG_DSN": pg_server.dsn}  # the suite's server, not a new one
     return subprocess.run(
-        [sys.executable, str(CHECKPOINT), "--impl", str(impl)],
+        [sys.executable, str(CHECKPOINT), "--impl", str(impl), *more],
         env=env,
         capture_output=True,
         text=True,
@@ -29,17 +34,34 @@ def checkpoint(impl: str | Path, pg_server) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_the_reference_passes_both_cases(pg_server):
-    done = checkpoint("solutions", pg_server)
+def test_the_reference_passes_both_cases(pg_server, tmp_path):
+    keep, evidence = tmp_path / "keep", tmp_path / "evidence.json"
+    done = checkpoint("solutions", pg_server, "--keep", str(keep), "--evidence", str(evidence))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("PASS") == 2, done.stdout
-    assert "stale writes refused: completion/supplier/transcript" in done.stdout
+    passed = [line for line in done.stdout.splitlines() if line.startswith("PASS")]
+    assert [line.split()[1] for line in passed] == [str(c.number) for c in ON_POSTGRES]
+    assert "stale completion/supplier/transcript refused" in done.stdout
+    status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    assert (status, [case.passed for case in cases]) == ("PASSED", [True] * len(ON_POSTGRES))
+    # The judge reads the tables kept: a stale row of generation 1 there fails its case, and
+    # so does a kept file that is a link.
+    kept = keep / f"case{KILLED.number}-kept" / judge.TABLES
+    tables = json.loads(kept.read_text())
+    tables["transcript"].append({"generation": 1, "message": {"text": "late"}})
+    kept.write_text(json.dumps(tables))
+    status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    assert (status, cases[0].passed, cases[1].passed) == ("FAILED", False, True), cases
+    assert "transcript rows by generation" in cases[0].message, cases[0]
+    kept.unlink()
+    kept.symlink_to(keep / f"case{LIVE_STALE.number}-kept" / judge.TABLES)
+    _status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    assert not cases[0].passed and "is not a file of this check" in cases[0].message, cases[0]
 
 
 def test_the_stubs_are_not_started(pg_server):
     done = checkpoint("learner", pg_server)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "NOT STARTED  1 killed holder: claim() is not started" in done.stdout
+    assert f"NOT STARTED  {KILLED.number} {KILLED.name}: claim() is not started" in done.stdout
 
 
 @pytest.mark.slow
@@ -54,4 +76,4 @@ def test_a_file_without_the_fence_fails(pg_server, tmp_path):
     (tmp_path / "ch13_postgres.py").write_text(head + "def assert_current(" + gutted)
     done = checkpoint(tmp_path / "ch13_leases.py", pg_server)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL  2 live stale holder" in done.stdout, done.stdout
+    assert f"FAIL  {LIVE_STALE.number} {LIVE_STALE.name}" in done.stdout, done.stdout

@@ -1,11 +1,15 @@
-"""The process-kill checkpoint's machinery. The cases a student reads are in ``checkpoints/``;
-everything they stand on is here:
+"""The process-kill checkpoints' machinery (SQLite; exercise 7 on PostgreSQL). The cases a
+student reads are in ``checkpoints/``; everything they stand on is here:
 
-- ``cases``: the case list, stated once (numbers and names);
-- ``runner``: the command line, a sandbox per case, the evidence file;
-- ``shop``: one case's shop file, supplier process and worker child;
+- ``cases``: the case list, stated once (numbers, names, tags, holder modes);
+- ``runner``: the command line, a sandbox per case, the evidence file, the judge at the end;
+- ``shop``: what a process case stands on in either checkpoint (supplier, holder child), and
+  one SQLite case's shop file and checks; ``postgres``: one PostgreSQL case's schema, role
+  and checks, and that checkpoint for the runner;
 - ``checks``: the failed check that says what differs, the refusals a stale holder must get;
-- ``holder``: the sandboxed worker child;
+- ``rival``: the takeover between a holder check and its write, at moments this side picks;
 - ``judge``: the trusted verdict, read from the files each case kept;
 - ``demo``: ``make demo``.
+
+The holder children themselves run in the sandbox: ``lucyshop.lab.sandbox.inside``.
 """

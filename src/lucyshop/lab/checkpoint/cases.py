@@ -1,23 +1,29 @@
-"""The process-kill checkpoint's cases, stated once: their numbers and names, in order.
+"""The checkpoints' cases, stated once: their numbers, names, tags and holder modes, in order.
 
-Everything else reads them from here: the checkpoint (``checkpoints/ch13_worker_recovery.py``
-defines one function per case, named after it, whose docstring says what the case proves),
-the judge, the rubric's count of cases, the demo, and the tests.
+Everything else reads them from here: both checkpoints (``checkpoints/ch13_worker_recovery.py``
+defines one function per case, named after it, whose docstring says what the case proves;
+``checkpoints/ch13_postgres_recovery.py`` the same for the cases ``ON_POSTGRES`` lists), the
+runner, the judge, the rubric's count of cases, the demo, the lesson and the tests.
 ``tests/test_checkpoint.py::test_the_case_list_is_stated_once`` fails if another file states
-the list, a case's name, or the count again.
+the list, a case's name, tag or holder mode, its number, or the count again.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from lucyshop.lab.sandbox.inside.holder import Mode
+
 
 class CaseId(NamedTuple):
-    """One case: its number (``--case N``, the ``caseN`` directory) and its name (the output's
-    and the evidence's)."""
+    """One case: its number (``--case N``, the ``caseN`` directory), its name (the output's and
+    the evidence's), its tag (its events' label in the evidence's timeline, its work's key in
+    the shop) and, for a case with a worker child, what that holder does (``Mode``)."""
 
     number: int
     name: str
+    tag: str
+    holder: Mode | None
 
     @property
     def function(self) -> str:
@@ -26,17 +32,19 @@ class CaseId(NamedTuple):
 
 
 CASES = tuple(
-    CaseId(number, name)
-    for number, name in enumerate(
+    CaseId(number, name, tag, holder)
+    for number, (name, tag, holder) in enumerate(
         (
-            "arithmetic",
-            "fence",
-            "killed holder",
-            "live stale holder",
-            "paused holder",
-            "crash after remote acceptance",
-            "cancel",
+            ("arithmetic", "arithmetic", None),
+            ("fence", "fence", None),
+            ("killed holder", "killed", Mode.KILLED),
+            ("live stale holder", "live", Mode.LIVE),
+            ("paused holder", "paused", Mode.PAUSED),
+            ("crash after remote acceptance", "post-commit", Mode.SENDING),
+            ("cancel", "cancel", Mode.CANCEL),
         )
     )
 )
 ARITHMETIC, FENCE, KILLED, LIVE_STALE, PAUSED, POST_COMMIT, CANCEL = CASES  # CASES[n].number == n
+HELD = tuple(case for case in CASES if case.holder is not None)  # the cases with a worker child
+ON_POSTGRES = (KILLED, LIVE_STALE)  # the cases exercise 7's checkpoint runs on PostgreSQL

@@ -1,14 +1,16 @@
-"""The checkpoint's verdict, computed by a process that never imports the student's file.
+"""The checkpoints' verdict, computed by a process that never imports the student's file.
 
-    python -m lucyshop.lab.checkpoint.judge --evidence FILE --keep DIR
+    python -m lucyshop.lab.checkpoint.judge --evidence FILE --keep DIR [--postgres]
 
-The checkpoint (``checkpoints/ch13_worker_recovery.py``) runs the student's code in sandboxes
-and never imports it; still, its exit status and its own "pass" are never enough. A case
-passes here only when the evidence file records it as passed *and* the shop file it kept
-under ``DIR/caseN`` and the supplier's ledger under ``DIR/caseN-kept/supplier`` (outside the
-sandbox's reach) hold what a correct run leaves behind, read here with plain SQL, as regular
-files only. A case with no record, or one that started and never
-finished (``os._exit``, a crash, the deadline), fails and says so.
+The checkpoints (``checkpoints/ch13_worker_recovery.py``, ``ch13_postgres_recovery.py``) run
+the student's code in sandboxes and never import it; still, a checkpoint's own "pass" is never
+enough. A case passes here only when the evidence file records it as passed *and* the files
+kept for it hold what a correct run leaves behind: for SQLite, the shop file under
+``DIR/caseN``; for PostgreSQL, the tables the trusted side read back on its own connection,
+kept as ``DIR/caseN-kept/tables.json``; for both, the supplier's ledger under
+``DIR/caseN-kept/supplier``. Everything under ``caseN-kept`` is out of the sandbox's reach, and
+all of it is read as regular files only, bounded. A case with no record, or one that started
+and never finished (``os._exit``, a crash, the deadline), fails and says so.
 
 Exit status: 0 PASSED, 1 FAILED, 3 NOT STARTED.
 """
@@ -20,7 +22,7 @@ import json
 import math
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from lucyshop.lab.checkpoint.cases import (
     FENCE,
     KILLED,
     LIVE_STALE,
+    ON_POSTGRES,
     PAUSED,
     POST_COMMIT,
 )
@@ -43,6 +46,10 @@ from lucyshop.supplier import ledger_orders
 
 EXIT = {CheckpointStatus.PASSED: 0, CheckpointStatus.FAILED: 1, CheckpointStatus.NOT_STARTED: 3}
 MAX_EVIDENCE = 16 * 1024 * 1024
+TABLES = "tables.json"  # a PostgreSQL case's tables, as the trusted side read them back
+
+
+Check = Callable[[Path, dict[str, Any]], None]  # (the case's directory, its record)
 
 
 class Wrong(Exception):
@@ -189,8 +196,31 @@ def cancel(directory: Path, _facts: dict[str, Any]) -> None:
         )
 
 
-# What each case's kept files must hold, by case name.
-CHECKS: dict[str, Callable[[Path, dict[str, Any]], None]] = {
+def pg_settled(directory: Path, _facts: dict[str, Any]) -> None:
+    """On PostgreSQL: generation 1 recorded the order it meant to send and nothing after;
+    generation 2 recorded its receipt and finished DONE; the supplier holds that one order."""
+    kept = kept_directory(directory)
+    tables = read_evidence(kept_file(kept / TABLES, kept))
+    if not isinstance(tables, dict):
+        raise Wrong(f"{TABLES} is not a table of tables")
+    expect(
+        "outcome",
+        [(o["generation"], o["status"]) for o in tables["outcomes"]],
+        [(2, "DONE")],
+    )
+    expect("lease generation", [lease["generation"] for lease in tables["leases"]], [2])
+    transcript = [(row["generation"], row["message"]) for row in tables["transcript"]]
+    expect(
+        "transcript rows by generation (an intent by 1, a receipt by 2, nothing later by 1)",
+        [(generation, sorted(message)) for generation, message in transcript],
+        [(1, ["intent"]), (2, ["receipt"])],
+    )
+    expect("supplier ledger operations", ledger(directory), [transcript[0][1]["intent"]])
+
+
+# What each case's kept files must hold, by case name: the SQLite checkpoint's, and exercise
+# 7's on PostgreSQL.
+CHECKS: dict[str, Check] = {
     ARITHMETIC.name: arithmetic,
     FENCE.name: fence,
     KILLED.name: settled,
@@ -199,12 +229,15 @@ CHECKS: dict[str, Callable[[Path, dict[str, Any]], None]] = {
     POST_COMMIT.name: settled,
     CANCEL.name: cancel,
 }
+POSTGRES_CHECKS = {case.name: pg_settled for case in ON_POSTGRES}
 
 
 # ------------------------------------------------------------------ the verdict
 
 
-def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
+def judge_case(
+    number: int, name: str, record: Any, keep: Path, checks: Mapping[str, Check] = CHECKS
+) -> Case:
     """One case: its record must say pass, and its kept files must agree."""
     if not isinstance(record, dict):
         return Case(number, name, False, "no record: the checkpoint never reached this case")
@@ -219,24 +252,29 @@ def judge_case(number: int, name: str, record: Any, keep: Path) -> Case:
     if result != CaseResult.PASS:
         return Case(number, name, False, str(record.get("message") or result))
     try:
-        CHECKS[name](keep / f"case{number}", record)
+        checks[name](keep / f"case{number}", record)
     except Wrong as wrong:
         return Case(number, name, False, f"the evidence says pass, but {wrong}")
-    except (sqlite3.Error, OSError, ValueError, TypeError) as error:
+    except (sqlite3.Error, OSError, ValueError, TypeError, KeyError, IndexError) as error:
         return Case(number, name, False, f"its kept files cannot be read: {error}")
     return Case(number, name, True, "checked against its kept shop and supplier files")
 
 
-def judge(evidence: Path, keep: Path) -> tuple[CheckpointStatus, list[Case]]:
-    """(PASSED | FAILED | NOT STARTED, one Case per checkpoint case)."""
+def judge(
+    evidence: Path, keep: Path, checks: Mapping[str, Check] = CHECKS
+) -> tuple[CheckpointStatus, list[Case]]:
+    """(PASSED | FAILED | NOT STARTED, one Case per case ``checks`` judges, in the list's
+    order): the SQLite checkpoint's by default, ``POSTGRES_CHECKS`` for exercise 7's, or a
+    part of either (a run of chosen cases)."""
+    judged = [case for case in CASES if case.name in checks]
     try:
         recorded = read_evidence(evidence).get("cases", {})
     except (OSError, ValueError, AttributeError) as error:
         failed = f"no readable evidence at {evidence}: {error}"
-        return CheckpointStatus.FAILED, [Case(n, name, False, failed) for n, name in CASES]
+        return CheckpointStatus.FAILED, [Case(c.number, c.name, False, failed) for c in judged]
     if not isinstance(recorded, dict):
         recorded = {}
-    cases = [judge_case(n, name, recorded.get(name), keep) for n, name in CASES]
+    cases = [judge_case(c.number, c.name, recorded.get(c.name), keep, checks) for c in judged]
     return overall(
         CaseResult.PASS if case.passed else _unpassed(recorded.get(case.name)) for case in cases
     ), cases
@@ -273,8 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evidence", type=Path, required=True)
     parser.add_argument("--keep", type=Path, required=True)
     parser.add_argument("--json", action="store_true", help="print the cases as JSON")
+    parser.add_argument(
+        "--postgres", action="store_true", help="exercise 7's checkpoint (on PostgreSQL)"
+    )
     args = parser.parse_args(argv)
-    status, cases = judge(args.evidence, args.keep)
+    status, cases = judge(args.evidence, args.keep, POSTGRES_CHECKS if args.postgres else CHECKS)
     if args.json:
         print(json.dumps({"status": status, "cases": [asdict(c) for c in cases]}, indent=2))
     else:

@@ -1,16 +1,19 @@
-"""The checkpoint's runner: its command line, a sandbox per case, the evidence file, and the
-line each case prints.
+"""The checkpoints' runner: their command line, a sandbox per case, the evidence file, the line
+each case prints, and the judge's verdict at the end.
 
     python checkpoints/ch13_worker_recovery.py [--impl learner|solutions|PATH]
                                                [--evidence FILE] [--lease SECONDS] [--case N]
                                                [--keep DIR]
+    python checkpoints/ch13_postgres_recovery.py  (the same options)
 
-The checkpoint file holds only its cases and ends with ``main(globals())``: this module finds
-one function there for each case of ``lucyshop.lab.checkpoint.cases`` (named after it), runs
-the cases chosen in order, each with a sandbox of its own whose only writable place is the
-case's directory, and writes what it observed (``Run``) and nothing else to the evidence.
-Whatever the student's code raises fails that case by name; the verdict that counts is the
-judge's, read from the files each case kept.
+A checkpoint file holds only its cases and ends with ``main(globals(), CHECKPOINT)``: this
+module finds one function there for each of the checkpoint's cases (``Checkpoint.cases``, from
+``lucyshop.lab.checkpoint.cases``, each named after its case), runs the cases chosen in order,
+each with a sandbox of its own whose only writable place is the case's directory, and writes
+what it observed (``Run``) and nothing else to the evidence. Whatever the student's code
+raises fails that case by name. This process never imports the student's code; still, the
+verdict that counts is the judge's, read from the evidence and the files each case kept, and
+so is the exit status.
 
 Exit status: 0 every case passed, 1 a case failed, 3 the implementation is still a stub.
 """
@@ -28,14 +31,15 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.checkpoint.cases import CASES, CaseId
 from lucyshop.lab.checkpoint.checks import CheckFailed, refused_at
-from lucyshop.lab.checkpoint.judge import EXIT, kept_directory, overall, said
+from lucyshop.lab.checkpoint.judge import CHECKS, EXIT, Check, judge, kept_directory, said
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
@@ -45,7 +49,43 @@ from lucyshop.lab.statuses import CaseResult, Mark, result_line
 CASE_SECONDS = 120.0  # what one case's calls into the sandbox may take in all
 CaseFunction = Callable[
     ["Run", Any, Path], dict[str, Any]
-]  # (run, the sandboxed leases, directory)
+]  # (run, what the checkpoint's sandbox hands its cases, directory)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What one checkpoint is: a title, its cases, the judge's checks of them, and the student
+    file it checks (``student_file`` beside the chapter file, or the chapter file itself);
+    this one's sandbox hands its cases the chapter file."""
+
+    title: str
+    cases: tuple[CaseId, ...]
+    checks: Mapping[str, Check]
+    student_file: str | None = None
+
+    def checked(self, impl: Path) -> Path:
+        """The student file this checkpoint checks, for the chapter file ``impl``."""
+        return impl if self.student_file is None else impl.with_name(self.student_file)
+
+    def missing(self) -> str | None:
+        """Why the checkpoint cannot run here (a service it needs), else None."""
+        return None
+
+    @contextmanager
+    def services(self) -> Iterator[Any]:
+        """What every case of a run shares (nothing here; a PostgreSQL server there)."""
+        yield None
+
+    @contextmanager
+    def sandbox(self, shared: Any, impl: Path, directory: Path, workdir: Path) -> Iterator[Any]:
+        """A sandbox of the case's own, whose only writable place is ``directory``; what it
+        yields is what the case functions get. ``shared``: what ``services`` yielded."""
+        with Sandbox(impl, scratch=[directory], workdir=workdir, shown=receipts.shown(impl)) as box:
+            box.share(directory)
+            yield box.load(seconds=CASE_SECONDS)
+
+
+SQLITE = Checkpoint("checkpoint 13", CASES, CHECKS)
 
 
 @dataclass
@@ -66,12 +106,14 @@ class Run:
         )
 
 
-def case_functions(namespace: Mapping[str, Any]) -> dict[CaseId, CaseFunction]:
-    """Each case's function in the checkpoint's ``namespace``, in the order of ``CASES``."""
-    missing = [case.function for case in CASES if not callable(namespace.get(case.function))]
+def case_functions(
+    namespace: Mapping[str, Any], cases: tuple[CaseId, ...] = CASES
+) -> dict[CaseId, CaseFunction]:
+    """Each case's function in the checkpoint's ``namespace``, in the order of ``cases``."""
+    missing = [case.function for case in cases if not callable(namespace.get(case.function))]
     if missing:
         raise LookupError(f"the checkpoint defines no function for {', '.join(missing)}")
-    return {case: namespace[case.function] for case in CASES}
+    return {case: namespace[case.function] for case in cases}
 
 
 def summary(facts: dict[str, Any]) -> str:
@@ -118,7 +160,7 @@ def run_case(
 ) -> tuple[dict[str, Any], str]:
     """Run one case: (its evidence record, the line to print). Whatever the student's code
     raises, ``SystemExit`` and ``KeyboardInterrupt`` included, fails this case by name."""
-    number, name = case
+    number, name = case.number, case.name
     again = f"      rerun: {rerun} --case {number}"
     try:
         facts = function(run, leases, directory)
@@ -152,9 +194,11 @@ def run_case(
     return {"result": CaseResult.PASS} | facts, passed
 
 
-def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
+def main(
+    namespace: Mapping[str, Any], checkpoint: Checkpoint = SQLITE, argv: list[str] | None = None
+) -> int:
     """The checkpoint whose case functions are in ``namespace`` (its file's ``globals()``)."""
-    functions = case_functions(namespace)
+    functions = case_functions(namespace, checkpoint.cases)
     here = Path(namespace["__file__"]).resolve()
     parser = argparse.ArgumentParser(description=namespace["__doc__"].split("\n", 1)[0])
     add_impl_option(parser)
@@ -166,9 +210,9 @@ def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
         "--case",
         type=int,
         action="append",
-        choices=[case.number for case in CASES],
+        choices=[case.number for case in checkpoint.cases],
         help="run only this case (again for more): "
-        + ", ".join(f"{case.number} {case.name}" for case in CASES),
+        + ", ".join(f"{case.number} {case.name}" for case in checkpoint.cases),
     )
     parser.add_argument(
         "--keep", type=Path, help="keep each case's shop and ledger under this directory"
@@ -176,16 +220,23 @@ def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not math.isfinite(args.lease) or not 0.5 <= args.lease <= 60:
         parser.error("--lease must be between 0.5 and 60 seconds")
+    if reason := checkpoint.missing():
+        print(f"SKIP  {checkpoint.title} needs {reason}")
+        return 1
     impl = impl_path(args.impl)
     signal.signal(signal.SIGINT, _interrupted)
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
     command = sys.argv if argv is None else [str(here), *argv]
-    run.provenance = receipts.provenance(command=command, code=[impl])
+    run.provenance = receipts.provenance(
+        command=command, code=sorted({impl, checkpoint.checked(impl)})
+    )
     root = args.keep or Path(tempfile.mkdtemp(prefix="ch13-checkpoint-"))
     root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="ch13-checkpoint-sandbox-"))
     try:
-        return run_cases(run, args, root, workdir, functions, here)
+        with checkpoint.services() as shared:
+            places = (root, workdir, shared)
+            return run_cases(run, args, places, checkpoint, functions, here)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if args.keep is None:
@@ -195,57 +246,59 @@ def main(namespace: Mapping[str, Any], argv: list[str] | None = None) -> int:
 def run_cases(
     run: Run,
     args: argparse.Namespace,
-    root: Path,
-    workdir: Path,
+    places: tuple[Path, Path, Any],
+    checkpoint: Checkpoint,
     functions: dict[CaseId, CaseFunction],
     here: Path,
 ) -> int:
     """Every case chosen, each with a sandbox of its own whose only writable place is the
-    case's directory; the exit status."""
+    case's directory under ``places``' first (the second is where the sandboxes are made, the
+    third what the checkpoint's services are); then the judge's verdict, and its exit status."""
+    root, workdir, shared = places
     print(
-        f"checkpoint 13 on {run.impl} (lease {run.lease:g}s,"
+        f"{checkpoint.title} on {checkpoint.checked(run.impl)} (lease {run.lease:g}s,"
         f" supplier timeout {run.client_timeout:g}s; {describe()})"
     )
     python = os.path.relpath(sys.executable) if sys.prefix != sys.base_prefix else "python"
     rerun = f"{python} {here.relative_to(ROOT)} --impl {shlex.quote(str(args.impl))}"
-    results: dict[str, str] = {}
-    for case in [c for c in CASES if not args.case or c.number in args.case]:
-        number, name = case
+    evidence = args.evidence or workdir / "evidence.json"  # out of every sandbox's reach
+    chosen = [c for c in checkpoint.cases if not args.case or c.number in args.case]
+    for case in chosen:
+        number, name = case.number, case.name
         run.cases[name] = {"case": number, "result": CaseResult.STARTED}
-        if args.evidence:  # a case that ends the process is named by this record
-            write_evidence(args.evidence, run, None)
+        write_evidence(evidence, run, None)  # a case that ends the process is named by this
         directory = root / f"case{number}"
         for fresh in (directory, kept_directory(directory)):
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
-        box = Sandbox(
-            run.impl,
-            scratch=[directory],
-            workdir=workdir / f"case{number}",
-            shown=receipts.shown(run.impl),
-        )
-        with box:
-            box.share(directory)
-            try:
-                leases = box.load(seconds=CASE_SECONDS)
-            except ReferenceBlocked as blocked:
-                print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
-                return 1
-            record, line = run_case(run, leases, case, functions[case], directory, rerun)
-        results[name] = record["result"]
+        try:
+            box = checkpoint.sandbox(shared, run.impl, directory, workdir / f"case{number}")
+            with box as given:
+                record, line = run_case(run, given, case, functions[case], directory, rerun)
+        except ReferenceBlocked as blocked:
+            print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
+            return 1
         run.cases[name] = {"case": number} | record
         print(line)
-        if args.evidence:
-            write_evidence(args.evidence, run, None)
-    status = overall(results.values())
-    outcome = EXIT[status]
-    print(
-        f"{said(status)} ({sum(v == CaseResult.PASS for v in results.values())}/{len(results)}"
-        f" cases, {time.time() - run.started:.1f}s)"
-    )
+        write_evidence(evidence, run, None)
+    outcome = end_status(run, evidence, root, {c.name: checkpoint.checks[c.name] for c in chosen})
     if args.evidence:
-        write_evidence(args.evidence, run, outcome)
         print(f"evidence: {args.evidence}")
+    return outcome
+
+
+def end_status(run: Run, evidence: Path, root: Path, checks: Mapping[str, Check]) -> int:
+    """The judge's verdict on the cases run, from the evidence and the files they kept: a case
+    the run passed but the judge does not is failed here, saying why; its exit status."""
+    status, found = judge(evidence, root, checks)
+    for case in found:
+        said_pass = run.cases[case.name].get("result") == CaseResult.PASS
+        if said_pass and not case.passed:
+            print(result_line(Mark.FAIL, f"{case.case} {case.name}", case.message))
+    outcome = EXIT[status]
+    passed = sum(case.passed for case in found)
+    print(f"{said(status)} ({passed}/{len(found)} cases, {time.time() - run.started:.1f}s)")
+    write_evidence(evidence, run, outcome)
     return outcome
 
 

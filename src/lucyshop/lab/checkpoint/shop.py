@@ -1,5 +1,7 @@
-"""One checkpoint case's world: a fresh shop file, a supplier process, the worker child that
-holds the work, and the checks the process cases share (``Shop``).
+"""A process case's world. ``Holding`` is what one stands on in either checkpoint: its supplier
+process, its holder child in a sandbox like the case's own (shown the supplier through a relay),
+and its events, under the case's tag. ``Shop`` adds the SQLite checkpoint's fresh shop file and
+the checks its process cases share (``postgres.PgShop``, exercise 7's schema and checks).
 
 The case functions in ``checkpoints/ch13_worker_recovery.py`` drive it. Every call into the
 student's code goes through the case's sandbox (``leases`` is its ``Remote``); the shop and the
@@ -17,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lucyshop import IMPL_ENV, approval, atomic
+from lucyshop.lab.checkpoint.cases import CaseId
 from lucyshop.lab.checkpoint.checks import child_record, expect
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
-from lucyshop.lab.sandbox import Remote, sandboxed_shop
+from lucyshop.lab.sandbox import Remote, Sandbox, sandboxed_shop
 from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
 from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
@@ -40,63 +43,96 @@ if TYPE_CHECKING:
     from lucyshop.lab.checkpoint.runner import Run
 
 ASSIGNMENT = "Order six tubs of vanilla for the weekend"
+HOLDER = "lucyshop.lab.sandbox.inside.holder"  # the worker child, run in the case's jail
 
 
-class Shop:
-    """One case's world: a fresh shop file, a supplier process, and the checks they share.
-    ``case`` labels its events in the evidence's timeline."""
+class Holding:
+    """One process case's supplier, holder child and events; ``box`` is the case's sandbox,
+    whose jail the holder runs in too."""
 
-    def __init__(self, run: Run, leases: Any, directory: Path, case: str) -> None:
-        self.run, self.leases, self.directory, self.case = run, leases, directory, case
+    def __init__(self, run: Run, box: Sandbox, directory: Path, case: CaseId) -> None:
+        self.run, self.box, self.directory, self.case = run, box, directory, case
         self.relay: Relay | None = None
         self.err = kept_directory(directory) / "child.err"  # out of the sandbox's reach
+
+    def event(self, what: str, **facts: Any) -> None:
+        """One event of this case in the evidence's timeline, under the case's tag."""
+        self.run.event(self.case.tag, what, **facts)
+
+    def open_supplier(self, stack: ExitStack) -> None:
+        """Start the case's supplier, its ledger kept out of the sandbox's reach."""
+        self.supplier = stack.enter_context(supplier_process(supplier_directory(self.directory)))
+        self.client = self.supplier.client(timeout=self.run.client_timeout)
+
+    def open_children(self, stack: ExitStack) -> None:
+        """Where the holder will run: ended first on the way out, then its relay."""
+        stack.callback(self._close_relay)
+        self.children = stack.enter_context(SharedGroupChildren())
+
+    def _close_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+
+    def spawn_holder(
+        self, module: str, argv: list[str], env: dict[str, str], shown: list[tuple[Path, Path]]
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start ``python -m module`` in the case's holder mode, in the case's jail (``shown``
+        those directories too), with ``argv`` and ``env`` added; return it once its ready
+        record is written."""
+        jail = self.box.jail
+        command = [sys.executable, "-m", module, str(self.case.holder), *argv]
+        command += ["--dir", str(self.directory)]
+        command += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
+        command += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
+        shown = list(shown)
+        if jail.mode == "bwrap":  # no network in there: the supplier through a relay
+            self.relay = Relay(urlsplit(self.supplier.endpoint).port)
+            command += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
+            shown.append((self.relay.directory, RELAY_INSIDE))
+        with open(self.err, "w") as stderr:  # the child writes through the descriptor
+            child = self.children.spawn(jail.argv(command, shown), env=jail.env(env), stderr=stderr)
+        return child, child_record(child, self.directory / "ready.json", timeout=DEADLINE)
+
+    def release(self, child: Any) -> dict[str, str]:
+        """Let a still-living holder go on; return what it reports of its stale writes."""
+        write_ready(self.directory / "release.json", {"released_at": time.time()})
+        report = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
+        status = wait_exit(child, timeout=DEADLINE)
+        self.event("stale holder reported", exit_status=status, **report)
+        return report
+
+
+class Shop(Holding):
+    """One case's world: a fresh shop file, a supplier process, and the checks they share."""
+
+    def __init__(self, run: Run, leases: Any, directory: Path, case: CaseId) -> None:
+        super().__init__(run, leases._sandbox, directory, case)
+        self.leases = leases
 
     def __enter__(self) -> Shop:
         """Start the supplier, make the shop, enqueue the assignment. On the way out (or if
         this fails part way) the holder is ended first, then the relay, the shop, the supplier."""
         with ExitStack() as stack:
-            self.supplier = stack.enter_context(
-                supplier_process(supplier_directory(self.directory))
-            )
-            self.client = self.supplier.client(timeout=self.run.client_timeout)
+            self.open_supplier(stack)
             self.db, queue = sandboxed_shop(self.leases, self.directory / "shop.db")
             stack.callback(self.db.close)
-            stack.callback(self._close_relay)
-            self.children = stack.enter_context(SharedGroupChildren())
-            self.work_id = self.leases.enqueue(queue, f"{self.case}-1", "session-a", ASSIGNMENT)
-            self.run.event(
-                self.case, "enqueued", work_id=self.work_id, supplier_pid=self.supplier.pid
-            )
+            self.open_children(stack)
+            self.work_id = self.leases.enqueue(queue, f"{self.case.tag}-1", "session-a", ASSIGNMENT)
+            self.event("enqueued", work_id=self.work_id, supplier_pid=self.supplier.pid)
             self._open = stack.pop_all()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._open.__exit__(*exc)  # type: ignore[arg-type]
 
-    def _close_relay(self) -> None:
-        if self.relay is not None:
-            self.relay.close()
-
-    def start_holder(self, mode: str) -> tuple[Any, dict[str, Any]]:
-        """Start a worker child; return it once its ready record says it holds approved work."""
-        ready_file = self.directory / "ready.json"
-        box = self.leases._sandbox
-        argv = [sys.executable, "-m", "lucyshop.lab.sandbox.inside.holder", mode]
-        argv += ["--shop", str(self.directory / "shop.db"), "--dir", str(self.directory)]
-        argv += ["--endpoint", self.supplier.endpoint, "--identity", self.supplier.identity]
-        argv += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
-        shown = []
-        if box.jail.mode == "bwrap":  # no network in there: the supplier through a relay
-            self.relay = Relay(urlsplit(self.supplier.endpoint).port)
-            argv += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
-            shown = [(self.relay.directory, RELAY_INSIDE)]
-        inside = box.jail.inside(box.jail.staged / "ch13_leases.py")
-        env = box.jail.env({IMPL_ENV: str(inside)})
-        with open(self.err, "w") as stderr:  # the child writes through the descriptor
-            child = self.children.spawn(box.jail.argv(argv, shown), env=env, stderr=stderr)
-        ready = child_record(child, ready_file, timeout=DEADLINE)
-        self.run.event(
-            self.case,
+    def start_holder(self) -> tuple[Any, dict[str, Any]]:
+        """Start the case's worker child; return it once its ready record says it holds
+        approved work."""
+        jail = self.box.jail
+        argv = ["--shop", str(self.directory / "shop.db")]
+        env = {IMPL_ENV: str(jail.inside(jail.staged / "ch13_leases.py"))}
+        child, ready = self.spawn_holder(HOLDER, argv, env, [])
+        self.event(
             "holder ready",
             pid=ready["pid"],
             generation=ready["generation"],
@@ -108,7 +144,7 @@ class Shop:
 
     def competing_claim_gets_nothing(self) -> None:
         rival = self.leases.claim(self.db, "rival", ttl=self.run.lease)
-        self.run.event(self.case, "competing claim", got=None if rival is None else rival.worker_id)
+        self.event("competing claim", got=None if rival is None else rival.worker_id)
         expect("competing claim while the holder's lease is alive", rival, None)
 
     def wait_for_expiry(self, ready: dict[str, Any]) -> float:
@@ -120,7 +156,7 @@ class Shop:
             what="the holder's lease to expire",
         )
         waited = round(time.time() - start, 3)
-        self.run.event(self.case, "lease expired", waited_seconds=waited)
+        self.event("lease expired", waited_seconds=waited)
         return waited
 
     def recover_after_expiry(self, ready: dict[str, Any]) -> tuple[Any, float, int]:
@@ -137,8 +173,7 @@ class Shop:
             recovery = self.leases.recover_once(
                 self.db, owner=OWNER, supplier=self.client, policy=POLICY
             )
-        self.run.event(
-            self.case,
+        self.event(
             "replacement finished",
             status=recovery.status,
             generation=recovery.generation,
@@ -187,14 +222,6 @@ class Shop:
             "spent_cents": [before["spent_cents"], after["spent_cents"]],
             "transcript_rows": transcript,
         }
-
-    def release(self, child: Any, ready: dict[str, Any]) -> dict[str, str]:
-        """Let a still-living holder go on; return what it reports of its three writes."""
-        write_ready(self.directory / "release.json", {"released_at": time.time()})
-        report = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
-        status = wait_exit(child, timeout=DEADLINE)
-        self.run.event(self.case, "stale holder reported", exit_status=status, **report)
-        return report
 
     def unchanged_after_stale(self, ready: dict[str, Any]) -> dict[str, Any]:
         ledger = ledger_orders(self.supplier.database)

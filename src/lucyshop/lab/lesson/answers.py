@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.checkpoint.cases import KILLED, POST_COMMIT
+from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE, POST_COMMIT
 from lucyshop.lab.loader import ROOT
 
 EVIDENCE = ROOT / "evidence"
@@ -86,7 +86,7 @@ def _reference_case(name: str) -> dict[str, Any]:
 
 
 def _kill_to_done() -> float:
-    at = {e["event"]: e["t"] for e in _reference()["timeline"] if e.get("case") == "killed"}
+    at = {e["event"]: e["t"] for e in _reference()["timeline"] if e.get("case") == KILLED.tag}
     return at["replacement finished"] - at["holder exited"]
 
 
@@ -249,12 +249,12 @@ ANSWERS: dict[str, Answer] = {
     ),
     "replacement_generation": Answer(
         _label("the replacement's generation"),
-        lambda: _event("killed", "replacement finished")["generation"],
+        lambda: _event(KILLED.tag, "replacement finished")["generation"],
         source="the reference's run",
     ),
     "competing_claim_gets": Answer(
         _label("items a competing claim gets"),
-        lambda: 0 if _event("killed", "competing claim")["got"] is None else 1,
+        lambda: 0 if _event(KILLED.tag, "competing claim")["got"] is None else 1,
         source="the reference's run",
     ),
     "checks_the_old_claim_fails": Answer(
@@ -270,7 +270,7 @@ ANSWERS: dict[str, Answer] = {
     "slow_holder_writes_accepted": Answer(
         _label("slow holder's writes accepted, of 3"),
         lambda: sum(
-            not _event("live", "stale holder reported")[w].startswith("PermissionError")
+            not _event(LIVE_STALE.tag, "stale holder reported")[w].startswith("PermissionError")
             for w in ("transcript", "completion", "supplier")
         ),
         source="the reference's run",

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.checkpoint.cases import CANCEL, KILLED, LIVE_STALE, PAUSED, POST_COMMIT
+from lucyshop.lab.checkpoint.cases import HELD
 
 
 def stub(module: Any, name: str) -> None:
@@ -71,9 +71,8 @@ def stale_reasons(evidence: Mapping[str, Any] | None, name: str, case: str) -> N
 # ------------------------------------------------ the checkpoint's cases as swimlanes
 
 LANES = ("checkpoint", "holder", "shop database", "replacement", "supplier")
-# The timeline's case key, and the case (its name is the evidence's).
-LANED = {"killed": KILLED, "live": LIVE_STALE, "paused": PAUSED, "post-commit": POST_COMMIT}
-LANED |= {"cancel": CANCEL}
+# The timeline's case key (its tag), and the case (its name is the evidence's).
+LANED = {case.tag: case for case in HELD}
 EVENTS = {  # event -> (lane, label)
     "enqueued": ("checkpoint", "enqueue"),
     "holder ready": ("holder", "claim g{generation}"),

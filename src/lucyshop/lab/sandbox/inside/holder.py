@@ -1,4 +1,4 @@
-"""The checkpoint's worker child: it runs the student's functions inside a sandbox.
+"""The SQLite checkpoint's worker child: it runs the student's functions inside a sandbox.
 
     python -m lucyshop.lab.sandbox.inside.holder MODE --shop FILE --endpoint URL --identity NAME
         --lease S --timeout S --dir DIR [--relay SOCKET]
@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,18 +30,24 @@ from lucyshop.lab.services.processes import wait_for_file, write_ready
 
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
 DEADLINE = 20.0  # seconds any single wait may take before the case fails
-MODES = ("killed", "live", "paused", "sending", "cancel")
+
+
+class Mode(StrEnum):
+    """What a holder does once it holds the work (``lucyshop.lab.checkpoint.cases`` says which
+    case's holder does which)."""
+
+    KILLED = "killed"  # waits to be killed
+    LIVE = "live"  # waits for the release, then tries its stale writes
+    PAUSED = "paused"  # the same, paused by the parent in between
+    SENDING = "sending"  # sends at once, and is killed while the supplier holds the reply
+    CANCEL = "cancel"  # sends one order, gets a second approved, then waits like LIVE
 
 
 def child_main(args: argparse.Namespace) -> int:
-    """A worker: claim, propose six tubs, record the operator's approval, say so, then wait.
-
-    ``killed`` waits to be killed; ``live`` and ``paused`` wait for the parent's release and
-    then try the transcript, the completion and the supplier send with their old claim;
-    ``sending`` goes straight on to send and is killed while the supplier holds the reply;
-    ``cancel`` sends the first order (its reply is lost), gets a second one approved, and
-    then waits for the release like ``live``.
-    """
+    """A worker: claim, propose six tubs, record the operator's approval, say so in
+    ``ready.json``, then do what its ``Mode`` says; a holder released by the parent tries the
+    transcript, the completion and the supplier send with its old claim and reports each in
+    ``stale.json``."""
     directory = Path(args.dir)
     if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
         listen_inside(urlsplit(args.endpoint).port, args.relay)
@@ -54,7 +61,7 @@ def child_main(args: argparse.Namespace) -> int:
             db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
         )
         pending = order
-        if args.child == "cancel":
+        if args.child == Mode.CANCEL:
             approval.execute(db, held, order["order_id"], client, policy=POLICY)
             pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
             approval.approve(
@@ -73,9 +80,9 @@ def child_main(args: argparse.Namespace) -> int:
                 "second_order_id": pending["order_id"],
             },
         )
-        if args.child == "sending":
+        if args.child == Mode.SENDING:
             approval.execute(db, held, order["order_id"], client, policy=POLICY)
-        if args.child in ("killed", "sending"):
+        if args.child in (Mode.KILLED, Mode.SENDING):
             time.sleep(DEADLINE)  # the parent kills us long before this
             return 1
         wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
@@ -124,16 +131,26 @@ def refusal(write: Any) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("child", choices=MODES)
-    for name in ("--shop", "--endpoint", "--identity", "--dir"):
+def arguments(
+    doc: str, modes: list[Mode], more: tuple[str, ...], argv: list[str] | None
+) -> argparse.Namespace:
+    """A holder's command line (``lucyshop.lab.checkpoint.shop.Holding`` writes it): its mode, the
+    case's directory, supplier and lease, and the ``more`` its store needs. Parsed, the
+    reference is closed to imports with the loader's one-line message."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("child", type=Mode, choices=modes)
+    for name in ("--endpoint", "--identity", "--dir", *more):
         parser.add_argument(name, required=True)
     parser.add_argument("--relay", help="a Unix socket that reaches the supplier")
     parser.add_argument("--lease", type=float, required=True)
     parser.add_argument("--timeout", type=float, required=True)
+    args = parser.parse_args(argv)
     sys.meta_path.insert(0, _ImportBlocker())  # the one-line message for `import solutions`
-    return child_main(parser.parse_args(argv))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    return child_main(arguments(__doc__, list(Mode), ("--shop",), argv))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ connection to a student's function hands the worker its own connection to the sa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.sandbox import Remote, Sandbox
+from lucyshop.lab.sandbox import CallTimedOut, Remote, Sandbox, WorkerDied
 from lucyshop.lab.sandbox.relay import Relay
 from lucyshop.lab.services.postgres import Server
 
@@ -104,6 +105,21 @@ def pg_sandbox(
         )
         with box:
             yield PgSandbox(box, relay)
+
+
+@contextmanager
+def transaction(probes: Remote, connection: Any) -> Iterator[None]:
+    """A transaction on the worker's ``connection`` (``probes``: that worker's
+    ``PgSandbox.probes()``) around the calls inside: a student's ``assert_current`` locks
+    inside its caller's transaction. Rolled back on an error."""
+    probes.execute(connection, "BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(CallTimedOut, WorkerDied):
+            probes.execute(connection, "ROLLBACK")
+        raise
+    probes.execute(connection, "COMMIT")
 
 
 @functools.cache
