@@ -1,4 +1,5 @@
-"""The judge suite: ``make check`` is right about a student's file, in both directions.
+"""The sandbox and hostile-file suite: ``make check`` is right about a student's file, in both
+directions.
 
 Each scenario is a real file (a copy of the reference answers with one change appended, or a
 small file of its own) checked the way a student's is. The whole-check runs are slow (real

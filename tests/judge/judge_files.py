@@ -1,4 +1,5 @@
-"""Helpers of the judge suite: a student's file made from the reference, and one check of it."""
+"""Helpers of the sandbox and hostile-file suite: a student's file made from the reference,
+and one check of it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each soak invariant, judged on a shop built row by row: it holds on a clean history and
+"""Each soak invariant, decided on a shop built row by row: it holds on a clean history and
 fails, naming the work, on a history that breaks it.
 
 The shop has the reference's schema and the soak's witnesses (``install_history``), so the

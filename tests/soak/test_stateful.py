@@ -156,7 +156,7 @@ class LeaseMachine(RuleBasedStateMachine):
         except Exception as error:
             raise ModelMismatch(f"{what} raised {type(error).__name__}: {error}") from error
 
-    def judge(self, what: str, allowed: bool, outcome: tuple[bool, Any]) -> None:
+    def compare(self, what: str, allowed: bool, outcome: tuple[bool, Any]) -> None:
         accepted, value = outcome
         event(f"{what} {'accepted' if accepted else 'refused'}")  # --hypothesis-show-statistics
         if allowed and not accepted:
@@ -232,7 +232,7 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(held=claims)
     def assert_current(self, held: Any) -> None:
         allowed = self.current(held)
-        self.judge(
+        self.compare(
             "assert_current",
             allowed,
             self.attempt(
@@ -246,7 +246,7 @@ class LeaseMachine(RuleBasedStateMachine):
         outcome = self.attempt(
             "observe", lambda: self.leases.observe(self.db, held, message, now=self.now)
         )
-        self.judge("observe", allowed, outcome)
+        self.compare("observe", allowed, outcome)
         if allowed:
             self.transcript.append((held.work_id, held.generation, message))
 
@@ -256,7 +256,7 @@ class LeaseMachine(RuleBasedStateMachine):
         outcome = self.attempt(
             "finish", lambda: self.leases.finish(self.db, held, status, result, now=self.now)
         )
-        self.judge("finish", allowed, outcome)
+        self.compare("finish", allowed, outcome)
         if allowed:
             self.items[held.work_id].state = "finished"
             self.outcomes[held.work_id] = (held.generation, status, result)
