@@ -22,6 +22,7 @@ from lucyshop.lab.loader import (
     MODULE,
     ROOT,
     ImplementationError,
+    chapter_of,
     impl_path,
     is_blocked,
     load_impl,
@@ -87,13 +88,18 @@ def test_load_impl_defaults_to_the_environment_then_to_the_learner(tmp_path, mon
 
 
 def test_a_folder_or_its_exercises_file_names_the_chapter_file_in_it(tmp_path):
-    """How a hand-in is named to make check and the suites: its folder, or its answers."""
+    """How a hand-in is named to the suites: its folder, or its answers (which a notebook
+    still loads as they are, by their own path)."""
     chapter = write(tmp_path / "ch13_leases.py", "ANSWER = 42\n")
-    write(tmp_path / "exercises.py", "")
-    assert impl_path(tmp_path) == impl_path(tmp_path / "exercises.py") == chapter.resolve()
+    answers = write(tmp_path / "exercises.py", "")
+    assert chapter_of(tmp_path) == chapter_of(answers) == impl_path(tmp_path) == chapter.resolve()
+    assert impl_path(answers) == answers.resolve()
     (tmp_path / "empty").mkdir()
     with pytest.raises(ImplementationError, match="no implementation at"):
-        impl_path(tmp_path / "empty")  # a folder without a chapter file
+        chapter_of(tmp_path / "empty")  # a folder without a chapter file
+    chapter.unlink()
+    with pytest.raises(ImplementationError, match="no ch13_leases.py beside"):
+        chapter_of(answers)
 
 
 def test_each_load_is_a_fresh_module_registered_under_the_same_name(tmp_path):

@@ -40,20 +40,29 @@ class ImplementationError(ValueError):
 
 
 def impl_path(spec: str | os.PathLike | None = None) -> Path:
-    """The chapter file ``spec`` names (``chosen_impl``: else ``$LEASES_IMPL``, else learner):
-    ``learner``, ``solutions``, a ``.py`` file, a folder, or the ``exercises.py`` in one (which
-    stands for the chapter file beside it). Every command's and suite's ``--impl`` ends here."""
+    """The file ``spec`` names (``chosen_impl``: else ``$LEASES_IMPL``, else learner):
+    ``learner``, ``solutions``, any ``.py`` file as it is, or a folder's chapter file. Every
+    command's ``--impl`` ends here."""
     spec = chosen_impl(spec)
     path = Path(IMPLEMENTATIONS.get(str(spec), spec)).expanduser().resolve()
     if path.is_dir():
         path = path / CHAPTER
-    elif path.name == EXERCISES:
-        path = path.with_name(CHAPTER)
     if not path.is_file() or path.suffix != ".py":
         raise ImplementationError(
             f"no implementation at {spec!r}: use 'learner', 'solutions' or the path of a .py file"
         )
     return path
+
+
+def chapter_of(spec: str | os.PathLike | None = None) -> Path:
+    """``impl_path``'s file, where an ``exercises.py`` stands for the chapter file beside it: a
+    hand-in named by its answers (the suites' ``--impl``)."""
+    path = impl_path(spec)
+    if path.name != EXERCISES:
+        return path
+    if not path.with_name(CHAPTER).is_file():
+        raise ImplementationError(f"no {CHAPTER} beside {path}: the answers need their chapter")
+    return path.with_name(CHAPTER)
 
 
 def add_impl_option(parser: argparse.ArgumentParser) -> None:

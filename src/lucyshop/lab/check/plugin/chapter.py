@@ -4,7 +4,7 @@
 
 Every suite that tests a chapter file (tests/learner, tests/exercises, tests/postgres) needs it:
 ``make check`` loads it into each pytest child it starts, ``tests/conftest.py`` for everything
-else. ``--impl`` is resolved once, at configure, by ``lucyshop.lab.loader.impl_path`` (the
+else. ``--impl`` is resolved once, at configure, by ``lucyshop.lab.loader.chapter_of`` (the
 kit's one rule for which file is meant) and kept in ``config.stash[IMPL_PATH]``. The
 ``sandbox`` fixture is the session's sandboxed worker: no test process imports a student's file.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.evidence.receipts import shown
-from lucyshop.lab.loader import ImplementationError, block_for, impl_path
+from lucyshop.lab.loader import ImplementationError, block_for, chapter_of
 from lucyshop.lab.sandbox import Sandbox
 
 IMPL_PATH = pytest.StashKey[Path]()  # the chapter file chosen with --impl (or $LEASES_IMPL)
@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     try:
-        path = impl_path(config.getoption("--impl"))
+        path = chapter_of(config.getoption("--impl"))
     except ImplementationError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[IMPL_PATH] = path
