@@ -70,14 +70,18 @@ def refused_at(report: dict[str, str]) -> list[str]:
     return sorted(k for k, v in report.items() if v.startswith("PermissionError"))
 
 
-def child_record(child: Any, path: Path, timeout: float) -> dict[str, Any]:
+def child_record(
+    child: Any, path: Path, timeout: float, where: str | None = None
+) -> dict[str, Any]:
     """The record a worker child wrote at ``path`` (then removed), waiting at most ``timeout``
     seconds and failing at once if the child exits first. A child that found a stub or the
-    blocked reference says so in its record, and it is raised here as the parent's own."""
+    blocked reference says so in its record, and it is raised here as the parent's own;
+    ``where``: the student's file as the student knows it (the child sees it under another
+    name, in its sandbox)."""
     record = wait_for_file(path, timeout=timeout, proc=child)
     path.unlink()
     if "not_started" in record:
-        raise NotStarted(record["not_started"], record["section"], record["where"])
+        raise NotStarted(record["not_started"], record["section"], where or record["where"])
     if "reference_blocked" in record:
         raise ReferenceBlocked(record["reference_blocked"])
     return record

@@ -65,7 +65,8 @@ class OnPostgres(Checkpoint):
     """Exercise 7's checkpoint: a PostgreSQL server for the run, a ``PgCase`` for each case."""
 
     def missing(self) -> str | None:
-        return postgres.missing()
+        reason = postgres.missing()
+        return None if reason is None else f"PostgreSQL: {reason}"
 
     @contextmanager
     def services(self) -> Iterator[postgres.Server]:
@@ -104,7 +105,7 @@ class PgShop(Holding):
             self.role = stack.enter_context(postgres.student_role(self.server, dsn))
             remote = self.pg_box.connect(self.role)
             self.conn = stack.enter_context(paired(dsn, remote))
-            stack.callback(self._keep)
+            stack.push(self._keep)
             stack.callback(self._close, remote)
             self.open_children(stack)
             self.work_id = pg_shop.add_work(self.conn, f"{self.case.tag}-1", ASSIGNMENT)
@@ -119,8 +120,11 @@ class PgShop(Holding):
         with suppress(CallTimedOut, WorkerDied):
             self.pg_box.probes().close(remote)
 
-    def _keep(self) -> None:
-        """The tables as they are now, read on our connection, kept for the judge."""
+    def _keep(self, failed: type[BaseException] | None, *_exc: object) -> None:
+        """The tables as they are at the end of a case that raised nothing, read on our
+        connection, kept for the judge (only a case that passed is judged from them)."""
+        if failed is not None:
+            return
         tables = {
             name: self.conn.execute(f"SELECT * FROM {name} ORDER BY 1").fetchall()
             for name in KEPT_TABLES

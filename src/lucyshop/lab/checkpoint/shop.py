@@ -91,7 +91,8 @@ class Holding:
             shown.append((self.relay.directory, RELAY_INSIDE))
         with open(self.err, "w") as stderr:  # the child writes through the descriptor
             child = self.children.spawn(jail.argv(command, shown), env=jail.env(env), stderr=stderr)
-        return child, child_record(child, self.directory / "ready.json", timeout=DEADLINE)
+        ready = child_record(child, self.directory / "ready.json", DEADLINE, self.box.shown)
+        return child, ready
 
     def release(self, child: Any) -> dict[str, str]:
         """Let a still-living holder go on; return what it reports of its stale writes."""
