@@ -28,7 +28,7 @@ import pytest
 from grading_class import HANGS, stubs_with
 
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.gradescope import autograder, stockimage
 from lucyshop.lab.loader import ROOT
 
@@ -202,11 +202,11 @@ def test_where_python3_is_new_enough_only_its_venv_module_is_added(tmp_path):
 
 
 def test_the_check_stops_a_minute_before_gradescopes_timeout():
-    rubric = rubrics.load()
-    assert autograder.deadline(rubric) == min(rubric.seconds, 540) <= 600
-    assert autograder.deadline(rubric, 120) == 60
+    weighting = rubric.load()
+    assert autograder.deadline(weighting) == min(weighting.seconds, 540) <= 600
+    assert autograder.deadline(weighting, 120) == 60
     with pytest.raises(ValueError, match="over 60"):
-        autograder.deadline(rubric, 60)
+        autograder.deadline(weighting, 60)
 
 
 def test_the_zip_is_told_the_timeout_set_on_gradescope(tmp_path):

@@ -30,7 +30,7 @@ from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS
 from lucyshop.lab.grade.gradescope import autograder
 from lucyshop.lab.grade.gradescope import results as gradescope
-from lucyshop.lab.grade.similar import fingerprints as similarity
+from lucyshop.lab.grade.similar import similarity
 from lucyshop.lab.grade.verdict import Output, Verdict, from_json, verdict_on
 from lucyshop.lab.services.processes import processes_mentioning
 

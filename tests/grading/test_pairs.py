@@ -22,9 +22,7 @@ from grading_class import (
     renamed_reference,
 )
 
-from lucyshop.lab.grade.similar import fingerprints as similarity
-from lucyshop.lab.grade.similar import html as pairs_html
-from lucyshop.lab.grade.similar import pairs
+from lucyshop.lab.grade.similar import pairs, pairs_html, similarity
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES
 
 FLAG_AT = 0.8

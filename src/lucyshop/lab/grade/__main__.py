@@ -14,8 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from lucyshop.lab.check.results import printable
-from lucyshop.lab.grade import gradebook
-from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.grade import gradebook, rubric
 from lucyshop.lab.grade.classroom import Graded, Interrupted, Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import find
 from lucyshop.lab.sandbox import describe, isolation
@@ -40,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
         default=default_jobs(),
         help=f"submissions checked at once (default: cores + 1, here {default_jobs()})",
     )
-    parser.add_argument("--rubric", type=Path, default=rubrics.DEFAULT, help="the weighting (TOML)")
+    parser.add_argument("--rubric", type=Path, default=rubric.DEFAULT, help="the weighting (TOML)")
     parser.add_argument("--no-checkpoint", action="store_true", help="learner tables only")
     parser.add_argument(
         "--timeout", type=float, help="seconds per submission (default: the rubric's)"
@@ -76,9 +75,9 @@ def _terminate(_signum: int, _frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        rubric = rubrics.load(args.rubric)
+        weighting = rubric.load(args.rubric)
         if args.timeout is not None:
-            rubric = rubrics.with_seconds(rubric, args.timeout)
+            weighting = rubric.with_seconds(weighting, args.timeout)
         submissions = find(args.submissions)
         if args.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, not {args.jobs}")
@@ -115,25 +114,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         graded = grade_class(
-            submissions, out, rubric, checkpoint=not args.no_checkpoint, options=options
+            submissions, out, weighting, checkpoint=not args.no_checkpoint, options=options
         )
     except Interrupted as stopped:
         print(stopped, file=sys.stderr, flush=True)
         return INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
-    _print_table(graded, rubric, out)
+    _print_table(graded, weighting, out)
     return 0
 
 
-def _print_table(graded: list[Graded], rubric: rubrics.Rubric, out: Path) -> None:
+def _print_table(graded: list[Graded], weighting: rubric.Rubric, out: Path) -> None:
     width = max(len(g.submission.shown) for g in graded) + 2
     for item in graded:
         like = "" if item.similarity is None else f"similarity {item.similarity:.2f}"
         flag = "  FLAGGED: compare with the reference" if item.flagged else ""
         print(
             f"  {item.submission.shown:<{width}}{item.verdict.status:<14}"
-            f"{item.score.points:>6g}/{rubric.total:g}  {like}{flag}"
+            f"{item.score.points:>6g}/{weighting.total:g}  {like}{flag}"
         )
     print(
         f"gradebook: {out / 'grades.csv'}  (feedback/, gradescope/ and similarity.html beside it)"

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from lucyshop.lab.grade import feedback, gradebook, store
 from lucyshop.lab.grade.rubric import Rubric, score
-from lucyshop.lab.grade.similar import fingerprints as similarity
+from lucyshop.lab.grade.similar import similarity
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
 from lucyshop.lab.grade.verdict import Verdict, verdict_on

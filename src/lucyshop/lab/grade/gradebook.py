@@ -31,8 +31,7 @@ from lucyshop.lab.check.results import printable
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade.feedback import checkpoint_label
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
-from lucyshop.lab.grade.similar import html as pairs_html
-from lucyshop.lab.grade.similar import pairs
+from lucyshop.lab.grade.similar import pairs, pairs_html
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.classroom import Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, find
 from lucyshop.lab.loader import SOLUTIONS
@@ -79,7 +79,7 @@ def measure(
         graded = grade_class(
             find(hand_ins),
             Path(scratch) / "grades",
-            rubrics.load(),
+            rubric.load(),
             checkpoint=checkpoint,
             options=Options(jobs=jobs, progress=False),
             say=lambda _line: None,

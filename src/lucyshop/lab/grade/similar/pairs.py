@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from lucyshop.lab.grade.similar import fingerprints as similarity
+from lucyshop.lab.grade.similar import similarity
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, Submission
 from lucyshop.lab.loader import IMPLEMENTATIONS
 
