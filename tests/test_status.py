@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from shop_fixtures import VANILLA, dead_endpoint
 
-from lucyshop import status as status_report
 from lucyshop.approval import (
     SpendingPolicy,
     account,
@@ -38,6 +37,7 @@ from lucyshop.approval import (
 from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.loader import load_impl
 from lucyshop.lab.services.suppliers import supplier_process
+from lucyshop.status import collect
 from lucyshop.supplier import ledger_orders
 
 EXPECTED = Path(__file__).parent / "expected"
@@ -514,7 +514,7 @@ def test_eligible_for_takeover_is_what_the_reference_claim_takes(tmp_path, seed)
     db = leases.open_worker_shop(path)[0]
     try:
         for _ in range(12):
-            report = status_report.collect(str(path), now=NOW)
+            report = collect(str(path), now=NOW)
             eligible = [
                 item["work_id"]
                 for item in report["work"]["running"]

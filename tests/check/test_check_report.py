@@ -20,7 +20,6 @@ import pytest
 
 from lucyshop.lab import check
 from lucyshop.lab.check import results, suites
-from lucyshop.lab.check import subjects as subjects_module
 from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, PG_FILE, shown, subjects
 from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
 from lucyshop.lab.experiment.renewer import load_answers
@@ -424,7 +423,7 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     )
     reason = "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
     if missing == "postgresql":
-        monkeypatch.setattr(subjects_module, "postgres_missing", lambda: reason)
+        monkeypatch.setattr(postgres, "missing_for_tests", lambda: reason)
         expected = ("LEFT OUT", f"left out: it needs PostgreSQL, and {reason}")
     else:
         (tmp_path / PG_FILE).unlink()

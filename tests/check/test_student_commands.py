@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop import IMPL_ENV
-from lucyshop.lab.exercises import book as exercise_book
+from lucyshop.lab.exercises.book import receipt_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "evidence"
@@ -69,13 +69,13 @@ def student(tmp_path: Path, source: Path) -> Path:
 
 def test_a_learners_receipt_goes_beside_their_file_and_only_the_reference_writes_evidence():
     learner = ROOT / "learner" / "exercises.py"
-    assert exercise_book.receipt_path(learner, "5", None) == ROOT / "learner" / "runs" / RECEIPT
+    assert receipt_path(learner, "5", None) == ROOT / "learner" / "runs" / RECEIPT
     reference = ROOT / "solutions" / "exercises.py"
-    assert exercise_book.receipt_path(reference, "5", None) == EVIDENCE / RECEIPT
+    assert receipt_path(reference, "5", None) == EVIDENCE / RECEIPT
     with pytest.raises(ValueError, match="evidence/ holds the kit's receipts"):
-        exercise_book.receipt_path(learner, "5", EVIDENCE / RECEIPT)
+        receipt_path(learner, "5", EVIDENCE / RECEIPT)
     with pytest.raises(ValueError, match="evidence/ holds the kit's receipts"):
-        exercise_book.receipt_path(learner, "6", ROOT / "learner" / ".." / "evidence" / "x.json")
+        receipt_path(learner, "6", ROOT / "learner" / ".." / "evidence" / "x.json")
 
 
 def test_an_out_inside_evidence_is_refused_before_anything_runs(tmp_path):

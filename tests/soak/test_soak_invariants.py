@@ -20,7 +20,6 @@ from lucyshop.approval import open_shop
 from lucyshop.atomic import write_ready
 from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.soak import invariants
-from lucyshop.lab.soak import script as script_module
 from lucyshop.lab.soak.chaos import (
     CHAOS_EVERY,
     PAUSE_EXTRA,
@@ -328,7 +327,7 @@ def test_the_script_steps_on_events_and_arms_one_boundary_at_a_time(tmp_path, mo
     take("completion", 102, answer=False)  # taken, then its taker killed before it answered
     script.follow(alive={102})
     assert script.stales[0].step == "armed"
-    monkeypatch.setattr(script_module, "LOST_SECONDS", 0.0)
+    monkeypatch.setattr("lucyshop.lab.soak.script.LOST_SECONDS", 0.0)
     script.follow(alive={102})
     assert (script.stales[0].step, script.stales[0].rearmed) == ("armed", 2)
 

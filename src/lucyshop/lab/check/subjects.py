@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from lucyshop.lab.given.stubs import functions_in, is_stub_node, stub_section
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.services.postgres import missing_for_tests as postgres_missing
+from lucyshop.lab.services import postgres
 from lucyshop.lab.statuses import Status
 
 
@@ -161,6 +161,6 @@ def set_aside(
             Status.FAILING,
             f"no {PG_FILE} beside {shown(path)}: exercise 7 lives there",
         )
-    elif reason := postgres_missing():
+    elif reason := postgres.missing_for_tests():
         aside[PG_EXERCISE] = (Status.LEFT_OUT, f"left out: it needs PostgreSQL, and {reason}")
     return aside
