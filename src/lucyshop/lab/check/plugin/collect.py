@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ImplementationError, after_load, impl_path
+from lucyshop.lab.loader import ImplementationError, after_load, chapter_of
 from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
 from lucyshop.lab.sandbox.errors import TimedOutBefore as SandboxTimedOutBefore
 
@@ -109,7 +109,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _impl_file(config: pytest.Config) -> Path | None:
     try:
-        return impl_path(config.getoption("--impl", default=None))
+        return chapter_of(config.getoption("--impl", default=None))
     except ImplementationError:
         return None
 
