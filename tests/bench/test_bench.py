@@ -46,7 +46,7 @@ def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(t
     assert "targets:" in printed and "claim+fin" in printed
 
 
-def report(taken_by_worker: list[list[int]], lock_errors: int = 0) -> list[dict]:
+def records(taken_by_worker: list[list[int]], lock_errors: int = 0) -> list[dict]:
     return [
         {
             "start": 10.0,
@@ -60,7 +60,7 @@ def report(taken_by_worker: list[list[int]], lock_errors: int = 0) -> list[dict]
 
 
 def test_an_item_taken_twice_is_counted_as_a_duplicate():
-    cell = queues.cell_result(report([[1, 2, 3], [3, 4]], lock_errors=1), 300)
+    cell = queues.cell_result(records([[1, 2, 3], [3, 4]], lock_errors=1), 300)
     assert (cell["cycles"], cell["duplicates"], cell["lock_errors"]) == (5, 1, 2)
     assert cell["cycles_per_s"] == pytest.approx(5.0)
 

@@ -52,7 +52,7 @@ class Pool:
         return self
 
     def run(self, cell: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
-        """Hand every worker ``cell``, release them together, and return their reports."""
+        """Hand every worker ``cell``, release them together, and return their records."""
         k, self.k = self.k, self.k + 1
         write_ready(self.directory / f"cell-{k}.json", cell | {"k": k})
         for index, proc in enumerate(self.procs):

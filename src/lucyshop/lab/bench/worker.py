@@ -6,7 +6,7 @@ stop.
 For cell ``k`` the pool writes ``cell-k.json`` (which queue file, workload, synchronous
 setting, time and item budget); the worker opens that queue, writes ``ready-k-N.json``, waits
 for ``go-k.json``, cycles until the budget or the queue runs out, and writes ``done-k-N.json``
-with what it took. A lock error is counted and the worker goes on: the report says how many.
+with what it took. A lock error is counted and the worker goes on: its record says how many.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             if hasattr(engines[key], "owner"):
                 engines[key].owner = f"bench-{args.index}"
         tag = f"{k}-{args.index}"
-        report = run_cell(engines[key], cell, args.dir, tag)
-        write_ready(args.dir / f"done-{tag}.json", report)
+        record = run_cell(engines[key], cell, args.dir, tag)
+        write_ready(args.dir / f"done-{tag}.json", record)
     return 0
 
 

@@ -53,20 +53,20 @@ def templates(directory: Path, impl: Path, chosen: Iterable[tuple[str, str]], si
     return made
 
 
-def cell_result(reports: list[dict[str, Any]], size: int) -> dict[str, Any]:
-    taken = [item for r in reports for item in r["taken"]]
-    takes = [t for r in reports for t in r["takes"]]
-    start = min(r["start"] for r in reports)
-    elapsed = max(r["last"] for r in reports) - start
+def cell_result(records: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    taken = [item for r in records for item in r["taken"]]
+    takes = [t for r in records for t in r["takes"]]
+    start = min(r["start"] for r in records)
+    elapsed = max(r["last"] for r in records) - start
     return {
         "cycles_per_s": len(taken) / elapsed if elapsed > 0 else 0.0,
         "cycles": len(taken),
         "duplicates": len(taken) - len(set(taken)),
-        "lock_errors": sum(r["lock_errors"] for r in reports),
+        "lock_errors": sum(r["lock_errors"] for r in records),
         "take_p50_ms": 1000 * percentile(takes, 50) if takes else None,
         "take_p99_ms": 1000 * percentile(takes, 99) if takes else None,
         "take_max_ms": 1000 * max(takes) if takes else None,
-        "start_skew_ms": 1000 * (max(r["start"] for r in reports) - start),
+        "start_skew_ms": 1000 * (max(r["start"] for r in records) - start),
         "queued": size,
     }
 
@@ -93,9 +93,9 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
                                     "seconds": options.seconds,
                                     "max_cycles": -(-size // (2 * processes)),
                                 }
-                                reports = pool.run(cell, timeout=CELL_TIMEOUT)
+                                records = pool.run(cell, timeout=CELL_TIMEOUT)
                                 row = f"{key[0]} {key[1]} {sync} {size} {processes}"
-                                cells[row].append(cell_result(reports, size))
+                                cells[row].append(cell_result(records, size))
             print(f"  queues: {processes} process(es) measured", file=sys.stderr)
     return {
         "rows": summarise(cells),
