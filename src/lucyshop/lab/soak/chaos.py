@@ -378,7 +378,7 @@ class Soak:
             for slot in self.slots:
                 self.start(children, slot, supplier)
             plan = chaos_plan(config)
-            report_at = 10.0
+            progress_at = 10.0
             while self.chaos_goes_on((now := time.monotonic()) - started):
                 elapsed = now - started
                 while plan and plan[0][0] <= elapsed:
@@ -386,8 +386,8 @@ class Soak:
                     self.strike(now, action, first, extra)
                 self.supervise(children, supplier, now, chaos=True)
                 self.script.follow({s.proc.pid for s in self.slots if s.alive})
-                if elapsed >= report_at:
-                    report_at += 10.0
+                if elapsed >= progress_at:
+                    progress_at += 10.0
                     c = self.counts
                     print(
                         f"  {elapsed:5.0f}s  enqueued {self.enqueued}/{self.admitting}, unfinished "
@@ -462,12 +462,12 @@ class Soak:
         settled = 0
         for _ in range(3):
             try:
-                report = self.leases.reconcile(db, client)
+                rows = self.leases.reconcile(db, client)
             except Exception as error:  # noqa: BLE001
                 errors.append(f"reconcile raised {type(error).__name__}: {error}")
                 continue
-            settled += sum(1 for row in report if row["after"] != row["before"])
-            if all(row["after"] != row["before"] for row in report):
+            settled += sum(1 for row in rows if row["after"] != row["before"])
+            if all(row["after"] != row["before"] for row in rows):
                 break
         self.drain |= {
             "seconds": round(time.monotonic() - started, 1),
