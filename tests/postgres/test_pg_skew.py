@@ -1,4 +1,4 @@
-"""The skew experiment: its committed receipt, its check, and one real trial on each store."""
+"""The skew experiment: its committed receipt, recomputed, and one real trial on each store."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def receipt() -> dict:
 
 
 def test_the_committed_receipt_follows_from_its_trials(receipt):
-    assert skew.check(receipt) == []
+    assert skew.problems_in(receipt) == []
     assert receipt["conclusions"] == {
         "no_stale_write_accepted": True,
         "fewer_false_takeovers_on_server_time_at_every_nonzero_shift": True,
@@ -36,7 +36,7 @@ def test_the_check_catches_a_doctored_receipt(receipt):
     doctored = copy.deepcopy(receipt)
     live = next(t for t in doctored["trials"] if t["store"] == "postgres" and t["fate"] == "live")
     live["taken_after"], live["taken_at"] = 0.5, live["holder_claimed"] + 0.5
-    problems = skew.check(doctored)
+    problems = skew.problems_in(doctored)
     assert "the summary does not follow from the trials" in problems, problems
 
 

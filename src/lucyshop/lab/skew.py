@@ -353,7 +353,7 @@ def _provenance(version: str, seed: int, load_before: tuple, seconds: float) -> 
     }
 
 
-def check(receipt: dict[str, Any]) -> list[str]:
+def problems_in(receipt: dict[str, Any]) -> list[str]:
     """Recompute the summary and the conclusions from the raw trials; the mismatches."""
     problems = []
     summary = summarise(receipt["trials"])
@@ -434,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     running.add_argument("--repeats", type=int, default=2)
     running.add_argument("--seed", type=int, default=13)
     add_impl_option(running)
-    checking = commands.add_parser("check", help="recompute a receipt's figures")
-    checking.add_argument("receipt", type=Path)
+    recomputing = commands.add_parser("check", help="recompute a receipt's figures")
+    recomputing.add_argument("receipt", type=Path)
     plotting = commands.add_parser("plot", help="draw false takeovers against skew")
     plotting.add_argument("receipt", type=Path)
     plotting.add_argument("out", type=Path)
@@ -457,8 +457,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(receipt["conclusions"].values()) else 1
 
 
-def _check(args: argparse.Namespace) -> int:
-    problems = check(json.loads(args.receipt.read_text()))
+def _recompute(args: argparse.Namespace) -> int:
+    problems = problems_in(json.loads(args.receipt.read_text()))
     print("\n".join(problems) or f"{args.receipt}: every figure follows from its trials")
     return 1 if problems else 0
 
@@ -480,7 +480,7 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "check": _check, "plot": _plot, "worker": _worker}
+COMMANDS = {"run": _run, "check": _recompute, "plot": _plot, "worker": _worker}
 
 if __name__ == "__main__":
     sys.exit(main())
