@@ -12,7 +12,7 @@ and its docstring says what it proves. One PostgreSQL server (``$LUCYSHOP_PG_DSN
 embedded one, stopped at the end); each case gets a schema and a role of its own and a supplier
 process whose ledger (its own SQLite file) is read independently. The world a case runs in is
 ``lucyshop.lab.checkpoint.postgres.PgShop``; the command line, the sandboxes, the evidence and
-the judge's verdict are ``lucyshop.lab.checkpoint.runner``'s.
+the judge's result are ``lucyshop.lab.checkpoint.runner``'s.
 
 The supplier send is fenced the way exercise 7 fences a write: ``assert_current`` inside the
 transaction that records the receipt, which keeps the lease row locked until it commits.

@@ -8,7 +8,7 @@ student reads are in ``checkpoints/``; everything they stand on is here:
   and checks, and that checkpoint for the runner;
 - ``checks``: the failed check that says what differs, the refusals a stale holder must get;
 - ``rival``: the takeover between a holder check and its write, at moments this side picks;
-- ``judge``: the trusted verdict, read from the files each case kept;
+- ``judge``: the trusted result, read from the files each case kept;
 - ``demo``: ``make demo``.
 
 The holder children themselves run in the sandbox: ``lucyshop.lab.sandbox.inside``.

@@ -1,4 +1,4 @@
-"""The checkpoints' verdict, computed by a process that never imports the student's file.
+"""The checkpoints' result, computed by a process that never imports the student's file.
 
     python -m lucyshop.lab.checkpoint.judge --evidence FILE --keep DIR [--postgres]
 
@@ -232,7 +232,7 @@ CHECKS: dict[str, Check] = {
 POSTGRES_CHECKS = {case.name: pg_settled for case in ON_POSTGRES}
 
 
-# ------------------------------------------------------------------ the verdict
+# ------------------------------------------------------------------ the result
 
 
 def judge_case(

@@ -15,7 +15,7 @@ and generation it tests, where the rival was let loose, and, in the takeover's o
 transaction, the rows written by then. So ``problems_in`` reads what happened from the file alone:
 the learner tests and the checkpoint call it on the copies as they run, and the checkpoint's
 judge calls it again on the copies kept. A writer the rival never got in front of at all
-fails: nothing was judged. Raw SQL, not the student's ``claim``: this is about the writer.
+fails: nothing was tested. Raw SQL, not the student's ``claim``: this is about the writer.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CALM = "calm"
 
 
 class RivalWrong(AssertionError):
-    """What a run shows the writer did wrong, or that the rival could not judge it."""
+    """What a run shows the writer did wrong, or that the rival could not test it."""
 
 
 @dataclass
@@ -71,7 +71,7 @@ class RivalAtEveryMoment:
             contextlib.closing(sqlite3.connect(run.path)) as copy,
         ):
             source.backup(copy)
-            copy.execute("PRAGMA journal_mode = DELETE")  # one file, kept and judged whole
+            copy.execute("PRAGMA journal_mode = DELETE")  # one file, kept and read whole
             copy.execute(
                 f"CREATE TABLE {RUNS}(work_id, generation, tbl, first, took, took_sql, rows)"
             )
@@ -131,7 +131,7 @@ class RivalAtEveryMoment:
         return True
 
     def attempt(self, call: Callable[[Any], Any], what: str) -> list[Run]:
-        """Every run of ``call``, judged (``RivalWrong`` at the first wrong one): the calm one
+        """Every run of ``call``, checked (``RivalWrong`` at the first wrong one): the calm one
         writes the holder's row; wherever the rival got in, no row is written after it and
         the writer wrote first or was refused; and the rival got in somewhere."""
         calm = self.run(call, None)
@@ -184,6 +184,6 @@ def problems_in(paths: list[Path], what: str) -> list[str]:
             )
     if not took:
         problems.append(
-            f"the rival never got in, before any statement of {what}: nothing was judged"
+            f"the rival never got in, before any statement of {what}: nothing was tested"
         )
     return problems

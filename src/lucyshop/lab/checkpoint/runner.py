@@ -1,5 +1,5 @@
 """The checkpoints' runner: their command line, a sandbox per case, the evidence file, the line
-each case prints, and the judge's verdict at the end.
+each case prints, and the judge's result at the end.
 
     python checkpoints/ch13_worker_recovery.py [--impl learner|solutions|PATH]
                                                [--evidence FILE] [--lease SECONDS] [--case N]
@@ -12,7 +12,7 @@ module finds one function there for each of the checkpoint's cases (``Checkpoint
 each with a sandbox of its own whose only writable place is the case's directory, and writes
 what it observed (``Run``) and nothing else to the evidence. Whatever the student's code
 raises fails that case by name. This process never imports the student's code; still, the
-verdict that counts is the judge's, read from the evidence and the files each case kept, and
+result that counts is the judge's, read from the evidence and the files each case kept, and
 so is the exit status.
 
 Exit status: 0 every case passed, 1 a case failed, 3 the implementation is still a stub.
@@ -253,7 +253,7 @@ def run_cases(
 ) -> int:
     """Every case chosen, each with a sandbox of its own whose only writable place is the
     case's directory under ``places``' first (the second is where the sandboxes are made, the
-    third what the checkpoint's services are); then the judge's verdict, and its exit status."""
+    third what the checkpoint's services are); then the judge's result, and its exit status."""
     root, workdir, shared = places
     print(
         f"{checkpoint.title} on {checkpoint.checked(run.impl)} (lease {run.lease:g}s,"
@@ -288,7 +288,7 @@ def run_cases(
 
 
 def end_status(run: Run, evidence: Path, root: Path, checks: Mapping[str, Check]) -> int:
-    """The judge's verdict on the cases run, from the evidence and the files they kept: a case
+    """The judge's result on the cases run, from the evidence and the files they kept: a case
     the run passed but the judge does not is failed here, saying why; its exit status."""
     status, found = judge(evidence, root, checks)
     for case in found:

@@ -1,4 +1,4 @@
-"""Student code in an OS sandbox, reached over a channel; every verdict stays outside.
+"""Student code in an OS sandbox, reached over a channel; every decision stays outside.
 
 - ``jail``: the OS boundary (bubblewrap; an unprivileged user; or none, said in one line).
 - ``wire``: the framed JSON that crosses it, values by value.

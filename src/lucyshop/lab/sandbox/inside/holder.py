@@ -5,7 +5,7 @@
 
 It claims the case's work, proposes six tubs, records the operator's approval, says so in
 ``DIR/ready.json``, and then does what ``MODE`` says (``child_main``). The checkpoint
-(``checkpoints/ch13_worker_recovery.py``) kills, pauses or releases it, and judges only what
+(``checkpoints/ch13_worker_recovery.py``) kills, pauses or releases it, and trusts only what
 it reads back itself: the shop file, the supplier's ledger, and the refusals this child
 reports of its own stale writes.
 """
@@ -126,7 +126,7 @@ def refusal(write: Any) -> str:
         write()
     except NotStarted:
         raise
-    except Exception as error:  # noqa: BLE001 - reported, then judged by the parent
+    except Exception as error:  # noqa: BLE001 - reported, then checked by the parent
         return f"{type(error).__name__}: {error}"
     return ""
 

@@ -10,7 +10,7 @@ a command line any process may), for a role that may use the case's schema alone
 It claims the case's work, records in the transcript the order it means to send, says so in
 ``DIR/ready.json``, and then does what ``MODE`` says (``holder.Mode``: ``killed`` or
 ``live``). The checkpoint (``checkpoints/ch13_postgres_recovery.py``) kills or releases it,
-and judges only what it reads back itself: the tables on its own connection, the supplier's
+and trusts only what it reads back itself: the tables on its own connection, the supplier's
 ledger, and what this child reports of its own stale writes.
 """
 

@@ -4,7 +4,7 @@ the worker's clock, run statements on the worker's connection, and race claims f
 several threads.
 
 Nothing here is trusted: the student's code shares this process and may rewrite it. The
-tests judge what they read back from the database on their own connection; a worker that
+tests check what they read back from the database on their own connection; a worker that
 lies only lies about its own student's functions.
 """
 

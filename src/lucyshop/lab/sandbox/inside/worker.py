@@ -4,7 +4,7 @@ trusted side, over the channel on descriptor ``FD``.
     python -m lucyshop.lab.sandbox.inside.worker FD LOG
 
 Nothing here is trusted: the student's code shares this process and may rewrite any of it.
-That is fine, because nothing here decides anything. The trusted side judges the values it
+That is fine, because nothing here decides anything. The trusted side checks the values it
 gets back, the exceptions, and the files it reads itself; a worker that lies only lies
 about its own student's functions, and a worker that dies or hangs is ended by the caller.
 
@@ -122,7 +122,7 @@ class Worker:
         try:
             value = self.run(message)
             reply = {"op": "value", "value": self.codec.encode(value)}
-        except BaseException as error:  # noqa: BLE001 (every failure is the caller's to judge)
+        except BaseException as error:  # noqa: BLE001 (every failure is the caller's to weigh)
             reply = {"op": "error", "error": wire.describe(error, STUDENT_DIRS)}
         wire.send(self.channel, reply | {"id": message.get("id")})  # the request it answers
 
