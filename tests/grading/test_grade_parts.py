@@ -25,7 +25,7 @@ from lucyshop.lab.check.results import Row
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.grade import rubric, submissions
-from lucyshop.lab.grade.__main__ import main as grade_main
+from lucyshop.lab.grade.__main__ import main
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS
 from lucyshop.lab.grade.gradescope import autograder
@@ -433,7 +433,7 @@ def test_the_command_grades_a_class_and_prints_one_line_per_student(tmp_path, ca
     hand_ins = tmp_path / "hand-ins"
     (hand_ins / "ana").mkdir(parents=True)
     (hand_ins / "bo.py").write_text("")
-    assert grade_main([str(hand_ins), "--no-progress"]) == 0
+    assert main([str(hand_ins), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "ana" in printed and "NO FILE" in printed and "EMPTY" in printed
     assert (tmp_path / "hand-ins-grades" / "grades.csv").is_file()
@@ -442,6 +442,6 @@ def test_the_command_grades_a_class_and_prints_one_line_per_student(tmp_path, ca
 @pytest.mark.parametrize("extra", [["--jobs", "0"], ["--timeout", "-1"], ["--rubric", "nope"]])
 def test_the_command_refuses_bad_options_with_exit_2(tmp_path, capsys, extra):
     (tmp_path / "bo.py").write_text("")
-    assert grade_main([str(tmp_path), *extra]) == 2
+    assert main([str(tmp_path), *extra]) == 2
     assert capsys.readouterr().err.startswith("make grade: ")
     assert not (tmp_path.with_name(f"{tmp_path.name}-grades")).exists()

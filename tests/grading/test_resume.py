@@ -23,7 +23,7 @@ from grading_class import STUBS, stubs_with
 from lucyshop.lab.check.results import Row
 from lucyshop.lab.checkpoint.judge import Case
 from lucyshop.lab.grade import rubric, store, submissions
-from lucyshop.lab.grade.__main__ import main as grade_main
+from lucyshop.lab.grade.__main__ import main
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.services.processes import processes_mentioning
@@ -134,13 +134,13 @@ def quick_class(directory: Path) -> Path:
 def test_a_rerun_skips_what_is_kept_and_force_regrades(tmp_path, capsys):
     hand_ins, out = quick_class(tmp_path / "class"), tmp_path / "grades"
     argv = [str(hand_ins), "--out", str(out), "--no-progress"]
-    assert grade_main(argv) == 0
+    assert main(argv) == 0
     first = kept_files(out)
     assert len(first) == 2 and "skipped" not in capsys.readouterr().out
-    assert grade_main(argv) == 0
+    assert main(argv) == 0
     assert "skipped 2 of 2 hand-ins already graded" in capsys.readouterr().out
     assert kept_files(out) == first
-    assert grade_main([*argv, "--force"]) == 0
+    assert main([*argv, "--force"]) == 0
     assert "skipped" not in capsys.readouterr().out
     assert all(kept_files(out)[name] != first[name] for name in first), "--force regrades"
 
@@ -148,12 +148,12 @@ def test_a_rerun_skips_what_is_kept_and_force_regrades(tmp_path, capsys):
 def test_a_changed_file_or_rubric_is_graded_again(tmp_path, capsys):
     hand_ins, out = quick_class(tmp_path / "class"), tmp_path / "grades"
     argv = [str(hand_ins), "--out", str(out), "--no-progress"]
-    assert grade_main(argv) == 0
+    assert main(argv) == 0
     (hand_ins / "bo.py").write_text("\n")  # still empty, but not the same file
     capsys.readouterr()
-    assert grade_main(argv) == 0
+    assert main(argv) == 0
     assert "skipped 1 of 2" in capsys.readouterr().out
-    assert grade_main([*argv, "--timeout", "123"]) == 0  # another rubric: everyone again
+    assert main([*argv, "--timeout", "123"]) == 0  # another rubric: everyone again
     assert "skipped" not in capsys.readouterr().out
 
 

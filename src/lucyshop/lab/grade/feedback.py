@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lucyshop.lab.check import subjects
 from lucyshop.lab.check.results import Row, printable
-from lucyshop.lab.check.subjects import EXERCISES as EXERCISE_ROWS
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Score
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
@@ -32,7 +32,7 @@ STUDENT_EXERCISES = f"learner/{EXERCISES}"
 STUDENT_POSTGRES = f"learner/{POSTGRES}"
 # The exercise rows each file the student may leave out holds.
 ROWS_OF = {
-    EXERCISES: tuple(row.label for row in EXERCISE_ROWS if row.label != PG_EXERCISE),
+    EXERCISES: tuple(row.label for row in subjects.EXERCISES if row.label != PG_EXERCISE),
     POSTGRES: (PG_EXERCISE,),
 }
 _EXERCISE_LINE = re.compile(r"^  (exercise \d+) ")

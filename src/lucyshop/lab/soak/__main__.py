@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab import soak
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import (
     ImplementationError,
@@ -22,7 +23,6 @@ from lucyshop.lab.loader import (
     load_impl,
 )
 from lucyshop.lab.services.processes import end_children_on_sigterm
-from lucyshop.lab.soak import __doc__ as ABOUT
 from lucyshop.lab.soak.chaos import CHAOS_EVERY, PAUSE_SHARE, Config, Soak
 from lucyshop.lab.soak.invariants import findings
 from lucyshop.lab.soak.report import facts, print_report, rerun_command, write_report
@@ -36,7 +36,7 @@ ENDED = "every process this soak started has been ended"
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lucyshop.lab.soak", description=ABOUT.split("\n", 1)[0]
+        prog="python -m lucyshop.lab.soak", description=soak.__doc__.split("\n", 1)[0]
     )
     parser.add_argument(
         "--seconds", type=float, default=120.0, help="seconds of chaos (default 120)"

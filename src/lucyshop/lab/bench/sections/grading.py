@@ -8,8 +8,8 @@ import argparse
 from typing import Any
 
 from lucyshop.lab.bench.stats import Target
+from lucyshop.lab.grade import speed
 from lucyshop.lab.grade.speed import CLASS
-from lucyshop.lab.grade.speed import measure as grade_class
 
 NAME = "grading"
 LIMIT = 360.0  # seconds for 8 submissions on 2 cores (issue 18)
@@ -19,7 +19,7 @@ PROJECTED = f"projected_seconds_for_{CLASS}_cpu_bound"
 
 
 def measure(options: argparse.Namespace) -> dict[str, Any]:
-    return grade_class(count=8, exercises=True)
+    return speed.measure(count=8, exercises=True)
 
 
 def lines(result: dict[str, Any]) -> list[str]:
