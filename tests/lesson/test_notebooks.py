@@ -280,14 +280,14 @@ def test_jupyterlab_draws_every_diagram_and_plot_and_runs_all_on_the_stubs(tmp_p
 def test_without_the_model_a_turn_replays_the_stored_replies(monkeypatch):
     """`make lab` alone installs no model: the owned loop's cell replays what the model said
     when the notebook was executed, and says how to build it."""
-    from lucyshop.lab.lesson import show as lesson
+    from lucyshop.lab.lesson import show
     from lucyshop.models import ModelUnavailable
 
     def not_built(**_):
         raise ModelUnavailable("install the model extra")
 
-    monkeypatch.setattr(lesson, "EmbeddedModel", not_built)
-    model, which = lesson.turn_model("owned_loop")
+    monkeypatch.setattr(show, "EmbeddedModel", not_built)
+    model, which = show.turn_model("owned_loop")
     assert "make model" in which
     stored = json.loads((ROOT / "notebooks" / "stored" / "owned_loop.json").read_text())
     replies = [model.chat([{"role": "user", "content": "?"}]) for _ in stored]
@@ -632,12 +632,12 @@ def test_a_reveal_shows_its_answer_only_beside_a_written_guess(notebook, own_tmp
 
 
 def test_a_written_prediction_is_compared_in_one_line(capsys):
-    from lucyshop.lab.lesson import show as lesson
+    from lucyshop.lab.lesson import show
 
-    lesson.predicted(None, 13, "false expiries of 20")
-    lesson.predicted(12, 13, "false expiries of 20")
-    lesson.predicted(5, 13, "false expiries of 20")
-    lesson.predicted(0.07, 0.0739, "P(13 of 20)", source="computed")
+    show.predicted(None, 13, "false expiries of 20")
+    show.predicted(12, 13, "false expiries of 20")
+    show.predicted(5, 13, "false expiries of 20")
+    show.predicted(0.07, 0.0739, "P(13 of 20)", source="computed")
     assert messages(capsys.readouterr().out) == [
         (
             "false expiries of 20: no guess yet: write yours in the cell above, then run this"
@@ -686,11 +686,11 @@ def test_the_trade_off_plot_shows_both_errors_with_intervals_on_its_counts():
     two panels side by side, each with a title and a legend of at least 9 pt: false expiry with
     each count's 95% Wilson interval (13 of 20: 0.433 to 0.819; 0 of 20: 0 to 0.161), and
     detection delay (the formula and the measured mean)."""
-    from lucyshop.lab.lesson import show as lesson
+    from lucyshop.lab.lesson import show
 
-    assert [round(x, 3) for x in lesson.wilson(13, 20)] == [0.433, 0.819]
-    assert [round(x, 3) for x in lesson.wilson(0, 20)] == [0.0, 0.161]
-    assert [round(x, 3) for x in lesson.wilson(20, 20)] == [0.839, 1.0]
+    assert [round(x, 3) for x in show.wilson(13, 20)] == [0.433, 0.819]
+    assert [round(x, 3) for x in show.wilson(0, 20)] == [0.0, 0.161]
+    assert [round(x, 3) for x in show.wilson(20, 20)] == [0.839, 1.0]
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
     plot = next(c for c in code_cells(notebook) if "lesson.outlive_steps" in c.source)
     for needed in ("lesson.wilson(", "errorbar(", "plt.subplots(1, 2", "measured_mean_delay"):
@@ -796,14 +796,14 @@ def test_wrap_breaks_at_word_boundaries_and_indents_what_follows():
 
 
 def test_fishers_exact_test_matches_known_values():
-    from lucyshop.lab.lesson import show as lesson
+    from lucyshop.lab.lesson import show
 
     # SciPy 1.x: fisher_exact([[3, 7], [7, 3]]) p = 0.17889..., [[20, 20], [39, 21]] 0.15128
-    assert round(lesson.fisher_exact(3, 10, 7, 10), 5) == 0.17890
-    assert round(lesson.fisher_exact(20, 40, 39, 60), 5) == 0.15128
-    assert lesson.fisher_exact(5, 10, 5, 10) == pytest.approx(1.0)
+    assert round(show.fisher_exact(3, 10, 7, 10), 5) == 0.17890
+    assert round(show.fisher_exact(20, 40, 39, 60), 5) == 0.15128
+    assert show.fisher_exact(5, 10, 5, 10) == pytest.approx(1.0)
     with pytest.raises(ValueError):
-        lesson.fisher_exact(11, 10, 0, 10)
+        show.fisher_exact(11, 10, 0, 10)
 
 
 def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_lease():
@@ -811,10 +811,10 @@ def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_l
     beyond the median lease (the share false expiry counts). Now 13a compares that share, pilot
     against trials, counted from the receipt's raw turns, with Fisher's exact test; Mann-Whitney
     is only in the appendix, defined there."""
-    from lucyshop.lab.lesson import show as lesson
+    from lucyshop.lab.lesson import show
 
     receipt = json.loads((ROOT / "evidence" / "ch13-leases-receipt.json").read_text())
-    shares = lesson.tail_shares(receipt)
+    shares = show.tail_shares(receipt)
     lease = receipt["figures"]["false_expiry"]["median"]["lease"]
     pilot = [t["seconds"] for t in receipt["observations"]["pilot"]]
     trials = [
@@ -824,7 +824,7 @@ def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_l
     ]
     assert shares["pilot"] == (sum(t > lease for t in pilot), len(pilot))
     assert shares["trials"] == (sum(t > lease for t in trials), len(trials))
-    assert shares["p_value"] == lesson.fisher_exact(*shares["pilot"], *shares["trials"])
+    assert shares["p_value"] == show.fisher_exact(*shares["pilot"], *shares["trials"])
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
     alike = sections(notebook)["Were the pilot and the trials measured alike?"]
     source = "\n".join(c.source for c in alike)

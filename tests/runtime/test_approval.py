@@ -14,7 +14,6 @@ from dataclasses import replace
 import pytest
 from shop_fixtures import VANILLA, VANILLA_CENTS, dead_endpoint
 
-from lucyshop import proposal as proposals
 from lucyshop.approval import (
     SpendingPolicy,
     account,
@@ -27,6 +26,7 @@ from lucyshop.approval import (
 )
 from lucyshop.lab.given.orders import OPERATOR  # the conftest policy's only operator
 from lucyshop.lab.services.suppliers import supplier_process
+from lucyshop.proposal import amount_cents, digest, operation_id
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 SUPPLIER = "dairy"  # the fake's identity, and supplier_process's default
@@ -69,7 +69,7 @@ def receipt_for(order, status="ACCEPTED"):
 
 
 def test_the_fixture_amount_is_what_the_proposal_costs():
-    assert proposals.amount_cents(VANILLA) == VANILLA_CENTS
+    assert amount_cents(VANILLA) == VANILLA_CENTS
 
 
 # ---------------------------------------------------------------- SpendingPolicy
@@ -113,7 +113,7 @@ def test_the_holder_proposes_a_draft_with_its_canonical_proposal_digest_and_amou
     assert row == order
     assert (row["work_id"], row["supplier"], row["status"]) == (held.work_id, SUPPLIER, "DRAFT")
     assert row["proposal"] == '{"quantity":6,"sku":"vanilla-tub","unit_cents":450}'
-    assert row["digest"] == proposals.digest(VANILLA)
+    assert row["digest"] == digest(VANILLA)
     assert row["amount_cents"] == VANILLA_CENTS
     assert (row["approved_by"], row["approval_expires"], row["receipt"]) == (None, None, None)
     assert account(db) == money()
@@ -126,7 +126,7 @@ def test_the_operation_id_is_derived_from_work_target_and_canonical_proposal(ch1
     b = draft(db, second)
     c = draft(db, first, supplier="bakery")
     d = draft(db, first, {**VANILLA, "quantity": 7})
-    assert a["operation"] == proposals.operation_id(first.work_id, SUPPLIER, VANILLA)
+    assert a["operation"] == operation_id(first.work_id, SUPPLIER, VANILLA)
     assert a["operation"].startswith("op-")
     assert len({a["operation"], b["operation"], c["operation"], d["operation"]}) == 4
 
@@ -297,7 +297,7 @@ def test_approval_is_refused_to_someone_not_on_the_allowlist(
 def test_approval_of_another_digest_is_refused(ch11_shop, hold, policy, refused_approval):
     db, _ = ch11_shop
     order = draft(db, hold())
-    other = proposals.digest({**VANILLA, "quantity": 60})
+    other = digest({**VANILLA, "quantity": 60})
     refused_approval(order["order_id"], digest=other, policy=policy, match="digest")
 
 
