@@ -129,7 +129,7 @@ class _ImportBlocker:
             )
 
 
-# Audit events the blocker judges; every other event returns after one set lookup.
+# Audit events the blocker vets; every other event returns after one set lookup.
 _QUERY = "lucyshop.reference_blocked"
 _PROCESS_EVENTS = frozenset(
     {
@@ -267,7 +267,7 @@ def _screen_event(
     _frame=_student_frame,
     _error=ReferenceBlocked,
 ) -> None:
-    """Every judged event but ``open``: processes, native code, patched code, kit files."""
+    """Every vetted event but ``open``: processes, native code, patched code, kit files."""
     if event == "object.__setattr__":
         if args[1] in _GUARDED_ATTRIBUTES and getattr(args[0], "__module__", "") == __name__:
             raise _error(f"reference blocked: the blocker's {args[1]} may not change")
@@ -275,7 +275,7 @@ def _screen_event(
         if _getframe(2).f_code.co_filename in block.students:  # the frame that made the call
             raise _error(f"reference blocked: your code may not use ctypes ({event})")
     elif event in _CHANGE_EVENTS:
-        if args and isinstance(args[0], int):  # by descriptor: no path to judge, so only the kit
+        if args and isinstance(args[0], int):  # by descriptor: no path to vet, so only the kit
             if _frame(block):
                 raise _error(
                     f"reference blocked: your code may not change a file by descriptor ({event})"
