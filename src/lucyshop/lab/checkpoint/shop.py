@@ -23,12 +23,9 @@ from lucyshop.lab.checkpoint.cases import CaseId
 from lucyshop.lab.checkpoint.checks import child_record, expect
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
-from lucyshop.lab.sandbox import Remote, Sandbox, sandboxed_shop
+from lucyshop.lab.sandbox import Remote, Sandbox, relay, sandboxed_shop
 from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
-from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE
-from lucyshop.lab.sandbox.relay import NAME as RELAY_NAME
-from lucyshop.lab.sandbox.relay import Relay
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     is_stopped,
@@ -52,7 +49,7 @@ class Holding:
 
     def __init__(self, run: Run, box: Sandbox, directory: Path, case: CaseId) -> None:
         self.run, self.box, self.directory, self.case = run, box, directory, case
-        self.relay: Relay | None = None
+        self.relay: relay.Relay | None = None
         self.err = kept_directory(directory) / "child.err"  # out of the sandbox's reach
 
     def event(self, what: str, **facts: Any) -> None:
@@ -86,9 +83,9 @@ class Holding:
         command += ["--lease", str(self.run.lease), "--timeout", str(self.run.client_timeout)]
         shown = list(shown)
         if jail.mode == "bwrap":  # no network in there: the supplier through a relay
-            self.relay = Relay(urlsplit(self.supplier.endpoint).port)
-            command += ["--relay", str(RELAY_INSIDE / RELAY_NAME)]
-            shown.append((self.relay.directory, RELAY_INSIDE))
+            self.relay = relay.Relay(urlsplit(self.supplier.endpoint).port)
+            command += ["--relay", str(relay.INSIDE / relay.NAME)]
+            shown.append((self.relay.directory, relay.INSIDE))
         with open(self.err, "w") as stderr:  # the child writes through the descriptor
             child = self.children.spawn(jail.argv(command, shown), env=jail.env(env), stderr=stderr)
         ready = child_record(child, self.directory / "ready.json", DEADLINE, self.box.shown)

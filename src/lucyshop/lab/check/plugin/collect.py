@@ -32,8 +32,7 @@ import pytest
 
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ImplementationError, after_load, chapter_of
-from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
-from lucyshop.lab.sandbox.errors import TimedOutBefore as SandboxTimedOutBefore
+from lucyshop.lab.sandbox.errors import CallTimedOut, TimedOutBefore, WorkerDied
 
 MESSAGE_CHARS = 200
 LEARNER_TIMEOUT = 30.0  # seconds for one learner test
@@ -48,14 +47,6 @@ _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
 def deadline_of(nodeid: str, default: float = LEARNER_TIMEOUT) -> float:
     """The deadline of one test, in seconds (the report's watchdog uses the same)."""
     return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, default)
-
-
-class TimedOutBefore(RuntimeError):
-    """A function that already hung or ended the test process, failing fast in later tests."""
-
-    def __init__(self, function: str) -> None:
-        self.function = function
-        super().__init__(f"{function}() hung or ended the process in an earlier test")
 
 
 class StoppedTheRun(RuntimeError):
@@ -154,7 +145,7 @@ def describe(
     if isinstance(error, (CallTimedOut, WorkerDied)):  # in the sandbox: the worker was ended
         found = {"message": one_line(str(error)), "hung": error.function, "not_started": None}
         return found | ({"timed_out": error.seconds} if isinstance(error, CallTimedOut) else {})
-    if isinstance(error, (TimedOutBefore, SandboxTimedOutBefore)):
+    if isinstance(error, TimedOutBefore):
         return {"message": str(error), "blocked_by": error.function, "not_started": None}
     if isinstance(error, (AssertionError, pytest.fail.Exception)):
         return {"message": one_line(str(error)) or "an expectation failed", "not_started": None}

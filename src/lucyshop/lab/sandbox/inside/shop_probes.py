@@ -169,9 +169,9 @@ def database_file(connection: sqlite3.Connection) -> str:
 
 def connect(path: str) -> sqlite3.Connection:
     """The runtime's own connection to a shop file, made in here (a test's second writer)."""
-    from lucyshop.store import connect as runtime_connect
+    from lucyshop import store
 
-    return runtime_connect(path)
+    return store.connect(path)
 
 
 class _Refusals:
