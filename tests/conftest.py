@@ -5,7 +5,7 @@ the shop fixtures every suite shares (``shop_fixtures``: ``supplier``, ``shared_
 
 ``make check`` never loads this file: its pytest children load the chapter plugin themselves
 and stop looking for conftests below tests/ (``lucyshop.lab.check.suites``), so what is here
-judges the kit's own tests only.
+serves the kit's own tests only.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
     return [
         (LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
         (JEQ_K, 1, 0, arch),
-        (RET_K, 0, 0, RET_ALLOW),  # another arch's call: not ours to judge
+        (RET_K, 0, 0, RET_ALLOW),  # another arch's call: not ours to refuse
         (LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
         (JEQ_K, 0, 1, clone3),
         (RET_K, 0, 0, RET_ERRNO | ENOSYS),

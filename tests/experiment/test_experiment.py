@@ -102,7 +102,7 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
 ) -> None:
     """Blocked turns 10% slower, with figures consistent with them: only the target fails."""
     receipt = json.loads(quick_receipt.read_text())
-    receipt["settings"]["quick"] = False  # a quick run's overhead is reported, not judged
+    receipt["settings"]["quick"] = False  # a quick run's overhead is only reported
     overhead = receipt["provenance"]["blocker_overhead"]
     for slow, fast in zip(overhead["blocked"], overhead["plain"], strict=True):
         slow["seconds"] = fast["seconds"] * 1.1

@@ -423,7 +423,7 @@ def test_run_autograder_grades_the_submission_from_its_own_copy_of_the_kit(tmp_p
     assert tests["percentile"]["status"] == "failed"
     assert 0 < document["score"] < 100
     assert document["extra_data"]["similarity_to_reference"] >= 0.9
-    assert f"kit at {root / 'source' / 'kit'}" in done.stdout  # the zip's kit judged it, not ours
+    assert f"kit at {root / 'source' / 'kit'}" in done.stdout  # the zip's kit graded it, not ours
 
 
 # ---------------------------------------------------------------- the command

@@ -897,7 +897,7 @@ def test_13b_calls_recover_once_in_the_kernel_and_a_stub_says_so_in_one_line():
 # surprising" beside P = 0.009; a lease of "about 9.8 s" printed as 8.315 s). Now the sentences
 # that state or judge a kit figure are printed by lucyshop.lab.lesson.story from the receipt;
 # what prose remains is held here: 13a's prose may quote no number the chapter does not (bar
-# the few constants below, none of them measured), and each judgement a notebook still makes in
+# the few constants below, none of them measured), and each claim a notebook still makes in
 # prose about a measured result is listed with the condition on the receipts that makes it true.
 
 CHAPTER = ROOT.parent / "shared" / "chapter13.txt"
@@ -946,7 +946,7 @@ def _rules(r: dict) -> dict:
     return r["leases"]["figures"]["false_expiry"]
 
 
-# (notebook, a phrase of its prose that judges a measured result, what must hold for it)
+# (notebook, a phrase of its prose that weighs a measured result, what must hold for it)
 PROSE_CLAIMS = [
     (
         "13a",
@@ -1084,7 +1084,7 @@ def test_13a_prose_quotes_no_figure_of_the_kits_own():
     assert foreign == []
 
 
-def test_every_judgement_in_prose_holds_on_the_receipts():
+def test_every_claim_in_prose_holds_on_the_receipts():
     found = receipts()
     for stem, phrase, _ in PROSE_CLAIMS:
         notebook = next(p for p in NOTEBOOKS if p.stem.startswith(stem))
@@ -1109,7 +1109,7 @@ def test_a_re_measured_receipt_that_contradicts_the_prose_fails():
 
 
 def test_the_sentences_about_the_receipt_follow_the_receipt():
-    """13a's judgements printed by code change with the receipt: the p90 count is surprising
+    """13a's weighings printed by code change with the receipt: the p90 count is surprising
     at p 0.011 and ordinary at p 0.5; slower trials are called slower, alike ones alike."""
     from lucyshop.lab.lesson import story
 
