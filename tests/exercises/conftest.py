@@ -29,7 +29,7 @@ import json
 import os
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -146,6 +146,18 @@ def trusted_run(
         yield leases, scratch, Path(kept)
 
 
+def shop_opener(leases: Remote) -> Callable[[Path], tuple[sqlite3.Connection, Remote]]:
+    """How a trusted run opens a shop in a directory it made in the shared one: the directory
+    handed to the sandbox (its own uid, in user mode), then the answers' ``open_worker_shop``
+    there, paired with a connection of ours."""
+
+    def open_shop(path: Path) -> tuple[sqlite3.Connection, Remote]:
+        leases._sandbox.share(path.parent)
+        return sandboxed_shop(leases, path)
+
+    return open_shop
+
+
 @pytest.fixture(scope="module")
 def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """Exercise 5 measured by the trusted side itself, quick, on the scripted model: the
@@ -161,12 +173,6 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """
     answers = request.config.stash[IMPL_PATH].parent / EXERCISES
     with trusted_run(request, tmp_path_factory, "renewed") as (leases, shops, kept):
-        box = leases._sandbox
-
-        def open_shop(path: Path) -> tuple[sqlite3.Connection, Remote]:
-            box.share(path.parent)  # a phase's own directory, made here
-            return sandboxed_shop(leases, path)
-
         yield exercise_runs.renewal(
             kept / "receipt.json",
             answers=answers,
@@ -175,7 +181,7 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             workdir=kept / "work",
             leases=leases,
             shops=shops,
-            open_shop=open_shop,
+            open_shop=shop_opener(leases),
         )
 
 
@@ -212,7 +218,7 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             ollama=False,
             leases=leases,
             kept=kept,
-            open_shop=lambda path: sandboxed_shop(leases, path),
+            open_shop=shop_opener(leases),
         )
 
 
