@@ -20,7 +20,7 @@ LONGEST_FIRST = (  # by each file's time in a whole run (pytest --durations), lo
     "judge/test_bounded.py",
     "check/test_learner_mutants.py",
     "judge/test_hostile.py",
-    "test_checkpoint.py",
+    "checkpoint/test_checkpoint.py",
     "grading/test_grade_parts.py",
     "grading/test_grade_postgres.py",
     "judge/test_chatty.py",

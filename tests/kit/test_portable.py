@@ -107,7 +107,7 @@ def test_the_process_checks_pass_with_proc_unreadable_to_the_kit(tmp_path):
     result = guarded_pytest(
         tmp_path,
         "tests/runtime/test_process_queries.py",
-        *(f"tests/test_status.py::{name}" for name in LIVENESS),
+        *(f"tests/runtime/test_status.py::{name}" for name in LIVENESS),
         "-rA",
         str(probes / "test_scan.py"),
         kit=(probes,),
@@ -116,7 +116,7 @@ def test_the_process_checks_pass_with_proc_unreadable_to_the_kit(tmp_path):
     assert result.returncode == 1, out[-4000:] + result.stderr[-2000:]
     assert re.search(r"\b1 failed, \d+ passed", out), out[-2000:]
     for name in LIVENESS:  # each ran under the guard, and passed
-        assert f"PASSED tests/test_status.py::{name}" in out, out[-2000:]
+        assert f"PASSED tests/runtime/test_status.py::{name}" in out, out[-2000:]
     assert "::test_scan - PermissionError: the kit itself read /proc" in out, out[-2000:]
 
 

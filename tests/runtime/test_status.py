@@ -3,12 +3,12 @@ read from real records.
 
 The shop is built with the reference solutions and injected time (``now=``), and the report
 runs with the hidden ``--now``, so the screen is the same on every run and can be compared
-with ``tests/expected/status.txt`` (and ``status.json``). Each command runs as a real
+with ``tests/runtime/expected/status.txt`` (and ``status.json``). Each command runs as a real
 ``python -m lucyshop`` process in the shop's directory, naming the shop ``shop.db``.
 
 After a deliberate change to the report, rewrite the expectations and read the diff:
 
-    UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/test_status.py
+    UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/runtime/test_status.py
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.services.processes import processes_mentioning
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
 PG_CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 CASES_MODULE = ROOT / "src" / "lucyshop" / "lab" / "checkpoint" / "cases.py"
