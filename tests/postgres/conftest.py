@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -49,10 +48,6 @@ from lucyshop.lab.services.postgres import (
     scratch_schema,
     student_role,
 )
-
-# The test modules import the helpers below as ``from pg_support import ...`` (see the same
-# line in tests/learner/conftest.py for why not ``from conftest import``).
-sys.modules["pg_support"] = sys.modules[__name__]
 
 # The modules that test the student's file, each named after its function; the others
 # (checkpoint, server, skew) test the kit.
@@ -240,33 +235,3 @@ def shifted(request: pytest.FixtureRequest, clock_box: PgSandbox, pg_file: Path,
     for connection in opened:
         with contextlib.suppress(CallTimedOut, WorkerDied):
             clock_box.probes().close(connection)
-
-
-def lease(conn, work_id: int) -> dict[str, Any]:
-    """The lease row, with ``left``: seconds until it expires by the server's clock."""
-    return conn.execute(
-        "SELECT owner, generation, expires,"
-        " extract(epoch FROM expires - clock_timestamp())::float AS left"
-        " FROM leases WHERE work_id = %s",
-        (work_id,),
-    ).fetchone()
-
-
-def state(conn, work_id: int) -> str:
-    return conn.execute("SELECT state FROM work WHERE work_id = %s", (work_id,)).fetchone()["state"]
-
-
-def expire(conn, work_id: int) -> None:
-    """Move the lease's expiry one second into the server's past (no waiting, no client clock)."""
-    conn.execute(
-        "UPDATE leases SET expires = clock_timestamp() - interval '1 second' WHERE work_id = %s",
-        (work_id,),
-    )
-
-
-def table(conn, name: str) -> list[dict[str, Any]]:
-    return conn.execute(f"SELECT * FROM {name} ORDER BY 1").fetchall()
-
-
-def snapshot(conn) -> dict[str, list[dict[str, Any]]]:
-    return {name: table(conn, name) for name in ("work", "leases", "transcript", "outcomes")}
