@@ -20,10 +20,11 @@ import pytest
 
 from lucyshop.lab import check
 from lucyshop.lab.check import results, suites
-from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, PG_FILE, shown, subjects
+from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, shown, subjects
 from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.lesson.inline import pg_checker
+from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.services import postgres
 
 # Module fixtures run whole suites (a whole report), beside burners too: past the 600 s default.

@@ -243,3 +243,38 @@ table = f"  {mark}  {case.case} {case.name}: {case.message}"
 row = f"{label}: {status} ({passed}/{total} checks)"
 """
     assert result_line_formatters(planted) == [2, 3, 4, 5]
+
+
+STUDENT_FILE_NAMES = {"ch13_leases.py", "exercises.py", "ch13_postgres.py"}
+# Where a student file's name may still be written out: its home, and two files whose sources
+# receipts pin (the Part A drivers, the Gradescope image proof), re-measured only with time.
+NAMED_AT_HOME = {
+    "src/lucyshop/lab/loader.py",
+    "src/lucyshop/lab/experiment/sandboxed.py",
+    "src/lucyshop/lab/grade/gradescope/stockimage.py",
+}
+
+
+def file_names_written(source: str) -> list[int]:
+    """Lines of ``source`` with a string that is exactly a student file's name."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and node.value in STUDENT_FILE_NAMES
+    ]
+
+
+def test_the_student_files_names_are_written_in_the_loader_alone() -> None:
+    """``loader.CHAPTER``, ``EXERCISES``, ``PG_FILE`` (and ``STUDENT_FILES``): the kit's code
+    names a student's file through them."""
+    found = {
+        where: lines
+        for path in CODE
+        if (where := path.relative_to(ROOT).as_posix()) not in NAMED_AT_HOME
+        and (lines := file_names_written(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_a_student_files_name_written_again_would_be_found() -> None:
+    assert file_names_written('PG = "ch13_postgres.py"\nDOC = "see exercises.py"\n') == [1]

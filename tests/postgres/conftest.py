@@ -38,8 +38,9 @@ from lucyshop.lab.check.plugin.chapter import IMPL_PATH, budget
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
+from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
-from lucyshop.lab.sandbox.postgres.box import PG_FILE, PgSandbox, paired, pg_sandbox
+from lucyshop.lab.sandbox.postgres.box import PgSandbox, paired, pg_sandbox
 from lucyshop.lab.services.postgres import (
     missing,
     missing_for_tests,

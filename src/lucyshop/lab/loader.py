@@ -25,6 +25,8 @@ SOLUTIONS = ROOT / "solutions"
 MODULE = "ch13_leases"
 CHAPTER = f"{MODULE}.py"
 EXERCISES = "exercises.py"  # the answers, beside their chapter file
+PG_FILE = "ch13_postgres.py"  # exercise 7, beside it too
+STUDENT_FILES = (CHAPTER, EXERCISES, PG_FILE)  # what a student writes, by these names
 IMPLEMENTATIONS = {"learner": ROOT / "learner" / CHAPTER, "solutions": SOLUTIONS / CHAPTER}
 BLOCKED_ENV = (
     "LUCYSHOP_BLOCKED"  # set by block_for; a child that loads an implementation blocks too
@@ -363,5 +365,5 @@ def block_for(spec: str | os.PathLike | None = None) -> None:
     """
     path = impl_path(spec)
     os.environ[BLOCKED_ENV] = str(path)
-    beside = [path.parent / "exercises.py", path.parent / "ch13_postgres.py"]
+    beside = [path.parent / EXERCISES, path.parent / PG_FILE]
     block_reference(allow=[path, *beside], students=[path, beside[1]])

@@ -15,8 +15,9 @@ import ast
 from pathlib import Path
 from typing import NamedTuple
 
+from lucyshop.lab import loader
 from lucyshop.lab.given.stubs import functions_in, is_stub_node, stub_section
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import PG_FILE, ROOT
 from lucyshop.lab.services import postgres
 from lucyshop.lab.statuses import Status
 
@@ -52,7 +53,6 @@ FUNCTIONS: tuple[str, ...] = (
 SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
 # Exercise 7: the chapter's leases on PostgreSQL, in ch13_postgres.py beside the chapter file.
 # Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.
-PG_FILE = "ch13_postgres.py"
 PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
 PG_PREFIX = f"{Path(PG_FILE).stem}."  # how a stub of exercise 7 is named among the others
 PG_STUBS = tuple(f"{PG_PREFIX}{name}" for name in PG_FUNCTIONS)
@@ -140,7 +140,7 @@ def all_stubs(path: Path) -> dict[str, str | None]:
     those of the ``ch13_postgres.py`` beside them as ``ch13_postgres.<name>``."""
     pg = stubs_in(path.with_name(PG_FILE))
     pg = {f"{PG_PREFIX}{name}": section for name, section in pg.items()}
-    return stubs_in(path) | stubs_in(path.with_name("exercises.py")) | pg
+    return stubs_in(path) | stubs_in(path.with_name(loader.EXERCISES)) | pg
 
 
 def not_started(section: str | None) -> str:

@@ -4,8 +4,8 @@ Everything else reads them from here: both checkpoints (``checkpoints/ch13_worke
 defines one function per case, named after it, whose docstring says what the case proves;
 ``checkpoints/ch13_postgres_recovery.py`` the same for the cases ``ON_POSTGRES`` lists), the
 runner, the judge, the rubric's count of cases, the demo, the lesson and the tests.
-``tests/checkpoint/test_checkpoint.py::test_the_case_list_is_stated_once`` fails if another file states
-the list, a case's name, tag or holder mode, its number, or the count again.
+``tests/checkpoint/test_checkpoint.py::test_the_case_list_is_stated_once`` fails if another file
+states the list, a case's name, tag or holder mode, its number, or the count again.
 """
 
 from __future__ import annotations

@@ -29,12 +29,12 @@ from lucyshop.lab.checkpoint.shop import ASSIGNMENT, Holding
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.orders import OWNER, VANILLA
+from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
 from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.inside.pg_holder import DSN_ENV
 from lucyshop.lab.sandbox.postgres.box import (
     INSIDE,
-    PG_FILE,
     PgSandbox,
     paired,
     pg_sandbox,

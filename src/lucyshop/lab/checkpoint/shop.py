@@ -23,6 +23,7 @@ from lucyshop.lab.checkpoint.cases import CaseId
 from lucyshop.lab.checkpoint.checks import child_record, expect
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
+from lucyshop.lab.loader import CHAPTER
 from lucyshop.lab.sandbox import Remote, Sandbox, relay, sandboxed_shop
 from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
@@ -128,7 +129,7 @@ class Shop(Holding):
         approved work."""
         jail = self.box.jail
         argv = ["--shop", str(self.directory / "shop.db")]
-        env = {IMPL_ENV: str(jail.inside(jail.staged / "ch13_leases.py"))}
+        env = {IMPL_ENV: str(jail.inside(jail.staged / CHAPTER))}
         child, ready = self.spawn_holder(HOLDER, argv, env, [])
         self.event(
             "holder ready",

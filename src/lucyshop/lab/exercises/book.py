@@ -28,7 +28,7 @@ from typing import Any
 from lucyshop.lab.exercises import receipts as exercise_receipts
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import EXERCISES, ROOT
 from lucyshop.lab.model.backend import BACKENDS
 from lucyshop.lab.services.processes import end_children_on_sigterm
 from lucyshop.lab.statuses import Mark, result_line
@@ -52,7 +52,7 @@ def receipt_path(path: str | Path, exercise: str, out: Path | None) -> Path:
     file; the kit's ``evidence/`` only for the reference's own file. A learner's ``out`` inside
     ``evidence/`` is refused (ValueError)."""
     answers = Path(path).resolve()
-    reference = answers == (ROOT / "solutions" / "exercises.py").resolve()
+    reference = answers == (ROOT / "solutions" / EXERCISES).resolve()
     if out is None:
         name = Path(RECEIPTS[exercise]).name
         return ROOT / RECEIPTS[exercise] if reference else answers.parent / "runs" / name

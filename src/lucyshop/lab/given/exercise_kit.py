@@ -21,7 +21,7 @@ from typing import Any
 
 from lucyshop import chosen_impl
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import impl_path, load_impl
+from lucyshop.lab.loader import CHAPTER, impl_path, load_impl
 from lucyshop.store import connect
 
 _LOADED: dict[Path, ModuleType] = {}
@@ -31,7 +31,7 @@ WAIT_SECONDS = 30.0  # the longest a held turn waits to be released
 def chapter_path(answers: str | os.PathLike) -> Path:
     """The chapter file an exercises file uses: ``$LEASES_IMPL``, else ``ch13_leases.py`` beside
     it."""
-    return impl_path(chosen_impl(otherwise=Path(answers).with_name("ch13_leases.py")))
+    return impl_path(chosen_impl(otherwise=Path(answers).with_name(CHAPTER)))
 
 
 def chapter(answers: str | os.PathLike) -> ModuleType:

@@ -31,8 +31,9 @@ from lucyshop.lab.grade import feedback, gradebook, store
 from lucyshop.lab.grade.rubric import Rubric, score
 from lucyshop.lab.grade.similar import similarity
 from lucyshop.lab.grade.store import Graded
-from lucyshop.lab.grade.submissions import EXERCISES, POSTGRES, Submission, stage
+from lucyshop.lab.grade.submissions import Submission, stage
 from lucyshop.lab.grade.verdict import Verdict, verdict_on
+from lucyshop.lab.loader import EXERCISES, PG_FILE
 from lucyshop.lab.sandbox import isolation, jail
 from lucyshop.lab.statuses import VerdictStatus
 
@@ -102,7 +103,7 @@ def grade_one(
         shutil.rmtree(work, ignore_errors=True)
     missing = [
         name
-        for name, path in ((EXERCISES, submission.exercises), (POSTGRES, submission.postgres))
+        for name, path in ((EXERCISES, submission.exercises), (PG_FILE, submission.postgres))
         if path is None
     ]
     feedback.not_submitted(verdict, missing)

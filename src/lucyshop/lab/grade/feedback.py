@@ -22,18 +22,17 @@ from lucyshop.lab.check import subjects
 from lucyshop.lab.check.results import Row, printable
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Score
-from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES
 from lucyshop.lab.grade.verdict import Verdict
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import CHAPTER, EXERCISES, PG_FILE, ROOT
 from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus
 
 STUDENT_CHAPTER = f"learner/{CHAPTER}"
 STUDENT_EXERCISES = f"learner/{EXERCISES}"
-STUDENT_POSTGRES = f"learner/{POSTGRES}"
+STUDENT_POSTGRES = f"learner/{PG_FILE}"
 # The exercise rows each file the student may leave out holds.
 ROWS_OF = {
     EXERCISES: tuple(row.label for row in subjects.EXERCISES if row.label != PG_EXERCISE),
-    POSTGRES: (PG_EXERCISE,),
+    PG_FILE: (PG_EXERCISE,),
 }
 _EXERCISE_LINE = re.compile(r"^  (exercise \d+) ")
 _SUMMARY_EXERCISES = re.compile(r"(· )exercises: .*$")
@@ -44,7 +43,7 @@ def scrub(text: str, staged: Path, work: Path) -> str:
     replacements = [
         (str(staged / CHAPTER), STUDENT_CHAPTER),
         (str(staged / EXERCISES), STUDENT_EXERCISES),
-        (str(staged / POSTGRES), STUDENT_POSTGRES),
+        (str(staged / PG_FILE), STUDENT_POSTGRES),
         (str(staged), "learner"),
         (str(work), "$TMPDIR"),
         (f"{ROOT}/", ""),

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lucyshop.lab.check.results import printable
-from lucyshop.lab.loader import IMPLEMENTATIONS
+from lucyshop.lab.loader import CHAPTER, EXERCISES, IMPLEMENTATIONS, PG_FILE
 
-CHAPTER = "ch13_leases.py"
-EXERCISES = "exercises.py"
-POSTGRES = "ch13_postgres.py"  # exercise 7
 STARTER_EXERCISES = IMPLEMENTATIONS["learner"].with_name(EXERCISES)
-STARTER_POSTGRES = IMPLEMENTATIONS["learner"].with_name(POSTGRES)
+# the name the Gradescope autograder imports (its receipt pins autograder.py's source)
+POSTGRES = PG_FILE
+STARTER_POSTGRES = IMPLEMENTATIONS["learner"].with_name(PG_FILE)
 REFUSED = "refused: "  # how a refused hand-in's problem begins
 
 
@@ -104,11 +103,11 @@ def _own_file(path: Path) -> tuple[Path | None, str]:
 
 
 def _from_directory(entry: Path) -> Submission:
-    owned = {name: _own_file(entry / name) for name in (CHAPTER, EXERCISES, POSTGRES)}
+    owned = {name: _own_file(entry / name) for name in (CHAPTER, EXERCISES, PG_FILE)}
     refused = [f"{entry.name}/{name} is {why}" for name, (_p, why) in owned.items() if why]
     if refused:
         return Submission(entry.name, None, problem=f"{REFUSED}{'; '.join(refused)}")
-    chapter, extra, pg = (owned[name][0] for name in (CHAPTER, EXERCISES, POSTGRES))
+    chapter, extra, pg = (owned[name][0] for name in (CHAPTER, EXERCISES, PG_FILE))
     if chapter is not None:
         return Submission(entry.name, chapter, extra, postgres=pg)
     others = sorted(p.name for p in entry.iterdir())[:5]
@@ -132,5 +131,5 @@ def stage(submission: Submission, directory: Path) -> Path:
     target = directory / CHAPTER
     shutil.copyfile(submission.chapter, target)
     shutil.copyfile(submission.exercises or STARTER_EXERCISES, directory / EXERCISES)
-    shutil.copyfile(submission.postgres or STARTER_POSTGRES, directory / POSTGRES)
+    shutil.copyfile(submission.postgres or STARTER_POSTGRES, directory / PG_FILE)
     return target

@@ -26,7 +26,7 @@ from typing import Any
 
 from lucyshop import IMPL_ENV
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import IMPLEMENTATIONS
+from lucyshop.lab.loader import IMPLEMENTATIONS, PG_FILE
 from lucyshop.lab.statuses import Status
 
 # Seconds one check may take before it is stopped: generous, as the machine may be busy.
@@ -323,7 +323,7 @@ class PgChecker:
         from lucyshop.lab.loader import ROOT
 
         self.chapter, self.root, self.timeout = Path(chapter).resolve(), ROOT, timeout
-        self.file = self.chapter.with_name("ch13_postgres.py")
+        self.file = self.chapter.with_name(PG_FILE)
         names = {path.resolve(): name for name, path in IMPLEMENTATIONS.items()}
         self.spec = names.get(self.chapter, str(self.chapter))
 

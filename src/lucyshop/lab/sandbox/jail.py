@@ -39,14 +39,13 @@ from pathlib import Path
 import psutil
 
 import lucyshop
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.loader import ROOT, STUDENT_FILES
 from lucyshop.lab.sandbox.host import CannotIsolate, bubblewrap, pids
 from lucyshop.lab.sandbox.host.uids import clear_uid, clear_unheld, hold_uid, sandbox_uid
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
 MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox
-STUDENT_FILES = ("ch13_leases.py", "exercises.py", "ch13_postgres.py")
 NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
 # Processes (threads too) one sandbox may have at once: RLIMIT_NPROC for user mode's uid and
 # an ordinary user's bubblewrap namespace, a pids cgroup for root's bubblewrap (``pids``).

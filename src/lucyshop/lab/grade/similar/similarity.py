@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from lucyshop.lab.loader import IMPLEMENTATIONS
+from lucyshop.lab.loader import CHAPTER, EXERCISES, IMPLEMENTATIONS
 
 K = 16  # tokens per k-gram: about one line of the chapter's code
 W = 8  # winnowing window: any shared run of K + W - 1 tokens is found
@@ -208,7 +208,7 @@ def starter(paths: tuple[Path, ...]) -> Fingerprinted:
 
 
 LEARNER = IMPLEMENTATIONS["learner"].parent
-STARTER = (LEARNER / "ch13_leases.py", LEARNER / "exercises.py")
+STARTER = (LEARNER / CHAPTER, LEARNER / EXERCISES)
 
 
 @cache

@@ -24,9 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lucyshop.lab.loader import CHAPTER, EXERCISES, MODULE
 from lucyshop.lab.sandbox import wire
 
-MODULES = {"ch13_leases.py": "ch13_leases", "exercises.py": "ch13_exercises"}
+MODULES = {CHAPTER: MODULE, EXERCISES: "ch13_exercises"}
 KIT = (  # the kit modules the trusted side may call in here
     "lucyshop.lab.sandbox.inside.shop_probes",
     "lucyshop.lab.sandbox.inside.pg_probes",

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.sandbox import CallTimedOut, Remote, Sandbox, WorkerDied
 from lucyshop.lab.sandbox.relay import Relay
 from lucyshop.lab.services.postgres import Server
 
-PG_FILE = "ch13_postgres.py"
 PORT = 5432
 SOCKET = f".s.PGSQL.{PORT}"  # what libpq looks for in the directory named by host=
 INSIDE = Path("/sandbox/pg")  # where the relay's directory appears in a sandbox
