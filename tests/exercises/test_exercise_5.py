@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture
-def shop(exercises, tmp_path):
+def renewal_shop(exercises, tmp_path):
     leases = exercises.chapter()
     db, queue = leases.open_worker_shop(tmp_path / "shop.db")
     exercises.prepare_renewals(db)
@@ -42,8 +42,8 @@ def shop(exercises, tmp_path):
     db.close()
 
 
-def test_renew_extends_the_current_holders_lease(exercises, shop, query):
-    leases, db = shop
+def test_renew_extends_the_current_holders_lease(exercises, renewal_shop, query):
+    leases, db = renewal_shop
     held = leases.claim(db, "till", ttl=10, now=T)
     renewed = exercises.renew(db, held, ttl=10, progress=0, now=T + 5)
     assert renewed.expires == T + 15 and renewed.generation == held.generation
@@ -51,8 +51,8 @@ def test_renew_extends_the_current_holders_lease(exercises, shop, query):
     assert [r["renewed_at"] for r in query(db, "SELECT renewed_at FROM lease_renewals")] == [T + 5]
 
 
-def test_renew_is_refused_to_a_stale_generation(exercises, shop, query):
-    leases, db = shop
+def test_renew_is_refused_to_a_stale_generation(exercises, renewal_shop, query):
+    leases, db = renewal_shop
     old = leases.claim(db, "till", ttl=10, now=T)
     leases.claim(db, "till", ttl=10, now=T + 11)
     before = query(db, "SELECT * FROM assignment_leases")
@@ -62,16 +62,16 @@ def test_renew_is_refused_to_a_stale_generation(exercises, shop, query):
     assert query(db, "SELECT * FROM lease_renewals") == []
 
 
-def test_renew_never_revives_an_expired_lease(exercises, shop, query):
-    leases, db = shop
+def test_renew_never_revives_an_expired_lease(exercises, renewal_shop, query):
+    leases, db = renewal_shop
     held = leases.claim(db, "till", ttl=10, now=T)
     with pytest.raises(PermissionError):
         exercises.renew(db, held, ttl=10, progress=0, now=T + 10.5)
     assert query(db, "SELECT expires FROM assignment_leases") == [{"expires": T + 10}]
 
 
-def test_a_bounded_renewal_stops_when_progress_stops(exercises, shop, query):
-    leases, db = shop
+def test_a_bounded_renewal_stops_when_progress_stops(exercises, renewal_shop, query):
+    leases, db = renewal_shop
     held = leases.claim(db, "till", ttl=10, now=T)
     exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T)  # progress starts here
     capped = exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T + 8)
@@ -81,8 +81,8 @@ def test_a_bounded_renewal_stops_when_progress_stops(exercises, shop, query):
     assert len(query(db, "SELECT seq FROM lease_renewals")) == 2
 
 
-def test_progress_moves_the_bound_and_only_grows(exercises, shop, query):
-    leases, db = shop
+def test_progress_moves_the_bound_and_only_grows(exercises, renewal_shop, query):
+    leases, db = renewal_shop
     held = leases.claim(db, "till", ttl=10, now=T)
     exercises.renew(db, held, ttl=10, progress=0, bound=12, now=T)
     moved = exercises.renew(db, held, ttl=10, progress=1, bound=12, now=T + 8)
