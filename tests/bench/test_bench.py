@@ -46,6 +46,18 @@ def test_a_short_bench_measures_every_cell_with_no_duplicate_and_no_lock_error(t
     assert "targets:" in printed and "claim+fin" in printed
 
 
+def test_a_bench_keeps_the_make_test_section_that_make_test_time_wrote(tmp_path):
+    """``make test-time`` writes its run into bench.json as ``make_test``; a later ``make bench``
+    rewrites its own sections and keeps that one (it used to drop it)."""
+    out = tmp_path / "bench.json"
+    timed = {"seconds": 321.0, "provenance": {"command": ["make", "test"]}}
+    out.write_text(json.dumps({"make_test": timed}))
+    argv = ["--impl", "solutions", "--only", "fence", "--repeats", "1", "--rounds", "5"]
+    assert cli.main([*argv, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["make_test"] == timed and "fence" in report
+
+
 def records(taken_by_worker: list[list[int]], lock_errors: int = 0) -> list[dict]:
     return [
         {
