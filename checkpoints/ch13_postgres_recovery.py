@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
-from lucyshop.lab.checkpoint.checks import WRITES, expect, expect_refused
+from lucyshop.lab.checkpoint.expectations import WRITES, expect, expect_refused
 from lucyshop.lab.checkpoint.postgres import POSTGRES, PgCase, PgShop
 from lucyshop.lab.checkpoint.runner import Run, main
 from lucyshop.lab.sandbox.inside.holder import DEADLINE

@@ -35,7 +35,13 @@ from lucyshop.lab.checkpoint.cases import (
     PAUSED,
     POST_COMMIT,
 )
-from lucyshop.lab.checkpoint.checks import WRITES, CheckFailed, claimed, expect, expect_refused
+from lucyshop.lab.checkpoint.expectations import (
+    WRITES,
+    ExpectationFailed,
+    claimed,
+    expect,
+    expect_refused,
+)
 from lucyshop.lab.checkpoint.judge import kept_directory
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
 from lucyshop.lab.checkpoint.runner import Run, main
@@ -166,7 +172,9 @@ def _between_check_and_write(
         try:
             counted[writer] = len(rival.attempt(call, f"{writer}'s write"))
         except RivalWrong as wrong:
-            raise CheckFailed(f"{writer}() beside a rival", "no row after a takeover", str(wrong))
+            raise ExpectationFailed(
+                f"{writer}() beside a rival", "no row after a takeover", str(wrong)
+            )
     return counted
 
 

@@ -238,8 +238,8 @@ def exercise_5_renewal(
     renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
     running, one unbounded and one bounded. ``out`` gets the receipt (checked by
-    ``lucyshop.lab.exercises.receipts``); ``workdir`` (default a temporary directory) keeps the
-    shops to read back.
+    ``lucyshop.lab.exercises.exercise_receipts``); ``workdir`` (default a temporary directory)
+    keeps the shops to read back.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
     (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each
@@ -289,7 +289,7 @@ def exercise_6_records(
     ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
     and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
     placed again, looked up with the right key, neither. ``out`` gets the receipt
-    (``lucyshop.lab.exercises.receipts`` checks it).
+    (``lucyshop.lab.exercises.exercise_receipts`` checks it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.

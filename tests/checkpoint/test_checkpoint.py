@@ -28,8 +28,8 @@ from lucyshop.lab.checkpoint.cases import (
     PAUSED,
     POST_COMMIT,
 )
-from lucyshop.lab.checkpoint.checks import CheckFailed
 from lucyshop.lab.checkpoint.demo import EVIDENCE
+from lucyshop.lab.checkpoint.expectations import ExpectationFailed
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.services.processes import processes_mentioning
@@ -273,11 +273,11 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
 def test_a_failed_check_names_each_field_that_differs():
     """``expected (1, 2) saw (2, 1)`` said nothing of what 1 and 2 were: a failed check on
     named fields names the ones that differ, and other values are shown whole."""
-    failed = CheckFailed(
+    failed = ExpectationFailed(
         "replacement takes over", {"work_id": 1, "generation": 2}, {"work_id": 1, "generation": 1}
     )
     assert str(failed) == "replacement takes over: generation expected 2, saw 1"
-    whole = CheckFailed("supplier ledger", ["op-1"], [])
+    whole = ExpectationFailed("supplier ledger", ["op-1"], [])
     assert str(whole) == "supplier ledger: expected ['op-1'], saw []"
 
 
@@ -415,7 +415,7 @@ def test_the_checkpoint_defines_the_listed_cases_in_order():
     ]
     assert [node.name for node in defined] == [case.function for case in CASES]
     assert [node.name for node in defined if not ast.get_docstring(node)] == []
-    assert list(judge.CHECKS) == [case.name for case in CASES]
+    assert list(judge.RULES) == [case.name for case in CASES]
     assert [case.number for case in CASES] == list(range(len(CASES)))
 
 
@@ -425,7 +425,7 @@ def test_the_pg_checkpoint_defines_its_listed_cases_in_order():
     tree = ast.parse(PG_CHECKPOINT.read_text(encoding="utf-8"))
     defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     assert defined == [case.function for case in ON_POSTGRES]
-    assert list(judge.POSTGRES_CHECKS) == [case.name for case in ON_POSTGRES]
+    assert list(judge.POSTGRES_RULES) == [case.name for case in ON_POSTGRES]
 
 
 def test_the_rubric_counts_the_listed_cases():

@@ -1,4 +1,4 @@
-"""The exercise checks: each answer of the exercise book (notebook 13c), run and then judged.
+"""The exercise checks: each answer of the exercise book (notebook 13c), run and then weighed.
 
     .venv/bin/python -m pytest tests/exercises --impl learner     # your answers (the default)
     .venv/bin/python -m pytest tests/exercises --impl solutions   # the worked answers
@@ -11,10 +11,10 @@ directory. Both run in the sandboxed worker (``lucyshop.lab.sandbox``), never in
 
 One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is how the
 ``make check`` table groups the results. Each test calls the answer (the module's
-``EXERCISE``), then judges what it returned and what the databases hold, read back from the
+``EXERCISE``), then weighs what it returned and what the databases hold, read back from the
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
-judged by their receipts (every figure recomputed from the raw observations) and by the rows
+weighed by their receipts (every figure recomputed from the raw observations) and by the rows
 their runs left behind. Both runs are the trusted side's own (``renewed``, ``observed``): the
 answers' functions are called in the sandbox, and the processes, clock, reports and receipt are
 this side's. A receipt or shop the answers' own run writes earns nothing. A path an answer
@@ -39,7 +39,7 @@ from shop_fixtures import held, supplier  # noqa: F401  (make check loads no tes
 from lucyshop.lab.check import named
 from lucyshop.lab.check.plugin.chapter import DEFAULT_BUDGET, IMPL_PATH, budget, sandbox_for
 from lucyshop.lab.check.plugin.collect import deadline_of
-from lucyshop.lab.exercises import runs as exercise_runs
+from lucyshop.lab.exercises import runs
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import EXERCISES, ROOT
 from lucyshop.lab.model.backend import GRADED
@@ -173,7 +173,7 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """
     answers = request.config.stash[IMPL_PATH].parent / EXERCISES
     with trusted_run(request, tmp_path_factory, "renewed") as (leases, shops, kept):
-        yield exercise_runs.renewal(
+        yield runs.renewal(
             kept / "receipt.json",
             answers=answers,
             quick=True,
@@ -208,7 +208,7 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                 raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
             return text
 
-        yield exercise_runs.records(
+        yield runs.records(
             kept / "receipt.json",
             answers=chapter_file.parent / EXERCISES,
             message=message,

@@ -1,4 +1,4 @@
-"""Exercise 5, renew the lease: a fenced renewal, and a quick real run judged by its receipt and
+"""Exercise 5, renew the lease: a fenced renewal, and a quick real run weighed by its receipt and
 rows.
 
 The quick run (scripted model turns, real processes, real time) is the Part A experiment's
@@ -6,7 +6,7 @@ workers with the answers' renewer, measured by the trusted side itself (``renewe
 workers are this side's, and call the answers' chapter and ``keep_renewing`` in sandboxes of
 their own; the reports, the figures and the receipt are this side's. A receipt or shop the
 answers' own run writes earns nothing. Every test of it shares one run. Nothing here compares
-a measured duration with a threshold: the figures are judged by recomputing them from the
+a measured duration with a threshold: the figures are weighed by recomputing them from the
 receipt's raw observations, and the behaviour by the rows the run left in its shops.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lucyshop.lab.exercises.receipts import check_receipt
+from lucyshop.lab.exercises.exercise_receipts import receipt_problems
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
 
@@ -192,7 +192,7 @@ def renewals(db, query, work_id):
 
 
 def test_the_receipt_recomputes_from_its_observations(result, leases):
-    assert check_receipt(result["receipt"], leases) == []
+    assert receipt_problems(result["receipt"], leases) == []
 
 
 def test_the_receipt_records_its_provenance(result, load_receipt):
@@ -276,5 +276,5 @@ def test_the_bounded_renewer_lets_a_hung_turn_be_taken_over(result, read, query)
 
 def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):
     assert COMMITTED.is_file(), f"{COMMITTED} is missing: run python solutions/exercises.py 5"
-    assert check_receipt(COMMITTED, leases) == []
+    assert receipt_problems(COMMITTED, leases) == []
     assert load_receipt(COMMITTED)["settings"]["quick"] is False

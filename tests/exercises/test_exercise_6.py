@@ -4,7 +4,7 @@ One quick run is shared by the tests, measured by the trusted side itself (``obs
 answers' chapter functions and ``records_message`` are called in the sandbox, while the
 supplier, its ledger (kept out of the sandbox's reach), the model's samples and the receipt
 are this side's own. A receipt, shop or ledger the answers' own run writes earns nothing. The
-counts are judged by recomputing them from the receipt's raw samples; the records by reading
+counts are weighed by recomputing them from the receipt's raw samples; the records by reading
 the shop and the supplier's ledger they came from.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from lucyshop.lab.exercises.receipts import check_receipt
+from lucyshop.lab.exercises.exercise_receipts import receipt_problems
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
 from lucyshop.supplier import ledger_orders
@@ -45,7 +45,7 @@ def test_the_records_message_says_what_the_row_says_and_the_rule(exercises):
 
 
 def test_the_receipt_recomputes_from_its_observations(result, leases):
-    assert check_receipt(result["receipt"], leases) == []
+    assert receipt_problems(result["receipt"], leases) == []
 
 
 def test_the_receipt_records_its_provenance(result, load_receipt):
@@ -94,5 +94,5 @@ def test_every_model_answered_both_transcripts(result, load_receipt):
 
 def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):
     assert COMMITTED.is_file(), f"{COMMITTED} is missing: run python solutions/exercises.py 6"
-    assert check_receipt(COMMITTED, leases) == []
+    assert receipt_problems(COMMITTED, leases) == []
     assert load_receipt(COMMITTED)["settings"]["quick"] is False

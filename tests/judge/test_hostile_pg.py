@@ -13,8 +13,8 @@ And one real run of exercise 7's checkpoint on a ``ch13_postgres.py`` that does 
 import, makes every case pass wherever it can reach the checkpoint's code, and writes the
 files a correct run keeps beside every case directory it may write
 (``hostile/pg_forge_checkpoint.py``). When the checkpoint loaded that file in its own process,
-behind the in-process blocker, both cases passed; in a sandbox per case, judged from the files
-the trusted side kept, both must fail.
+behind the in-process blocker, both cases passed; in a sandbox per case, read by the judge from
+the files the trusted side kept, both must fail.
 """
 
 from __future__ import annotations

@@ -1,12 +1,26 @@
-"""Each word of the lab means one thing, and each status word is stated once.
+"""Each word of the lab means one thing, each status word is stated once, and each module of
+the kit goes by its own name.
 
 - **judge** is only the trusted reader of a checkpoint's kept files
   (``lucyshop.lab.checkpoint.judge``); **verdict** only what one check of one file came to, as
   ``make grade`` reads it (``lucyshop.lab.grade``, whose ``Verdict`` it is, and its
-  ``VerdictStatus``). No other function, class, variable, argument or attribute of the lab is
-  named after either (the glossary at the top of ``lucyshop.lab`` says so too).
+  ``VerdictStatus``). No function, class, variable, argument or attribute of ``src/`` or
+  ``checkpoints/`` is named after either outside those homes. Nor does any prose say otherwise:
+  the docstrings, comments and strings (what the kit prints and writes) of that code, the
+  README, the Makefile, the schemas and the notebooks' markdown never use "judge" as a verb
+  ("judged", "judges") or for a test suite (nor do the tests' own), and say "verdict" only in
+  the grade's home or naming it.
+- **check** names things only in the rooms that run ``make check`` or read what it came to;
+  **report** only what a run writes for a person (the soak's, the bench's, the status
+  command's) and pytest's own reports. These two hold for the names the lab and the
+  checkpoints give; their prose still uses both words as plain verbs ("checks that...", "a
+  child reports"), so it is not read for them.
 - A status word (PASSING, FAILED, CHECKED, a checkpoint case's "pass", ...) is written once,
   in ``lucyshop.lab.statuses``; the lab's code says ``Status.PASSING``, never the bare string.
+- In the lab, the checkpoints and the tests, a module of the kit is imported under its own
+  name, and a name from it too: no ``import ... as`` renames them (a file is named after what
+  its importers call it). The runtime's, the learner's files' and the notebooks' names are the
+  book's, and Gradescope's receipted files wait for their receipt (``RECEIPTED``).
 - The tests swap a module's attribute only through ``monkeypatch`` or ``mock.patch.object``
   (which put it back), never by assigning to it.
 
@@ -16,27 +30,111 @@ Each rule is checked by a function that a planted bad file shows finds what it s
 from __future__ import annotations
 
 import ast
+import io
+import json
 import re
+import tokenize
 from pathlib import Path
 
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Status, VerdictStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "src" / "lucyshop" / "lab"
-WORDS = {word: re.compile(word, re.IGNORECASE) for word in ("judge", "verdict")}
-# Where each word may name things: the module that is the judge; the grade, whose Verdict it is.
-ALLOWED = {
-    "judge": ("checkpoint/judge.py",),
-    "verdict": ("grade/", "statuses.py"),
+_LAB = "src/lucyshop/lab/"
+# Each word, and where it may name things (a folder ends in /). judge: the module that is the
+# judge; verdict: the grade, whose Verdict it is; check: the rooms that run make check or read
+# it (a notebook's check() is one); report: the soak's and the bench's reports, lucyshop
+# status's (shown by the lesson), and pytest's, whose hooks the check's plugin implements.
+HOMES = {
+    "judge": (f"{_LAB}checkpoint/judge.py",),
+    "verdict": (f"{_LAB}grade/", f"{_LAB}statuses.py"),
+    "check": (
+        f"{_LAB}check/",
+        f"{_LAB}grade/",
+        f"{_LAB}lesson/",
+        f"{_LAB}statuses.py",
+        f"{_LAB}bench/sections/feedback.py",
+    ),
+    "report": (
+        f"{_LAB}soak/report.py",
+        f"{_LAB}soak/__main__.py",
+        f"{_LAB}bench/cli.py",
+        f"{_LAB}lesson/show.py",
+        f"{_LAB}check/plugin/collect.py",
+    ),
 }
+WORDS = {
+    "judge": re.compile("judge", re.IGNORECASE),
+    "verdict": re.compile("verdict", re.IGNORECASE),
+    "check": re.compile("check(?!point)", re.IGNORECASE),
+    "report": re.compile("report", re.IGNORECASE),
+}
+# Names that keep a word in another sense, each for its reason.
+KEPT = {
+    # the chapter's current-holder check: the book's term, between the check and the write
+    ("checkpoints/ch13_worker_recovery.py", "_between_check_and_write"),
+    # make check's own sense, in the jail that serves it: a check's start and end in user mode
+    (f"{_LAB}sandbox/jail.py", "begin_check"),
+    (f"{_LAB}sandbox/jail.py", "end_check"),
+    # exercise 5's receipt fields (its schema and the committed receipts): the moment the
+    # measurement looked whether the hung turn was taken over, and the lease's expiry then
+    (f"{_LAB}exercises/runs.py", "checked_at"),
+    (f"{_LAB}exercises/runs.py", "expires_at_check"),
+    # Part A's receipt hashes experiment/ (re-measured at 16 minutes a run): its words wait for
+    # the next measurement, with the names that only it calls or imports (receipts.report, the
+    # path confinement that experiment/phases.py imports)
+    (f"{_LAB}experiment/receipt.py", "check"),
+    (f"{_LAB}experiment/__main__.py", "checking"),
+    (f"{_LAB}experiment/renewer.py", "report"),  # the callback it hands keep_renewing
+    (f"{_LAB}evidence/receipts.py", "report"),
+    (f"{_LAB}sandbox/remote.py", "checked_file"),
+}
+# Their prose too: a comment that a hook "judges" an event, a docstring, and the line a quick
+# receipt's check prints for its blocker ("not judged on a quick run").
+WAITING_PROSE = (f"{_LAB}experiment/overhead.py", f"{_LAB}experiment/receipt.py")
+# The prose that may use a word in its own sense: each home, and the glossary that defines it.
+GLOSSARY = "src/lucyshop/lab/__init__.py"
+# "judge" as a verb or a suite's name, wherever it is not the judge speaking of itself.
+JUDGE_AS_SOMETHING_ELSE = re.compile(
+    r"\bjudg(?:es|ed|ing|e?ments?)\b|\b(?:to|not) judge\b|\bjudge (?:whether|what|suite|tests?)\b",
+    re.IGNORECASE,
+)
+# A sentence may point at the verdict's home by its name without using the word.
+NAMES_THE_VERDICT = re.compile(r"[\w.]*grade[./]verdict(?:\.py)?\b|`+Verdict(?:Status)?`+")
 STATUS_WORDS = {
     str(word) for enum in (Status, CheckpointStatus, VerdictStatus, CaseResult) for word in enum
 }
 # The rooms whose code reads and writes statuses, and the one exception, which is not a check's.
 STATUS_ROOMS = ("check", "checkpoint", "grade", "lesson", "bench")
 NOT_A_STATUS = {"grade/gradescope/stockimage.py": {"PASSED", "FAILED"}}  # the image proof's
-# Hand-ins that attack the kit: their swaps are the attack, run inside the student's sandbox.
+# Hand-ins that attack the kit: their swaps and aliases are the attack, run in the sandbox.
 HAND_INS = ROOT / "tests" / "judge" / "hostile"
+# Gradescope's image proof: its receipt hashes these files, and re-measuring it needs a Debian
+# image; their aliases (rubric as rubrics, results as gradescope) wait for that.
+RECEIPTED = {f"{_LAB}grade/gradescope/autograder.py", f"{_LAB}grade/gradescope/stockimage.py"}
+# The one alias kept outside them: autograder.py's name for Gradescope's results module, whose
+# function of the same name (results.results) it calls too; both wait for that receipt.
+RECEIPTED_ALIAS = "lucyshop.lab.grade.gradescope.results as gradescope"
+
+
+def code(root: Path) -> list[Path]:
+    """The kit's code: ``src/`` and ``checkpoints/``."""
+    return sorted([*(root / "src").rglob("*.py"), *(root / "checkpoints").glob("*.py")])
+
+
+def lab_code(root: Path) -> list[Path]:
+    """The lab and the checkpoints, whose words the glossary fixes (the runtime is the book's)."""
+    return [
+        p for p in code(root) if p.relative_to(root).as_posix().startswith((_LAB, "checkpoints/"))
+    ]
+
+
+def prose_files(root: Path) -> list[Path]:
+    """Everything whose prose is read: the code, the README, the Makefile (its help lines are
+    printed), the schemas and the notebooks."""
+    schemas = sorted((root / _LAB / "schemas").glob("*.json"))
+    notebooks = sorted((root / "notebooks").glob("*.ipynb"))
+    return [*code(root), root / "README.md", root / "Makefile", *schemas, *notebooks]
 
 
 def named(tree: ast.AST) -> list[tuple[int, str]]:
@@ -57,16 +155,92 @@ def named(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
-def stray_names(root: Path) -> list[str]:
-    """``path:line: name`` for each name with judge or verdict in it outside where it may be."""
+def stray_names(root: Path, words: tuple[str, ...], paths: list[Path]) -> list[str]:
+    """``path:line: name`` for each name in ``paths`` with one of ``words`` in it, outside
+    where that word may name things."""
     stray = []
-    for path in sorted(root.rglob("*.py")):
+    for path in paths:
         where = path.relative_to(root).as_posix()
         for line, name in named(ast.parse(path.read_text(encoding="utf-8"))):
-            for word, pattern in WORDS.items():
-                if pattern.search(name) and not where.startswith(ALLOWED[word]):
+            for word in words:
+                if (
+                    WORDS[word].search(name)
+                    and not where.startswith(HOMES[word])
+                    and (where, name) not in KEPT
+                ):
                     stray.append(f"{where}:{line}: {name}")
     return stray
+
+
+def prose(path: Path) -> list[tuple[str, str]]:
+    """``(where, text)`` for each piece of prose in ``path``: a Python file's comments and string
+    constants (docstrings, and what it prints or writes, f-strings' text included), by line; a
+    notebook's markdown cells, by cell; any other file's lines."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        cells = json.loads(text)["cells"]
+        return [
+            (f"cell {i}", "".join(c["source"]))
+            for i, c in enumerate(cells)
+            if c["cell_type"] == "markdown"
+        ]
+    if path.suffix != ".py":
+        return [(f"{i}", line) for i, line in enumerate(text.splitlines(), 1)]
+    found = [
+        (f"{node.lineno}", node.value)
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    comments = tokenize.generate_tokens(io.StringIO(text).readline)
+    found += [(f"{t.start[0]}", t.string) for t in comments if t.type == tokenize.COMMENT]
+    return found
+
+
+def kit_tests(root: Path) -> list[Path]:
+    """The tests, but the hostile hand-ins (attacks, not prose) and this file (its plants)."""
+    hand_ins = root / HAND_INS.relative_to(ROOT)
+    return sorted(
+        p
+        for p in (root / "tests").rglob("*.py")
+        if hand_ins not in p.parents and p.name != Path(__file__).name
+    )
+
+
+def stray_prose(root: Path) -> list[str]:
+    """``path:where: '...'`` for each use of judge or verdict in another sense, in prose: judge
+    as a verb or a suite's name anywhere but the judge itself (the tests' prose included);
+    verdict anywhere but the grade, the statuses and the glossary, unless it names the grade's
+    verdict module or class (the tests, which build and read verdicts, are not read for it)."""
+    stray = []
+    for path in [*prose_files(root), *kit_tests(root)]:
+        rel = path.relative_to(root).as_posix()
+        for where, text in prose(path):
+            own = rel in (*HOMES["judge"], GLOSSARY, *WAITING_PROSE)
+            hits = [] if own else JUDGE_AS_SOMETHING_ELSE.findall(text)
+            if not rel.startswith((*HOMES["verdict"], GLOSSARY, "tests/")):
+                hits += WORDS["verdict"].findall(NAMES_THE_VERDICT.sub("", text))
+            stray += [f"{rel}:{where}: {hit!r}" for hit in hits]
+    return stray
+
+
+def renamed_imports(path: Path) -> list[str]:
+    """``file:line: what as other`` for each module or name of the kit (``lucyshop...``)
+    imported under another name. ``import a.b.c as c`` keeps the name, so it is not one."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lucyshop"):
+            found += [
+                f"{path.name}:{node.lineno}: {node.module}.{a.name} as {a.asname}"
+                for a in node.names
+                if a.asname and a.asname != a.name
+            ]
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{path.name}:{node.lineno}: {a.name} as {a.asname}"
+                for a in node.names
+                if a.name.startswith("lucyshop") and a.asname not in (None, a.name.split(".")[-1])
+            ]
+    return found
 
 
 def bare_statuses(root: Path, rooms: tuple[str, ...] = STATUS_ROOMS) -> list[str]:
@@ -112,11 +286,26 @@ def manual_swaps(path: Path) -> list[str]:
 
 
 def test_judge_and_verdict_each_name_one_thing():
-    assert stray_names(LAB) == []
+    assert stray_names(ROOT, ("judge", "verdict"), code(ROOT)) == []
+
+
+def test_judge_and_verdict_each_mean_one_thing_in_prose_and_output():
+    assert stray_prose(ROOT) == []
+
+
+def test_check_and_report_each_name_one_thing_in_the_lab():
+    assert stray_names(ROOT, ("check", "report"), lab_code(ROOT)) == []
 
 
 def test_no_status_word_is_a_bare_string():
     assert bare_statuses(LAB) == []
+
+
+def test_every_module_of_the_kit_is_imported_under_its_own_name():
+    tests = [p for p in (ROOT / "tests").rglob("*.py") if HAND_INS not in p.parents]
+    kept = [p for p in lab_code(ROOT) if p.relative_to(ROOT).as_posix() not in RECEIPTED]
+    found = [line for path in [*kept, *sorted(tests)] for line in renamed_imports(path)]
+    assert [line for line in found if not line.endswith(RECEIPTED_ALIAS)] == []
 
 
 def test_no_test_swaps_an_attribute_by_hand():
@@ -130,30 +319,117 @@ def test_the_glossary_gives_each_word_its_one_home():
     glossary = lucyshop.lab.__doc__
     assert "**judge** (``lab.checkpoint.judge``), and only it" in glossary
     assert "**verdict** (``lab.grade.verdict``), and only it" in glossary
+    assert "**check** (``lab.check``)" in glossary and "**current-holder check**" in glossary
+    assert "**report**: what a command writes at the end of a run" in glossary
     assert "``lab.statuses``" in glossary
 
 
 # ---------------------------------------------------------------- each rule fails when broken
 
 
+def plant(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
 def test_a_planted_judge_or_verdict_is_found(tmp_path):
-    (tmp_path / "check").mkdir()
-    (tmp_path / "check" / "report.py").write_text(
-        "def verdict(label):\n    judged = label\n    return judged\n"
-        "class Judge:\n    def run(self, *, verdict_file=None):\n        self.judge_seconds = 1\n"
-        "from json import loads as judge_loads\n"
+    plant(
+        tmp_path,
+        {
+            f"{_LAB}check/engine.py": "def verdict(label):\n    judged = label\n"
+            "    return judged\nclass Judge:\n    def run(self, *, verdict_file=None):\n"
+            "        self.judge_seconds = 1\nfrom json import loads as judge_loads\n",
+            f"{_LAB}grade/verdict.py": "class Verdict:\n    pass\n",  # its home
+            f"{_LAB}checkpoint/judge.py": "def judge(): pass\n",  # its home
+            "checkpoints/ch13_x.py": "verdicts = []\n",
+        },
     )
-    (tmp_path / "grade").mkdir()
-    (tmp_path / "grade" / "verdict.py").write_text("class Verdict:\n    pass\n")  # its home
-    (tmp_path / "checkpoint").mkdir()
-    (tmp_path / "checkpoint" / "judge.py").write_text("def judge(): pass\n")  # its home
-    assert sorted(stray_names(tmp_path)) == [
-        "check/report.py:1: verdict",
-        "check/report.py:2: judged",
-        "check/report.py:4: Judge",
-        "check/report.py:5: verdict_file",
-        "check/report.py:6: judge_seconds",
-        "check/report.py:7: judge_loads",
+    assert sorted(stray_names(tmp_path, ("judge", "verdict"), code(tmp_path))) == [
+        "checkpoints/ch13_x.py:1: verdicts",
+        f"{_LAB}check/engine.py:1: verdict",
+        f"{_LAB}check/engine.py:2: judged",
+        f"{_LAB}check/engine.py:4: Judge",
+        f"{_LAB}check/engine.py:5: verdict_file",
+        f"{_LAB}check/engine.py:6: judge_seconds",
+        f"{_LAB}check/engine.py:7: judge_loads",
+    ]
+
+
+def test_planted_prose_that_uses_judge_or_verdict_otherwise_is_found(tmp_path):
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": ["The blocker judges each event; "]},
+            {"cell_type": "code", "source": ["x = 'the judged verdict'  # code is not prose\n"]},
+            {"cell_type": "markdown", "source": ["the judge reads the files it kept"]},
+        ]
+    }
+    plant(
+        tmp_path,
+        {
+            f"{_LAB}soak/report.py": '"""Every invariant judged."""\n'
+            'KEY = "verdicts"  # the soak\'s verdict\n'
+            'print(f"{n} cases, the judge\'s reading")\n',
+            f"{_LAB}checkpoint/judge.py": '"""The judge: what was judged."""\n',  # its own
+            f"{_LAB}grade/verdict.py": '"""One verdict per check."""\n',  # its home
+            f"{_LAB}check/results.py": '"""Read back by ``lucyshop.lab.grade.verdict``."""\n',
+            "README.md": "the judge suite (`tests/judge/`)\nnot to judge what a reply says\n",
+            "Makefile": "grade: ## a Verdict for each hand-in\n",
+            "notebooks/13x.ipynb": json.dumps(notebook),
+            "tests/soak/test_x.py": '"""Each invariant, judged; its verdict read."""\n',
+            "tests/judge/hostile/forge.py": '"""Judged by nobody: an attack."""\n',
+        },
+    )
+    assert sorted(stray_prose(tmp_path)) == sorted(
+        [
+            f"{_LAB}soak/report.py:1: 'judged'",
+            f"{_LAB}soak/report.py:2: 'verdict'",
+            f"{_LAB}soak/report.py:2: 'verdict'",
+            "README.md:1: 'judge suite'",
+            "README.md:2: 'to judge'",
+            "Makefile:1: 'Verdict'",
+            "notebooks/13x.ipynb:cell 0: 'judges'",
+            "tests/soak/test_x.py:1: 'judged'",
+        ]
+    )
+
+
+def test_a_planted_check_or_report_is_found(tmp_path):
+    plant(
+        tmp_path,
+        {
+            f"{_LAB}checkpoint/expect.py": "class CheckFailed(Exception):\n    pass\n"
+            "def refused(report): return report\n",
+            f"{_LAB}check/engine.py": "def run_check(): pass\n",  # its home
+            f"{_LAB}soak/report.py": "def write_report(): pass\n",  # its home
+            f"{_LAB}grade/rubric.py": "checkpoint_cases = 7\n",  # a checkpoint is no check
+            "checkpoints/ch13_worker_recovery.py": "def _between_check_and_write(): pass\n"
+            "reported = 1\n",
+            "src/lucyshop/store.py": "def check(): pass\n",  # the runtime keeps its words
+        },
+    )
+    assert sorted(stray_names(tmp_path, ("check", "report"), lab_code(tmp_path))) == [
+        "checkpoints/ch13_worker_recovery.py:2: reported",
+        f"{_LAB}checkpoint/expect.py:1: CheckFailed",
+        f"{_LAB}checkpoint/expect.py:3: report",
+    ]
+
+
+def test_a_planted_import_under_another_name_is_found(tmp_path):
+    bad = tmp_path / "shop.py"
+    bad.write_text(
+        "import matplotlib.pyplot as plt\n"  # not the kit's
+        "import lucyshop.lab.loader as loader\n"  # its own name
+        "import lucyshop.lab.loader as blocker\n"
+        "from lucyshop.lab.grade.similar import fingerprints as similarity\n"
+        "from lucyshop.lab.sandbox.relay import INSIDE as RELAY_INSIDE, NAME\n"
+        "from lucyshop.lab.given import exercise_kit\n",
+        encoding="utf-8",
+    )
+    assert renamed_imports(bad) == [
+        "shop.py:3: lucyshop.lab.loader as blocker",
+        "shop.py:4: lucyshop.lab.grade.similar.fingerprints as similarity",
+        "shop.py:5: lucyshop.lab.sandbox.relay.INSIDE as RELAY_INSIDE",
     ]
 
 

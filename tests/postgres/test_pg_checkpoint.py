@@ -41,7 +41,7 @@ def test_the_reference_passes_both_cases(pg_server, tmp_path):
     passed = [line for line in done.stdout.splitlines() if line.startswith("PASS")]
     assert [line.split()[1] for line in passed] == [str(c.number) for c in ON_POSTGRES]
     assert "stale completion/supplier/transcript refused" in done.stdout
-    status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
     assert (status, [case.passed for case in cases]) == ("PASSED", [True] * len(ON_POSTGRES))
     # The judge reads the tables kept: a stale row of generation 1 there fails its case, and
     # so does a kept file that is a link.
@@ -49,12 +49,12 @@ def test_the_reference_passes_both_cases(pg_server, tmp_path):
     tables = json.loads(kept.read_text())
     tables["transcript"].append({"generation": 1, "message": {"text": "late"}})
     kept.write_text(json.dumps(tables))
-    status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
     assert (status, cases[0].passed, cases[1].passed) == ("FAILED", False, True), cases
     assert "transcript rows by generation" in cases[0].message, cases[0]
     kept.unlink()
     kept.symlink_to(keep / f"case{LIVE_STALE.number}-kept" / judge.TABLES)
-    _status, cases = judge.judge(evidence, keep, judge.POSTGRES_CHECKS)
+    _status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
     assert not cases[0].passed and "is not a file of this check" in cases[0].message, cases[0]
 
 

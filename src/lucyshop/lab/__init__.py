@@ -16,13 +16,29 @@ Words used across the lab:
 - **sandbox**: the bubblewrap jail (``lab.sandbox``) in which every student line runs; nothing
   it reports is believed, only files the trusted side reads back.
 - **checkpoint**: ``checkpoints/ch13_worker_recovery.py``, real processes killed and paused
-  around a real supplier; its seven **cases** are judged from the files each kept.
+  around a real supplier; its seven **cases** are read by the judge from the files each kept.
+  What a case's run expects to see is its **expectations** (``lab.checkpoint.expectations``).
 - **judge** (``lab.checkpoint.judge``), and only it: the trusted reader that turns a
-  checkpoint's kept files into case results. Nothing else in the lab is named a judge.
+  checkpoint's kept files into case results, the checkpoint's **result**. Nothing else in the
+  lab is named a judge, and nothing else judges: the sandbox's trusted side *decides*, a hook
+  *vets* an event, a soak invariant *finds*.
 - **verdict** (``lab.grade.verdict``), and only it: what one check of one file came to (rows,
   cases, status), as ``make grade`` reads it from the check's ``ch13-check/1`` JSON
   (``lab.check.results``, ``schemas/check.json``). A notebook's one-row check is a
   ``check.run(path, only=row)``; a soak invariant's outcome a ``Finding``.
+- **check** (``lab.check``): ``make check``, and one run of it on one chapter file, *a check*;
+  ``make grade`` runs one per hand-in, and a notebook's ``check("claim")`` is a check of one
+  row. Other tests are not checks: a checkpoint case's expectations, the judge's rule for a
+  case, a receipt's problems, a soak invariant's finding. Two uses keep the word, always so
+  named: the chapter's **current-holder check** (the re-read of the holder inside every
+  write), the book's term; and a **receipt check**, a receipt recomputed by a ``check FILE``
+  command (``learner/exercises.py``'s, which the learner is taught, the experiment's, the
+  skew's).
+- **report**: what a command writes at the end of a run for a person to read: the soak's
+  (``lab.soak.report``), ``make bench``'s ``bench.json``, the grade's similarity report,
+  ``lucyshop status``'s four signals. What a child process writes back for its parent is its
+  **record** (``child_record``); pytest's reports are pytest's, and ``keep_renewing``'s
+  ``report=`` callback is the book's.
 - **receipt**: a JSON file in ``evidence/`` with every raw observation of a measurement and
   its provenance (model, backend, host, date, command, code hashes); its figures are
   recomputed from the observations, never typed in.

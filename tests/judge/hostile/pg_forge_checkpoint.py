@@ -43,8 +43,8 @@ def _rewrite_the_checkpoint():
     except ImportError:
         return
     runner.run_case = lambda *args: ({"result": _passing()}, "PASS  forged")
-    checks = getattr(judge, "POSTGRES_CHECKS", {})
-    judge.POSTGRES_CHECKS = dict.fromkeys(checks, lambda *args: None)
+    checks = getattr(judge, "POSTGRES_RULES", {})
+    judge.POSTGRES_RULES = dict.fromkeys(checks, lambda *args: None)
 
 
 def _tables():

@@ -49,7 +49,7 @@ MAX_EVIDENCE = 16 * 1024 * 1024
 TABLES = "tables.json"  # a PostgreSQL case's tables, as the trusted side read them back
 
 
-Check = Callable[[Path, dict[str, Any]], None]  # (the case's directory, its record)
+Rule = Callable[[Path, dict[str, Any]], None]  # (the case's directory, its record)
 
 
 class Wrong(Exception):
@@ -220,7 +220,7 @@ def pg_settled(directory: Path, _facts: dict[str, Any]) -> None:
 
 # What each case's kept files must hold, by case name: the SQLite checkpoint's, and exercise
 # 7's on PostgreSQL.
-CHECKS: dict[str, Check] = {
+RULES: dict[str, Rule] = {
     ARITHMETIC.name: arithmetic,
     FENCE.name: fence,
     KILLED.name: settled,
@@ -229,14 +229,14 @@ CHECKS: dict[str, Check] = {
     POST_COMMIT.name: settled,
     CANCEL.name: cancel,
 }
-POSTGRES_CHECKS = {case.name: pg_settled for case in ON_POSTGRES}
+POSTGRES_RULES = {case.name: pg_settled for case in ON_POSTGRES}
 
 
 # ------------------------------------------------------------------ the result
 
 
 def judge_case(
-    number: int, name: str, record: Any, keep: Path, checks: Mapping[str, Check] = CHECKS
+    number: int, name: str, record: Any, keep: Path, rules: Mapping[str, Rule] = RULES
 ) -> Case:
     """One case: its record must say pass, and its kept files must agree."""
     if not isinstance(record, dict):
@@ -252,7 +252,7 @@ def judge_case(
     if result != CaseResult.PASS:
         return Case(number, name, False, str(record.get("message") or result))
     try:
-        checks[name](keep / f"case{number}", record)
+        rules[name](keep / f"case{number}", record)
     except Wrong as wrong:
         return Case(number, name, False, f"the evidence says pass, but {wrong}")
     except (sqlite3.Error, OSError, ValueError, TypeError, KeyError, IndexError) as error:
@@ -261,12 +261,12 @@ def judge_case(
 
 
 def judge(
-    evidence: Path, keep: Path, checks: Mapping[str, Check] = CHECKS
+    evidence: Path, keep: Path, rules: Mapping[str, Rule] = RULES
 ) -> tuple[CheckpointStatus, list[Case]]:
-    """(PASSED | FAILED | NOT STARTED, one Case per case ``checks`` judges, in the list's
-    order): the SQLite checkpoint's by default, ``POSTGRES_CHECKS`` for exercise 7's, or a
+    """(PASSED | FAILED | NOT STARTED, one Case per case ``rules`` judges, in the list's
+    order): the SQLite checkpoint's by default, ``POSTGRES_RULES`` for exercise 7's, or a
     part of either (a run of chosen cases)."""
-    judged = [case for case in CASES if case.name in checks]
+    judged = [case for case in CASES if case.name in rules]
     try:
         recorded = read_evidence(evidence).get("cases", {})
     except (OSError, ValueError, AttributeError) as error:
@@ -274,7 +274,7 @@ def judge(
         return CheckpointStatus.FAILED, [Case(c.number, c.name, False, failed) for c in judged]
     if not isinstance(recorded, dict):
         recorded = {}
-    cases = [judge_case(c.number, c.name, recorded.get(c.name), keep, checks) for c in judged]
+    cases = [judge_case(c.number, c.name, recorded.get(c.name), keep, rules) for c in judged]
     return overall(
         CaseResult.PASS if case.passed else _unpassed(recorded.get(case.name)) for case in cases
     ), cases
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "--postgres", action="store_true", help="exercise 7's checkpoint (on PostgreSQL)"
     )
     args = parser.parse_args(argv)
-    status, cases = judge(args.evidence, args.keep, POSTGRES_CHECKS if args.postgres else CHECKS)
+    status, cases = judge(args.evidence, args.keep, POSTGRES_RULES if args.postgres else RULES)
     if args.json:
         print(json.dumps({"status": status, "cases": [asdict(c) for c in cases]}, indent=2))
     else:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from lucyshop import atomic
 from lucyshop.lab.checkpoint.cases import ON_POSTGRES, CaseId
-from lucyshop.lab.checkpoint.checks import expect
-from lucyshop.lab.checkpoint.judge import POSTGRES_CHECKS, TABLES, kept_directory
+from lucyshop.lab.checkpoint.expectations import expect
+from lucyshop.lab.checkpoint.judge import POSTGRES_RULES, TABLES, kept_directory
 from lucyshop.lab.checkpoint.runner import CASE_SECONDS, Checkpoint
 from lucyshop.lab.checkpoint.shop import ASSIGNMENT, Holding
 from lucyshop.lab.evidence import receipts
@@ -77,13 +77,13 @@ class OnPostgres(Checkpoint):
     def sandbox(
         self, shared: postgres.Server, impl: Path, directory: Path, workdir: Path
     ) -> Iterator[PgCase]:
-        shown = receipts.shown(self.checked(impl))
+        shown = receipts.shown(self.student_path(impl))
         with pg_sandbox(impl, shared, workdir=workdir, scratch=[directory], shown=shown) as box:
             box.box.share(directory)
             yield PgCase(box.load(seconds=CASE_SECONDS), box, shared)
 
 
-POSTGRES = OnPostgres("checkpoint 13d", ON_POSTGRES, POSTGRES_CHECKS, PG_FILE)
+POSTGRES = OnPostgres("checkpoint 13d", ON_POSTGRES, POSTGRES_RULES, PG_FILE)
 
 
 class PgShop(Holding):

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.checkpoint.cases import CASES, CaseId
-from lucyshop.lab.checkpoint.checks import CheckFailed, refused_at
-from lucyshop.lab.checkpoint.judge import CHECKS, EXIT, Check, judge, kept_directory, said
+from lucyshop.lab.checkpoint.expectations import ExpectationFailed, refused_at
+from lucyshop.lab.checkpoint.judge import EXIT, RULES, Rule, judge, kept_directory, said
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
@@ -54,17 +54,17 @@ CaseFunction = Callable[
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """What one checkpoint is: a title, its cases, the judge's checks of them, and the student
-    file it checks (``student_file`` beside the chapter file, or the chapter file itself);
+    """What one checkpoint is: a title, its cases, the judge's rules of them, and the student
+    file it rules (``student_file`` beside the chapter file, or the chapter file itself);
     this one's sandbox hands its cases the chapter file."""
 
     title: str
     cases: tuple[CaseId, ...]
-    checks: Mapping[str, Check]
+    rules: Mapping[str, Rule]
     student_file: str | None = None
 
-    def checked(self, impl: Path) -> Path:
-        """The student file this checkpoint checks, for the chapter file ``impl``."""
+    def student_path(self, impl: Path) -> Path:
+        """The student file this checkpoint rules, for the chapter file ``impl``."""
         return impl if self.student_file is None else impl.with_name(self.student_file)
 
     def missing(self) -> str | None:
@@ -85,7 +85,7 @@ class Checkpoint:
             yield box.load(seconds=CASE_SECONDS)
 
 
-SQLITE = Checkpoint("checkpoint 13", CASES, CHECKS)
+SQLITE = Checkpoint("checkpoint 13", CASES, RULES)
 
 
 @dataclass
@@ -170,10 +170,10 @@ def run_case(
     except ReferenceBlocked as blocked:
         record = {"result": CaseResult.FAIL, "message": str(blocked)}
         return record, result_line(Mark.FAIL, f"{number} {name}", str(blocked))
-    except CheckFailed as failed:
+    except ExpectationFailed as failed:
         record = {
             "result": CaseResult.FAIL,
-            "check": failed.check,
+            "expectation": failed.expectation,
             "expected": repr(failed.expected),
             "seen": repr(failed.seen),
             "message": str(failed),
@@ -228,7 +228,7 @@ def main(
     run = Run(impl=impl, lease=args.lease, client_timeout=round(args.lease * 0.4, 3))
     command = sys.argv if argv is None else [str(here), *argv]
     run.provenance = receipts.provenance(
-        command=command, code=sorted({impl, checkpoint.checked(impl)})
+        command=command, code=sorted({impl, checkpoint.student_path(impl)})
     )
     root = args.keep or Path(tempfile.mkdtemp(prefix="ch13-checkpoint-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -256,7 +256,7 @@ def run_cases(
     third what the checkpoint's services are); then the judge's result, and its exit status."""
     root, workdir, shared = places
     print(
-        f"{checkpoint.title} on {checkpoint.checked(run.impl)} (lease {run.lease:g}s,"
+        f"{checkpoint.title} on {checkpoint.student_path(run.impl)} (lease {run.lease:g}s,"
         f" supplier timeout {run.client_timeout:g}s; {describe()})"
     )
     python = os.path.relpath(sys.executable) if sys.prefix != sys.base_prefix else "python"
@@ -281,16 +281,16 @@ def run_cases(
         run.cases[name] = {"case": number} | record
         print(line)
         write_evidence(evidence, run, None)
-    outcome = end_status(run, evidence, root, {c.name: checkpoint.checks[c.name] for c in chosen})
+    outcome = end_status(run, evidence, root, {c.name: checkpoint.rules[c.name] for c in chosen})
     if args.evidence:
         print(f"evidence: {args.evidence}")
     return outcome
 
 
-def end_status(run: Run, evidence: Path, root: Path, checks: Mapping[str, Check]) -> int:
+def end_status(run: Run, evidence: Path, root: Path, rules: Mapping[str, Rule]) -> int:
     """The judge's result on the cases run, from the evidence and the files they kept: a case
     the run passed but the judge does not is failed here, saying why; its exit status."""
-    status, found = judge(evidence, root, checks)
+    status, found = judge(evidence, root, rules)
     for case in found:
         said_pass = run.cases[case.name].get("result") == CaseResult.PASS
         if said_pass and not case.passed:

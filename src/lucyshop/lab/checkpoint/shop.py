@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from lucyshop import IMPL_ENV, approval, atomic
 from lucyshop.lab.checkpoint.cases import CaseId
-from lucyshop.lab.checkpoint.checks import child_record, expect
+from lucyshop.lab.checkpoint.expectations import child_record, expect
 from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
 from lucyshop.lab.loader import CHAPTER
@@ -95,10 +95,10 @@ class Holding:
     def release(self, child: Any) -> dict[str, str]:
         """Let a still-living holder go on; return what it reports of its stale writes."""
         write_ready(self.directory / "release.json", {"released_at": time.time()})
-        report = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
+        outcomes = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
         status = wait_exit(child, timeout=DEADLINE)
-        self.event("stale holder reported", exit_status=status, **report)
-        return report
+        self.event("stale holder reported", exit_status=status, **outcomes)
+        return outcomes
 
 
 class Shop(Holding):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.exercises import receipts as exercise_receipts
+from lucyshop.lab.exercises import exercise_receipts
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import EXERCISES, ROOT
@@ -105,7 +105,7 @@ def main(path: str, argv: Sequence[str] | None = None) -> int:
     if args.exercise == "check":
         if args.receipt is None:
             parser.error("check needs the receipt's path")
-        problems = exercise_receipts.check_receipt(args.receipt, answers.chapter())
+        problems = exercise_receipts.receipt_problems(args.receipt, answers.chapter())
         problems += exercise_receipts.shape_problems(args.receipt)
         last = f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}"
         print("\n".join([*(result_line(Mark.FAIL, p) for p in problems), last]))

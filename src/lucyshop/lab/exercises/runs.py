@@ -9,9 +9,8 @@ check) passes the chapter in its sandbox and a directory for the shops, and its 
 the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
 Exercise 6 (``records``) is the experiment's recovery phase twice, on the crashed transcript and
 on the same transcript with the answers' records message as its last message. Both write their
-receipt through ``lucyshop.lab.evidence.receipts``; ``lucyshop.lab.exercises.receipts`` derives and
-checks
-its figures.
+receipt through ``lucyshop.lab.evidence.receipts``; ``lucyshop.lab.exercises.exercise_receipts``
+derives and checks its figures.
 """
 
 from __future__ import annotations
@@ -31,12 +30,11 @@ from tqdm import tqdm
 
 from lucyshop import approval
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.exercises import receipts as exercise_receipts
-from lucyshop.lab.exercises import renewal
+from lucyshop.lab.exercises import exercise_receipts, renewal
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.receipt import SAFE_LEASE_FACTOR, safe_lease
 from lucyshop.lab.experiment.renewer import attempts, renewals
-from lucyshop.lab.given import exercise_kit as kit
+from lucyshop.lab.given import exercise_kit
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.renewals import prepare_renewals
 from lucyshop.lab.model.backend import (
@@ -126,8 +124,8 @@ def renewal(
     shown to a sandbox, keeps the reports).
     """
     plan = RENEWAL_PLANS["quick" if quick else "full"]
-    impl = kit.chapter_path(answers)
-    leases = kit.chapter(answers) if leases is None else leases
+    impl = exercise_kit.chapter_path(answers)
+    leases = exercise_kit.chapter(answers) if leases is None else leases
     chat = open_model(backend, model, seed=seed)
     described = describe(chat)
     del chat  # a missing model fails here; the workers load their own
@@ -360,8 +358,8 @@ def records(
     receipt is then its own observation.
     """
     plan = RECORDS_PLANS["quick" if quick else "full"]
-    impl = kit.chapter_path(answers)
-    leases = kit.chapter(answers) if leases is None else leases
+    impl = exercise_kit.chapter_path(answers)
+    leases = exercise_kit.chapter(answers) if leases is None else leases
     record = receipts.provenance(
         command=_command(answers, 6, quick, out),
         code=[impl, answers, HERE, *DRIVERS],

@@ -214,7 +214,7 @@ def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
             " finish it first, then rerun the checkpoint cell"
         )
     if found.get("result") != CaseResult.PASS:
-        why = found.get("error") or found.get("check") or found.get("result")
+        why = found.get("error") or found.get("expectation") or found.get("result")
         raise StepMissing(
             f"the checkpoint's {name!r} case failed ({why}): finish it first"
             " (make check shows what fails), then rerun the checkpoint cell"
@@ -261,10 +261,10 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
 def receipt_check(mine: Path, leases: Any) -> None:
     """Check the student's own measured receipt. The kit's is never printed here: it answers
     the exercise's question, so it sits in a folded cell of its own (``kit_receipt``)."""
-    from lucyshop.lab.exercises.receipts import check_receipt, headline
+    from lucyshop.lab.exercises.exercise_receipts import headline, receipt_problems
 
     if mine.is_file():
-        problems = check_receipt(mine, leases)
+        problems = receipt_problems(mine, leases)
         said = (
             f"{Status.PASSING}: every figure recomputed"
             if not problems
@@ -286,7 +286,7 @@ def kit_receipt(kit: Path, *guesses: float | None) -> None:
     """The kit's own receipt of a measured exercise, labelled: for comparison once yours is
     made (13c keeps this cell's output folded). It answers the section's predictions, so,
     like ``reveal``, it shows nothing of itself while any of ``guesses`` is still None."""
-    from lucyshop.lab.exercises.receipts import headline
+    from lucyshop.lab.exercises.exercise_receipts import headline
 
     said = f"the kit's receipt ({kit.name}), measured on the reference; it is not yours"
     if any(guess is None for guess in guesses):

@@ -86,7 +86,7 @@ def child_main(args: argparse.Namespace) -> int:
             time.sleep(DEADLINE)  # the parent kills us long before this
             return 1
         wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
-        report = {
+        outcomes = {
             "transcript": refusal(
                 lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})
             ),
@@ -97,7 +97,7 @@ def child_main(args: argparse.Namespace) -> int:
         }
         write_ready(
             directory / "stale.json",
-            {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
+            {k: v or "ACCEPTED: the write went through" for k, v in outcomes.items()},
         )
         return 0
     except NotStarted as stub:

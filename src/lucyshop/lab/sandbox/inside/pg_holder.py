@@ -71,7 +71,7 @@ def child_main(args: argparse.Namespace) -> int:
             return 1
         wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 5)
         client = supplier_client(args)
-        report = {
+        outcomes = {
             "transcript": refusal(lambda: pg.observe(conn, held, {"text": "late"})),
             "completion": refusal(lambda: pg.finish(conn, held, "DONE", {"by": "stale"})),
             "supplier": refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
@@ -87,7 +87,7 @@ def child_main(args: argparse.Namespace) -> int:
         return 4
     write_ready(
         directory / "stale.json",
-        {k: v or "ACCEPTED: the write went through" for k, v in report.items()},
+        {k: v or "ACCEPTED: the write went through" for k, v in outcomes.items()},
     )
     return 0
 

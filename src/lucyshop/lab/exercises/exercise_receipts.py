@@ -3,7 +3,7 @@
 A receipt is ``{"schema", "exercise", "provenance", "settings", "figures", "observations"}``.
 The figures are derived from the raw observations by one function per exercise
 (``renewal.figures``, ``records.figures``), with the chapter-13 functions of whichever
-implementation is passed in; ``check_receipt`` derives them again from the stored
+implementation is passed in; ``receipt_problems`` derives them again from the stored
 observations and lists every figure that differs, every one missing or extra, every
 provenance field absent, and every condition of a sound run that does not hold.
 An empty list means the receipt stands.
@@ -14,7 +14,7 @@ receipt, checks one against them, and is the command line.
 
 The receipt's shape is ``schemas/exercise5.json`` or ``schemas/exercise6.json``.
 
-    python -m lucyshop.lab.exercises.receipts FILE [--impl learner|solutions|PATH]
+    python -m lucyshop.lab.exercises.exercise_receipts FILE [--impl learner|solutions|PATH]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def close(
 # ------------------------------------------------------------------ the check
 
 
-def check_receipt(
+def receipt_problems(
     path: str | os.PathLike | Mapping[str, Any], leases: ModuleType | None = None
 ) -> list[str]:
     """Every way the receipt at ``path`` (or the receipt itself, already read) fails to stand,
@@ -112,14 +112,14 @@ def headline(receipt: Mapping[str, Any]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lucyshop.lab.exercises.receipts",
+        prog="python -m lucyshop.lab.exercises.exercise_receipts",
         description="recompute an exercise receipt from its observations",
     )
     parser.add_argument("receipt", type=Path)
     add_impl_option(parser)
     args = parser.parse_args(argv)
     block_for(args.impl)  # the check may use only the implementation named
-    problems = check_receipt(args.receipt, load_impl(args.impl)) + shape_problems(args.receipt)
+    problems = receipt_problems(args.receipt, load_impl(args.impl)) + shape_problems(args.receipt)
     for problem in problems:
         print(result_line(Mark.FAIL, problem))
     print(f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}")

@@ -1,4 +1,4 @@
-"""What the checkpoints' cases assert with: a failed check that says what differs, the stale
+"""What the checkpoints' cases expect: a failed expectation that says what differs, the stale
 writes a holder must have had refused, and the records a worker child leaves for its parent.
 
 Shared by both checkpoints (``checkpoints/ch13_worker_recovery.py`` and
@@ -15,10 +15,10 @@ from lucyshop.lab.loader import ReferenceBlocked
 from lucyshop.lab.services.processes import wait_for_file
 
 
-class CheckFailed(AssertionError):
-    def __init__(self, check: str, expected: Any, seen: Any) -> None:
-        self.check, self.expected, self.seen = check, expected, seen
-        super().__init__(f"{check}: {self.difference()}")
+class ExpectationFailed(AssertionError):
+    def __init__(self, expectation: str, expected: Any, seen: Any) -> None:
+        self.expectation, self.expected, self.seen = expectation, expected, seen
+        super().__init__(f"{expectation}: {self.difference()}")
 
     def difference(self) -> str:
         """What differs: for two dicts, each differing field by name (``generation expected 2,
@@ -33,9 +33,9 @@ class CheckFailed(AssertionError):
         return f"expected {expected!r}, saw {seen!r}"
 
 
-def expect(check: str, seen: Any, expected: Any) -> None:
+def expect(expectation: str, seen: Any, expected: Any) -> None:
     if seen != expected:
-        raise CheckFailed(check, expected, seen)
+        raise ExpectationFailed(expectation, expected, seen)
 
 
 def claimed(held: Any) -> dict[str, Any]:
@@ -52,22 +52,22 @@ FENCED_BY = {
 }
 
 
-def expect_refused(report: dict[str, str], writes: tuple[str, ...], after: str) -> None:
+def expect_refused(outcomes: dict[str, str], writes: tuple[str, ...], after: str) -> None:
     """Every stale write in ``writes`` was refused; else name the function that let one in,
     and the rule it broke (what the function tests may have missed)."""
-    accepted = [w for w in writes if w not in refused_at(report)]
+    accepted = [w for w in writes if w not in refused_at(outcomes)]
     if accepted:
         function, what = FENCED_BY[accepted[0]]
-        raise CheckFailed(
+        raise ExpectationFailed(
             f"{function} accepted generation 1's {what} after {after}",
             "PermissionError",
-            report[accepted[0]],
+            outcomes[accepted[0]],
         )
 
 
-def refused_at(report: dict[str, str]) -> list[str]:
+def refused_at(outcomes: dict[str, str]) -> list[str]:
     """The boundaries at which a write was refused with PermissionError, sorted."""
-    return sorted(k for k, v in report.items() if v.startswith("PermissionError"))
+    return sorted(k for k, v in outcomes.items() if v.startswith("PermissionError"))
 
 
 def child_record(
