@@ -39,7 +39,7 @@ def quick_receipt(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
     out = tmp_path_factory.mktemp("experiment") / "receipt.json"
     # 8-token turns: every phase runs as in --quick, in two thirds of the time (shorter turns,
-    # shorter leases); the tests judge the pipeline and the check, not the model's replies.
+    # shorter leases); the tests weigh the pipeline and the check, not the model's replies.
     argv = [*EXPERIMENT, "--out", str(out), "--quick", "--max-tokens", str(TOKENS)]
     with one_model_at_a_time(request):
         done = python([*argv, "--impl", "solutions"], timeout=RUN_SECONDS)

@@ -108,7 +108,7 @@ STATUS_WORDS = {
 STATUS_ROOMS = ("check", "checkpoint", "grade", "lesson", "bench")
 NOT_A_STATUS = {"grade/gradescope/stockimage.py": {"PASSED", "FAILED"}}  # the image proof's
 # Hand-ins that attack the kit: their swaps and aliases are the attack, run in the sandbox.
-HAND_INS = ROOT / "tests" / "judge" / "hostile"
+HAND_INS = ROOT / "tests" / "sandbox" / "hostile"
 # Gradescope's image proof: its receipt hashes these files, and re-measuring it needs a Debian
 # image; their aliases (rubric as rubrics, results as gradescope) wait for that.
 RECEIPTED = {f"{_LAB}grade/gradescope/autograder.py", f"{_LAB}grade/gradescope/stockimage.py"}
@@ -373,11 +373,11 @@ def test_planted_prose_that_uses_judge_or_verdict_otherwise_is_found(tmp_path):
             f"{_LAB}checkpoint/judge.py": '"""The judge: what was judged."""\n',  # its own
             f"{_LAB}grade/verdict.py": '"""One verdict per check."""\n',  # its home
             f"{_LAB}check/results.py": '"""Read back by ``lucyshop.lab.grade.verdict``."""\n',
-            "README.md": "the judge suite (`tests/judge/`)\nnot to judge what a reply says\n",
+            "README.md": "the judge suite (`tests/sandbox/`)\nnot to judge what a reply says\n",
             "Makefile": "grade: ## a Verdict for each hand-in\n",
             "notebooks/13x.ipynb": json.dumps(notebook),
             "tests/soak/test_x.py": '"""Each invariant, judged; its verdict read."""\n',
-            "tests/judge/hostile/forge.py": '"""Judged by nobody: an attack."""\n',
+            "tests/sandbox/hostile/forge.py": '"""Judged by nobody: an attack."""\n',
         },
     )
     assert sorted(stray_prose(tmp_path)) == sorted(

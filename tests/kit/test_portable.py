@@ -120,7 +120,7 @@ def test_the_process_checks_pass_with_proc_unreadable_to_the_kit(tmp_path):
     assert "::test_scan - PermissionError: the kit itself read /proc" in out, out[-2000:]
 
 
-HOSTILE = ROOT / "tests" / "judge" / "hostile"
+HOSTILE = ROOT / "tests" / "sandbox" / "hostile"
 
 
 def kit_files() -> list[Path]:

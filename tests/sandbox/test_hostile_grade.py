@@ -38,7 +38,7 @@ from hostile_checks import (
     short_tmpdir,
     with_bodies,
 )
-from judge_files import ROOT
+from sandbox_files import ROOT
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.grade import rubric

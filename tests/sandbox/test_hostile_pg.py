@@ -35,7 +35,7 @@ from hostile_checks import (
     run_check,
     short_tmpdir,
 )
-from judge_files import ROOT, SOLUTIONS
+from sandbox_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.checkpoint.cases import ON_POSTGRES

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from conftest import CASE_SECONDS, TEST_SECONDS
-from judge_files import rows
+from sandbox_files import rows
 
 from lucyshop.lab.check.plugin.collect import BACKSTOP
 from lucyshop.lab.check.subjects import LEFT_OUT

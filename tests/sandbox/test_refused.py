@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from judge_files import ROOT, SOLUTIONS
+from sandbox_files import ROOT, SOLUTIONS
 
 LOAD = (
     "import sys\n"

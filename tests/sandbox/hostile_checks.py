@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from judge_files import ROOT, SOLUTIONS
+from sandbox_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.guard import MARKER
 from lucyshop.lab.check.subjects import FUNCTIONS

@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from judge_files import ROOT, check, rows, student_copy, tree
+from sandbox_files import ROOT, check, rows, student_copy, tree
 
 from lucyshop.lab.check.guard import MARKER, KitFiles, kit_changes, new_marker, sweep
 from lucyshop.lab.check.subjects import stubs_in

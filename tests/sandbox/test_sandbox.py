@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from judge_files import ROOT
+from sandbox_files import ROOT
 
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.sandbox import (

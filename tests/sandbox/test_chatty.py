@@ -4,7 +4,7 @@ to a pipe that could fill, and the deadlines leave room for slow calls."""
 from __future__ import annotations
 
 import pytest
-from judge_files import check, student_copy
+from sandbox_files import check, student_copy
 
 pytestmark = pytest.mark.slow
 

@@ -37,7 +37,7 @@ from hostile_checks import (
     short_tmpdir,
     with_bodies,
 )
-from judge_files import ROOT
+from sandbox_files import ROOT
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint.judge import CASES

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from hostile_checks import MARKS, hand_in, hostile, leftovers, short_tmpdir, with_bodies
-from judge_files import ROOT
+from sandbox_files import ROOT
 
 pytestmark = MARKS
 

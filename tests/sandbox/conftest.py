@@ -10,14 +10,14 @@ that only reads its result shares it.
 from __future__ import annotations
 
 import pytest
-from judge_files import check, student_copy
+from sandbox_files import check, student_copy
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A whole check takes minutes (and a session fixture's run counts against its first
     test): past the suite's default, up to the check's own 900 s deadline."""
     for item in items:
-        if "judge" in item.path.parts and item.get_closest_marker("timeout") is None:
+        if "sandbox" in item.path.parts and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(900))
 
 

@@ -40,7 +40,7 @@ from hostile_checks import (
     short_tmpdir,
     with_bodies,
 )
-from judge_files import ROOT
+from sandbox_files import ROOT
 
 from lucyshop.lab.check.guard import DISK_LIMIT
 from lucyshop.lab.check.subjects import FUNCTIONS
