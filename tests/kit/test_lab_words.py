@@ -223,6 +223,58 @@ def stray_prose(root: Path) -> list[str]:
     return stray
 
 
+# "check" and "report" in prose, outside their homes: only as one of their named uses, each
+# defined in the glossary. check: make check (and a run of it, a notebook's check(), the
+# lab.check room, its ch13-check schema), the chapter's current-holder check (the book's term,
+# also the holder check). A receipt is verified, not checked.
+# report: the soak's, the bench's, the similarity and the status reports, and pytest's.
+CHECK_USES = re.compile(
+    r"make check|\bcheck\(|lab\.check\b|lucyshop\.lab\.check\b|ch13-check|"
+    r"(?:current-)?holder checks?\b",
+    re.IGNORECASE,
+)
+REPORT_USES = re.compile(
+    r"(?:soak|bench|similarity|status|four-signal)(?:'s)? reports?\b|"
+    r"pytest(?:'s)? (?:\w+ )?reports?\b|\breport=|\bsoak/report\b|lab\.soak\.report\b",
+    re.IGNORECASE,
+)
+WORD_ANYWHERE = {
+    "check": re.compile(r"\bcheck(?!point|out)\w*", re.IGNORECASE),
+    "report": re.compile(r"\breport\w*", re.IGNORECASE),
+}
+# Where prose may use each word freely: its homes (as for names), the glossary, and the tests
+# of those homes.
+PROSE_HOMES = {
+    "check": (*HOMES["check"], GLOSSARY, "tests/check/", "tests/grading/"),
+    "report": (*HOMES["report"], GLOSSARY, "tests/soak/", "tests/bench/"),
+}
+USES = {"check": CHECK_USES, "report": REPORT_USES}
+
+
+def check_report_prose_files(root: Path) -> list[Path]:
+    """The prose that check and report are read in: the lab's and the checkpoints' code (the
+    runtime's words are the book's), the learner's and the reference's files, the README, the
+    Makefile, the schemas, the notebooks and the tests."""
+    chapter = [*sorted((root / "learner").glob("*.py")), *sorted((root / "solutions").glob("*.py"))]
+    rest = [p for p in prose_files(root) if p.suffix != ".py"]
+    return [*lab_code(root), *chapter, *rest, *kit_tests(root)]
+
+
+def stray_check_and_report(root: Path) -> list[str]:
+    """``path:where: '...'`` for each "check" or "report" in prose that is none of its named
+    uses, outside the word's homes."""
+    stray = []
+    for path in check_report_prose_files(root):
+        rel = path.relative_to(root).as_posix()
+        for where, text in prose(path):
+            for word, uses in USES.items():
+                if rel.startswith(PROSE_HOMES[word]):
+                    continue
+                hits = WORD_ANYWHERE[word].findall(uses.sub("", text))
+                stray += [f"{rel}:{where}: {hit!r}" for hit in hits]
+    return stray
+
+
 def renamed_imports(path: Path) -> list[str]:
     """``file:line: what as other`` for each module or name of the kit (``lucyshop...``)
     imported under another name. ``import a.b.c as c`` keeps the name, so it is not one."""
@@ -295,6 +347,10 @@ def test_judge_and_verdict_each_mean_one_thing_in_prose_and_output():
 
 def test_check_and_report_each_name_one_thing_in_the_lab():
     assert stray_names(ROOT, ("check", "report"), lab_code(ROOT)) == []
+
+
+def test_check_and_report_each_mean_one_thing_in_prose_and_output():
+    assert stray_check_and_report(ROOT) == []
 
 
 def test_no_status_word_is_a_bare_string():
