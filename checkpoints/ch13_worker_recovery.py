@@ -57,7 +57,7 @@ from lucyshop.supplier import ledger_orders
 
 
 def arithmetic(run: Run, leases: Any, _directory: Path) -> dict[str, Any]:
-    """Part A's arithmetic is right on ten turns small enough to check by hand: percentiles,
+    """Part A's arithmetic is right on ten turns small enough to work out by hand: percentiles,
     the share of false expiries, the shortest safe lease, the detection delay, fenced()."""
     turns = [
         0.9,
@@ -82,7 +82,7 @@ def arithmetic(run: Run, leases: Any, _directory: Path) -> dict[str, Any]:
     expect("detection_delay(4.0, 1.0, 0.2) rounded", round(delay, 9), 3.6)
     expect("fenced(1, 2)", leases.fenced(1, 2), True)
     expect("fenced(2, 2)", leases.fenced(2, 2), False)
-    run.event(ARITHMETIC.tag, "checked", detection_delay=delay)
+    run.event(ARITHMETIC.tag, "figures as expected", detection_delay=delay)
     return {
         "p50": leases.percentile(turns, 50),
         "p90": leases.percentile(turns, 90),
@@ -141,7 +141,7 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
     run.event(FENCE.tag, "stale generation refused", **refused)
     rivals = _between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
-    run.event(FENCE.tag, "no write after a takeover between check and write", **rivals)
+    run.event(FENCE.tag, "no write after a takeover between the holder check and its write", **rivals)
     return {
         "time": "injected with now=",
         "generations": [old.generation, new.generation],
@@ -161,7 +161,7 @@ def _between_check_and_write(
     row may be written after it. How many runs each writer had."""
     probes = leases._sandbox.kit("lucyshop.lab.sandbox.inside.shop_probes")
     calls = {
-        "observe": lambda connection: leases.observe(connection, held, "checked", now=now),
+        "observe": lambda connection: leases.observe(connection, held, "observed", now=now),
         "finish": lambda connection: leases.finish(connection, held, "DONE", {}, now=now),
     }
     counted = {}
@@ -232,7 +232,7 @@ def paused_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     SIGCONTinued once a replacement holds the work, and its writes and its send are refused.
 
     For a moment two live workers believe they hold the same work. Only the generation in
-    ``worker_id`` tells chapter 11's unchanged check which one may send.
+    ``worker_id`` tells chapter 11's unchanged holder check which one may send.
     """
     with Shop(run, leases, directory, PAUSED) as shop:
         child, ready = shop.start_holder()

@@ -4,9 +4,10 @@ student reads are in ``checkpoints/``; everything they stand on is here:
 - ``cases``: the case list, stated once (numbers, names, tags, holder modes);
 - ``runner``: the command line, a sandbox per case, the evidence file, the judge at the end;
 - ``shop``: what a process case stands on in either checkpoint (supplier, holder child), and
-  one SQLite case's shop file and checks; ``postgres``: one PostgreSQL case's schema, role
-  and checks, and that checkpoint for the runner;
-- ``checks``: the failed check that says what differs, the refusals a stale holder must get;
+  one SQLite case's shop file and expectations; ``postgres``: one PostgreSQL case's schema,
+  role and expectations, and that checkpoint for the runner;
+- ``expectations``: the failed expectation that says what differs, the refusals a stale holder
+  must get, the records a holder child leaves for its parent;
 - ``rival``: the takeover between a holder check and its write, at moments this side picks;
 - ``judge``: the trusted result, read from the files each case kept;
 - ``demo``: ``make demo``.

@@ -30,7 +30,7 @@ def killed_worker(case: Path) -> list[str]:
         facts = json.loads(EVIDENCE.read_text())["cases"][KILLED.name]
         pid = int(facts["child_pid"])
     except (OSError, ValueError, KeyError, TypeError):
-        return []  # no pid observed: the report will say liveness is unknown
+        return []  # no pid observed: the status will say liveness is unknown
     registry = case / "workers.json"
     registry.write_text(json.dumps({OWNER: pid}) + "\n")
     return ["--workers", os.path.relpath(registry)]

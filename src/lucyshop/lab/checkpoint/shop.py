@@ -1,7 +1,8 @@
 """A process case's world. ``Holding`` is what one stands on in either checkpoint: its supplier
 process, its holder child in a sandbox like the case's own (shown the supplier through a relay),
 and its events, under the case's tag. ``Shop`` adds the SQLite checkpoint's fresh shop file and
-the checks its process cases share (``postgres.PgShop``, exercise 7's schema and checks).
+the expectations its process cases share (``postgres.PgShop``, exercise 7's schema and
+expectations).
 
 The case functions in ``checkpoints/ch13_worker_recovery.py`` drive it. Every call into the
 student's code goes through the case's sandbox (``leases`` is its ``Remote``); the shop and the
@@ -93,16 +94,16 @@ class Holding:
         return child, ready
 
     def release(self, child: Any) -> dict[str, str]:
-        """Let a still-living holder go on; return what it reports of its stale writes."""
+        """Let a still-living holder go on; return its record of its stale writes."""
         write_ready(self.directory / "release.json", {"released_at": time.time()})
         outcomes = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
         status = wait_exit(child, timeout=DEADLINE)
-        self.event("stale holder reported", exit_status=status, **outcomes)
+        self.event("stale holder wrote back", exit_status=status, **outcomes)
         return outcomes
 
 
 class Shop(Holding):
-    """One case's world: a fresh shop file, a supplier process, and the checks they share."""
+    """One case's world: a fresh shop file, a supplier process, and the expectations they share."""
 
     def __init__(self, run: Run, leases: Any, directory: Path, case: CaseId) -> None:
         super().__init__(run, leases._sandbox, directory, case)

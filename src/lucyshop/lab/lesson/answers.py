@@ -270,7 +270,7 @@ ANSWERS: dict[str, Answer] = {
     "slow_holder_writes_accepted": Answer(
         _label("slow holder's writes accepted, of 3"),
         lambda: sum(
-            not _event(LIVE_STALE.tag, "stale holder reported")[w].startswith("PermissionError")
+            not _event(LIVE_STALE.tag, "stale holder wrote back")[w].startswith("PermissionError")
             for w in ("transcript", "completion", "supplier")
         ),
         source="the reference's run",

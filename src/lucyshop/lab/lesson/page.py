@@ -60,7 +60,7 @@ def stale_reasons(evidence: Mapping[str, Any] | None, name: str, case: str) -> N
         found = next(
             e
             for e in run["timeline"]
-            if e.get("case") == case and e["event"] == "stale holder reported"
+            if e.get("case") == case and e["event"] == "stale holder wrote back"
         )
     for boundary in ("transcript", "completion", "supplier"):
         reason = str(found.get(boundary, "?"))
@@ -83,7 +83,7 @@ EVENTS = {  # event -> (lane, label)
     "lease expired": ("shop database", "lease ran out"),
     "replacement holds the work": ("replacement", "claim g{generation}"),
     "replacement finished": ("replacement", "{status} g{generation}"),
-    "stale holder reported": ("holder", "3 writes refused"),
+    "stale holder wrote back": ("holder", "3 writes refused"),
     "supplier committed; reply held back": ("supplier", "order committed"),
     "operator cancelled": ("checkpoint", "cancel: g{generation}"),
     "reconciled": ("supplier", "looked up"),

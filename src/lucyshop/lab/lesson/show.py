@@ -101,7 +101,7 @@ _ACTORS = {
     "holder exited": ("P", "H", "SIGKILL (exit {status})"),
     "lease expired": ("DB", "DB", "lease runs out after {waited_seconds}s"),
     "replacement finished": ("R", "DB", "recover_once: {status} at generation {generation}"),
-    "stale holder reported": ("H", "DB", "stale writes refused: {refused}"),
+    "stale holder wrote back": ("H", "DB", "stale writes refused: {refused}"),
 }
 
 
