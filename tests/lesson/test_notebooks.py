@@ -517,7 +517,7 @@ def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions()
 
 
 PREDICTIONS = {"13a": 16, "13b": 16, "13c": 3, "13d": 6, "13e": 0}
-REVEAL = re.compile(r'^lesson\.reveal\("(\w+)", (\w+)\)$')
+REVEAL = re.compile(r'^show\.reveal\("(\w+)", (\w+)\)$')
 
 
 def predictions(cells: list) -> list[tuple[int, str]]:
@@ -533,7 +533,7 @@ def predictions(cells: list) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_prediction_cell_comes_before_the_number_it_predicts(notebook):
     """Predict, then see: a cell tagged "prediction" where the learner writes a guess (None as
-    stored), and right after it one line, ``lesson.reveal("key", guess)``: no answer in its
+    stored), and right after it one line, ``show.reveal("key", guess)``: no answer in its
     source (it is computed in lucyshop.lab.lesson.answers) and, on a fresh clone, none in its
     output either: only that a guess comes first."""
     from lucyshop.lab.lesson.answers import ANSWERS
@@ -692,8 +692,8 @@ def test_the_trade_off_plot_shows_both_errors_with_intervals_on_its_counts():
     assert [round(x, 3) for x in show.wilson(0, 20)] == [0.0, 0.161]
     assert [round(x, 3) for x in show.wilson(20, 20)] == [0.839, 1.0]
     notebook = next(p for p in NOTEBOOKS if p.stem.startswith("13a"))
-    plot = next(c for c in code_cells(notebook) if "lesson.outlive_steps" in c.source)
-    for needed in ("lesson.wilson(", "errorbar(", "plt.subplots(1, 2", "measured_mean_delay"):
+    plot = next(c for c in code_cells(notebook) if "show.outlive_steps" in c.source)
+    for needed in ("show.wilson(", "errorbar(", "plt.subplots(1, 2", "measured_mean_delay"):
         assert needed in plot.source, needed
     assert "twinx()" not in plot.source
 
@@ -832,7 +832,7 @@ def test_the_pilot_and_trials_are_compared_on_the_tail_share_beyond_the_median_l
     assert "Mann-Whitney" not in source and "mann_whitney" not in source
     appendix = next(p for p in NOTEBOOKS if p.stem.startswith("13e"))
     cells = nbformat.read(appendix, as_version=4).cells
-    assert any("lesson.tail_shares(" in c.source for c in cells)
+    assert any("show.tail_shares(" in c.source for c in cells)
     assert any("mann_whitney" in c.source for c in cells)
 
 
