@@ -141,7 +141,7 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     expect("outcome written by generation 2", written, {"generation": 2, "status": "DONE"})
     run.event(FENCE.tag, "stale generation refused", **refused)
     rivals = _between_check_and_write(leases, db, nxt, kept_directory(directory), t0 + ttl + 5)
-    run.event(FENCE.tag, "no write after a takeover between the holder check and its write", **rivals)
+    run.event(FENCE.tag, "no write after a takeover between holder check and write", **rivals)
     return {
         "time": "injected with now=",
         "generations": [old.generation, new.generation],

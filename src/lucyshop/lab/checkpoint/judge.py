@@ -120,7 +120,7 @@ def rows(db: sqlite3.Connection, sql: str, *args: Any) -> list[tuple]:
 
 
 def arithmetic(_directory: Path, facts: dict[str, Any]) -> None:
-    """No files: the three figures the evidence records must be the hand-checked ones."""
+    """No files: the three figures the evidence records must be the ones worked out by hand."""
     expect("p50 of the ten turns", facts.get("p50"), 0.7)
     expect("p90 of the ten turns", facts.get("p90"), 1.2)
     delay = facts.get("detection_delay")
@@ -257,7 +257,7 @@ def judge_case(
         return Case(number, name, False, f"the evidence says pass, but {wrong}")
     except (sqlite3.Error, OSError, ValueError, TypeError, KeyError, IndexError) as error:
         return Case(number, name, False, f"its kept files cannot be read: {error}")
-    return Case(number, name, True, "checked against its kept shop and supplier files")
+    return Case(number, name, True, "confirmed by its kept shop and supplier files")
 
 
 def judge(

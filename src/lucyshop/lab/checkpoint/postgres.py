@@ -122,7 +122,7 @@ class PgShop(Holding):
 
     def _keep(self, failed: type[BaseException] | None, *_exc: object) -> None:
         """The tables as they are at the end of a case that raised nothing, read on our
-        connection, kept for the judge (only a case that passed is checked against them)."""
+        connection, kept for the judge (only a case that passed is held to them)."""
         if failed is not None:
             return
         tables = {

@@ -7,8 +7,8 @@ ours to execute, and before statement ``first`` and each one after, until it get
 rival tries to take the work over on a connection of its own, without waiting (a transaction
 that holds the write lock keeps it out). One calm run counts the writer's statements; then
 one run for each of them as ``first``, in an order drawn here. A holder check in the write's
-own transaction keeps every try out or comes after it; a check in a transaction of its own
-lets the rival in before the write, and a row written after the takeover is stale.
+own transaction keeps every try out or comes after it; a holder check in a transaction of its
+own lets the rival in before the write, and a row written after the takeover is stale.
 
 Each copy records, in a table the sandbox may neither read nor write (``RUNS``), which work
 and generation it tests, where the rival was let loose, and, in the takeover's own
@@ -131,13 +131,14 @@ class RivalAtEveryMoment:
         return True
 
     def attempt(self, call: Callable[[Any], Any], what: str) -> list[Run]:
-        """Every run of ``call``, checked (``RivalWrong`` at the first wrong one): the calm one
+        """Every run of ``call``, vetted (``RivalWrong`` at the first wrong one): the calm one
         writes the holder's row; wherever the rival got in, no row is written after it and
         the writer wrote first or was refused; and the rival got in somewhere."""
         calm = self.run(call, None)
         if calm.refused is not None:
             raise RivalWrong(
-                f"nothing came between the check and {what}, yet it was refused: {calm.refused}"
+                f"nothing came between the holder check and {what}, yet it was refused:"
+                f" {calm.refused}"
             )
         moments = list(range(1, calm.statements + 1))
         random.SystemRandom().shuffle(moments)
@@ -169,7 +170,7 @@ def problems_in(paths: list[Path], what: str) -> list[str]:
             rows = written(db, table, work_id)
         if first is None and len(rows) != 1:  # the copy held no row of this work before
             problems.append(
-                f"nothing came between the check and {what}, yet it wrote {len(rows)} rows"
+                f"nothing came between the holder check and {what}, yet it wrote {len(rows)} rows"
                 f" for generation {generation}, not one"
             )
         if number is None:

@@ -306,7 +306,7 @@ def write_evidence(path: Path, run: Run, outcome: int | None) -> None:
     """The evidence so far, replaced whole (``outcome`` None while cases are still running)."""
     evidence = {
         "schema": 2,
-        "provenance": receipts.finish(run.provenance),  # with the sha256 of the checked file
+        "provenance": receipts.finish(run.provenance),  # with the sha256 of the file under test
         "impl": str(run.impl),
         "lease_seconds": run.lease,
         "supplier_timeout_seconds": run.client_timeout,
