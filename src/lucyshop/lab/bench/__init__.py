@@ -11,12 +11,13 @@ runs them in the order of ``SECTIONS``. A new timing section is one more module 
   300, 3,000 and 9,900 queued items, beside litequeue (pop + done) and persist-queue
   (``SQLiteAckQueue`` get + ack), at synchronous=FULL and NORMAL; duplicates, lock errors and
   the p99 claim latency per row.
-- ``fence``: ``observe`` (holder check + insert) against the same insert without the check.
+- ``fence``: ``observe`` (holder check + insert) against the same insert without the holder
+  check.
 - ``checkpoint``: the real lease waits against everything else the checkpoint does.
 - ``detection``: |measured - predicted| detection delay in the committed Part A receipt.
-- ``feedback``: ``make check``'s report on the solutions with a warm environment.
+- ``feedback``: a ``make check`` of the solutions with a warm environment.
 
 Every figure is a median over repeats with its spread. Nothing here asserts a speed: the
-machines are shared, so the figures are reported beside their targets, never tested against
+machines are shared, so the figures are written beside their targets, never tested against
 a clock.
 """

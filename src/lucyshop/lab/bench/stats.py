@@ -1,4 +1,4 @@
-"""The summaries every section reports: a median with its spread, and nearest-rank percentiles."""
+"""The summaries every section gives: a median with its spread, and nearest-rank percentiles."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Section ``fence``: ``observe`` (holder check + insert) against the same insert without the
-check, interleaved so the machine's drift hits both."""
+holder check, interleaved so the machine's drift hits both."""
 
 from __future__ import annotations
 
