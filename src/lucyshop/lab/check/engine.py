@@ -12,7 +12,7 @@ result without printing them.
 The student's functions run only in sandboxed worker processes (``lucyshop.lab.sandbox``):
 this process, the pytest children and the checkpoint's parent never import the file, and what
 crosses back is data to check. A row is NOT STARTED by the file's syntax alone, PASSING only
-when as many tests reported a result as a separate collection finds; the checkpoint's outcome
+when as many tests gave a result as a separate collection finds; the checkpoint's outcome
 is the judge's, read from the files it kept (``watcher``). The kit's own files are read before
 and compared after; a change where nothing isolates the file FAILS the check. Bounded,
 whatever the file does: the import, each test, each checkpoint case, the suite and the

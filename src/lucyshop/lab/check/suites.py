@@ -7,7 +7,7 @@ test ran past its deadline, whose process died, or whose sandboxes filled their 
 rest of the suite is then rerun without that test, its function failing at once in the tests
 after it.
 A separate ``--collect-only`` run on the kit's own stubs (``pristine_counts``) says how many
-tests each row has, so a row that reports fewer results is not PASSING.
+tests each row has, so a row with fewer results is not PASSING.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
     """What the pristine collection is given, and the parts the suites run in.
 
     A row set aside never runs; nor do the tests of a row still a stub by its syntax, which is
-    NOT STARTED whatever they report (the counts still name all its tests). Each suite runs in
+    NOT STARTED whatever they do (the counts still name all its tests). Each suite runs in
     a pytest child of its own, and each measured exercise (mostly waiting on its scripted turns
     and leases) in another: the tests wait on the sandbox more than they compute, so side by
     side they take the time of the longest. Exercise 7 is a suite of its own (tests/postgres,
@@ -196,7 +196,7 @@ def stopped_in(nodeid: str, why: str) -> dict[str, Any]:
 
 
 def keep_outcomes(run: SuiteRun, outcomes: Outcomes, hung: list[str]) -> None:
-    """Add what one child reported to ``run``, and each function it found hung to ``hung``."""
+    """Add what one child wrote back to ``run``, and each function it found hung to ``hung``."""
     for record in outcomes.records:
         if record.get("event") in ("result", "collect_error"):
             run.results[record["nodeid"]] = record
@@ -242,7 +242,7 @@ def run_suites(
             return ended(run, child, outcomes)
         nodeid, why = stopped
         if attempt and len(run.results) == before:
-            run.stopped = "the test process reported no results twice in a row"
+            run.stopped = "the test process wrote back no results twice in a row"
             return run
         if nodeid is None:
             run.stopped = why

@@ -3,7 +3,7 @@
 A row is NOT STARTED when its body is still the stub, read from the file's syntax alone (a
 ``NotStarted`` raised by a written function is a failure like any other); FAILING
 with every failing test (one line each: what was expected, what happened, and the command
-that reruns just that test); PASSING only when every test of it passed and as many reported a
+that reruns just that test); PASSING only when every test of it passed and as many gave a
 result as a separate collection finds. The summary line and the exit status come from the
 rows and the checkpoint alone.
 """
@@ -103,7 +103,7 @@ def grade_row(
         row.message = f"not reached: {stopped}" if stopped else "no test ran"
     elif expected is not None and len(tests) != expected:
         row.status = Status.FAILING
-        row.message = f"{len(tests)} of its {expected} tests reported a result" + (
+        row.message = f"{len(tests)} of its {expected} tests gave a result" + (
             f" ({stopped})" if stopped else ""
         )
     return row
