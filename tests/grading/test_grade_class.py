@@ -25,7 +25,7 @@ from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS, column
-from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.gradescope import results
 from lucyshop.lab.loader import ROOT
 
 WITH_CHECKPOINT = {"reference", "stubs", "mutant observe_fence"}
@@ -181,7 +181,7 @@ def test_copies_between_students_are_flagged_and_independent_work_is_not(graded_
 @pytest.mark.timeout(2400)
 def test_every_student_gets_feedback_and_a_valid_results_json(graded_class):
     names, out, _rubric, rows = graded_class
-    schema = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
+    schema = json.loads(results.SCHEMA.read_text(encoding="utf-8"))
     for name in names:
         document = json.loads((out / "gradescope" / name / "results.json").read_text("utf-8"))
         jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)

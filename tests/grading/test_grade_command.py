@@ -1,5 +1,5 @@
 """``make grade`` and its defaults: every option passed through, JOBS of cores + 1 (the
-Makefile's and the command's), and the speed report's CPU-seconds and projections."""
+Makefile's and the command's), and the speed figures' CPU-seconds and projections."""
 
 from __future__ import annotations
 

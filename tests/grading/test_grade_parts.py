@@ -28,13 +28,12 @@ from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.__main__ import main
 from lucyshop.lab.grade.classroom import grade_class
 from lucyshop.lab.grade.gradebook import COLUMNS
-from lucyshop.lab.grade.gradescope import autograder
-from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.gradescope import autograder, results
 from lucyshop.lab.grade.similar import similarity
 from lucyshop.lab.grade.verdict import Output, Verdict, from_json, verdict_on
 from lucyshop.lab.services.processes import processes_mentioning
 
-SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
+SCHEMA = json.loads(results.SCHEMA.read_text(encoding="utf-8"))
 
 
 def exact_sum(values) -> Decimal:
@@ -205,7 +204,9 @@ def test_slugs_are_safe_and_distinct_for_names_that_look_alike():
 )
 def test_results_json_follows_gradescopes_specification(verdict):
     loaded = rubric.load()
-    document = gradescope.results(verdict, loaded, similarity=0.5)
+    document = results.document(
+        verdict, loaded, scored=rubric.score(verdict, loaded), similarity=0.5
+    )
     validate(document)
     assert exact_sum(t["max_score"] for t in document["tests"]) == Decimal(100)
     assert exact_sum(t["score"] for t in document["tests"]) == Decimal(str(document["score"]))

@@ -22,7 +22,7 @@ import pytest
 from grading_class import STUBS
 
 from lucyshop.lab.grade import rubric
-from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.gradescope import results
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.services import postgres
 
@@ -75,7 +75,7 @@ def graded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
     return out, rows
 
 
-def results(out: Path, name: str) -> dict:
+def results_of(out: Path, name: str) -> dict:
     return json.loads((out / "gradescope" / name / "results.json").read_text("utf-8"))
 
 
@@ -101,19 +101,19 @@ def test_exercise_7_is_a_row_of_the_gradebook_and_earns_its_share(graded):
 def test_gradescope_has_the_row_and_every_score_adds_up_exactly(graded):
     out, rows = graded
     loaded = rubric.load()
-    schema = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
+    schema = json.loads(results.SCHEMA.read_text(encoding="utf-8"))
     for name in ("ana", "bo", "cy"):
-        document = results(out, name)
+        document = results_of(out, name)
         jsonschema.validate(document, schema, cls=jsonschema.Draft202012Validator)
         tests = document["tests"]
         assert sum(Decimal(str(t["max_score"])) for t in tests) == Decimal(str(loaded.total))
         assert sum(Decimal(str(t["score"])) for t in tests) == Decimal(str(document["score"]))
         assert document["score"] == pytest.approx(float(rows[name]["score"]))
-    ana = {t["name"]: t for t in results(out, "ana")["tests"]}
+    ana = {t["name"]: t for t in results_of(out, "ana")["tests"]}
     row = next(t for name, t in ana.items() if name.startswith("exercise 7 ("))
     assert row["status"] == "passed" and row["score"] == row["max_score"] > 0
     assert ana["exercises 1-6: NOT SUBMITTED"]["score"] == 0  # no exercises.py handed in
-    cy = {t["name"] for t in results(out, "cy")["tests"]}
+    cy = {t["name"] for t in results_of(out, "cy")["tests"]}
     assert "exercises: NOT SUBMITTED" in cy  # neither file: one line for every exercise row
 
 

@@ -19,20 +19,21 @@ import jsonschema
 import pytest
 from grading_class import REFERENCE
 
+from lucyshop.lab import loader
 from lucyshop.lab.check.results import Row
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.checkpoint.judge import Case
-from lucyshop.lab.grade import feedback, gradebook, rubric, submissions
+from lucyshop.lab.grade import feedback, gradebook, rubric
 from lucyshop.lab.grade.classroom import Options
-from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.gradescope import results
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 
-SCHEMA = json.loads(gradescope.SCHEMA.read_text(encoding="utf-8"))
+SCHEMA = json.loads(results.SCHEMA.read_text(encoding="utf-8"))
 EXERCISE_LABELS = [e.label for e in EXERCISES]
-BOTH = [submissions.EXERCISES, submissions.POSTGRES]  # every file of exercises left out
+BOTH = [loader.EXERCISES, loader.PG_FILE]  # every file of exercises left out
 
 
 def verdict(
@@ -210,7 +211,7 @@ def test_a_missing_exercises_file_is_one_line_not_submitted_worth_nothing():
     assert len(mentions) == 2  # the one table line and the summary line
     assert "0 of 20 points" in mentions[0] and "exercises: NOT SUBMITTED" in mentions[1]
     assert "exercises NOT SUBMITTED 0/20" in feedback.grade_lines(found, scored)[0]
-    document = gradescope.results(found, loaded, scored=scored)
+    document = results.document(found, loaded, scored=scored)
     tests = [t for t in document["tests"] if "exercise" in t["tags"]]
     assert [(t["name"], t["score"], t["max_score"]) for t in tests] == [
         ("exercises: NOT SUBMITTED", 0, 20)
@@ -221,8 +222,8 @@ def test_a_missing_exercises_file_is_one_line_not_submitted_worth_nothing():
 @pytest.mark.parametrize(
     ("missing", "name", "points"),
     [
-        (submissions.POSTGRES, "exercise 7", 5),  # 2 of the 8 weights of the exercises' 20
-        (submissions.EXERCISES, "exercises 1-6", 15),
+        (loader.PG_FILE, "exercise 7", 5),  # 2 of the 8 weights of the exercises' 20
+        (loader.EXERCISES, "exercises 1-6", 15),
     ],
 )
 def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing, name, points):
@@ -243,7 +244,7 @@ def test_one_missing_file_makes_its_own_rows_not_submitted_and_no_other(missing,
     mentions = [line for line in lines if "NOT SUBMITTED" in line]
     assert mentions[0].startswith(f"  {name}") and f"{why}: 0 of {points} points" in mentions[0]
     assert mentions[-1].endswith(f"({name} NOT SUBMITTED)"), mentions  # the summary line
-    document = gradescope.results(found, loaded)
+    document = results.document(found, loaded, scored=rubric.score(found, loaded))
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
     tests = {t["name"]: t for t in document["tests"] if "exercise" in t["tags"]}
     line = tests[f"{name}: NOT SUBMITTED"]
@@ -280,7 +281,8 @@ def test_each_test_carries_its_parts_visibility():
     loaded = rubric.load()
     assert loaded.checkpoint_visibility == "after_due_date"
     assert loaded.functions.visibility == loaded.exercises.visibility == "visible"
-    document = gradescope.results(verdict(cases=5, checkpoint="FAILED"), loaded)
+    failed = verdict(cases=5, checkpoint="FAILED")
+    document = results.document(failed, loaded, scored=rubric.score(failed, loaded))
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
     seen = {
         tag: {t["visibility"] for t in document["tests"] if tag in t["tags"]}
@@ -321,7 +323,7 @@ def test_max_scores_add_up_to_the_total_exactly_and_scores_to_the_score(tmp_path
     path = tmp_path / "rubric.toml"
     path.write_text(text, encoding="utf-8")
     loaded = rubric.load(path)
-    document = gradescope.results(found, loaded)
+    document = results.document(found, loaded, scored=rubric.score(found, loaded))
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
     tests = document["tests"]
     parts = (loaded.functions.points, loaded.exercises.points, loaded.checkpoint)
@@ -330,7 +332,8 @@ def test_max_scores_add_up_to_the_total_exactly_and_scores_to_the_score(tmp_path
     assert document["score"] == rubric.score(found, loaded).points <= loaded.total
     assert all(t["score"] <= t["max_score"] for t in tests)
     assert {t["visibility"] for t in tests} <= set(rubric.VISIBILITIES)
-    assert document == gradescope.results(found, loaded), "the same split every time"
+    again = results.document(found, loaded, scored=rubric.score(found, loaded))
+    assert document == again, "the same split every time"
 
 
 def test_shares_go_to_the_largest_remainders_earliest_first():

@@ -19,8 +19,7 @@ the kit goes by its own name.
   in ``lucyshop.lab.statuses``; the lab's code says ``Status.PASSING``, never the bare string.
 - In the lab, the checkpoints and the tests, a module of the kit is imported under its own
   name, and a name from it too: no ``import ... as`` renames them (a file is named after what
-  its importers call it). The runtime's, the learner's files' and the notebooks' names are the
-  book's, and Gradescope's receipted files wait for their receipt (``RECEIPTED``).
+  its importers call it). The runtime's names are the book's.
 - The tests swap a module's attribute only through ``monkeypatch`` or ``mock.patch.object``
   (which put it back), never by assigning to it.
 
@@ -109,12 +108,6 @@ STATUS_ROOMS = ("check", "checkpoint", "grade", "lesson", "bench")
 NOT_A_STATUS = {"grade/gradescope/stockimage.py": {"PASSED", "FAILED"}}  # the image proof's
 # Hand-ins that attack the kit: their swaps and aliases are the attack, run in the sandbox.
 HAND_INS = ROOT / "tests" / "sandbox" / "hostile"
-# Gradescope's image proof: its receipt hashes these files, and re-measuring it needs a Debian
-# image; their aliases (rubric as rubrics, results as gradescope) wait for that.
-RECEIPTED = {f"{_LAB}grade/gradescope/autograder.py", f"{_LAB}grade/gradescope/stockimage.py"}
-# The one alias kept outside them: autograder.py's name for Gradescope's results module, whose
-# function of the same name (results.results) it calls too; both wait for that receipt.
-RECEIPTED_ALIAS = "lucyshop.lab.grade.gradescope.results as gradescope"
 
 
 def code(root: Path) -> list[Path]:
@@ -359,9 +352,8 @@ def test_no_status_word_is_a_bare_string():
 
 def test_every_module_of_the_kit_is_imported_under_its_own_name():
     tests = [p for p in (ROOT / "tests").rglob("*.py") if HAND_INS not in p.parents]
-    kept = [p for p in lab_code(ROOT) if p.relative_to(ROOT).as_posix() not in RECEIPTED]
-    found = [line for path in [*kept, *sorted(tests)] for line in renamed_imports(path)]
-    assert [line for line in found if not line.endswith(RECEIPTED_ALIAS)] == []
+    found = [line for path in [*lab_code(ROOT), *sorted(tests)] for line in renamed_imports(path)]
+    assert found == []
 
 
 def test_no_test_swaps_an_attribute_by_hand():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lucyshop.atomic import write_text
 from lucyshop.lab.grade import feedback
-from lucyshop.lab.grade.gradescope import results as gradescope
+from lucyshop.lab.grade.gradescope import results
 from lucyshop.lab.grade.rubric import Rubric, Score
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.grade.verdict import Verdict
@@ -100,8 +100,8 @@ def keep(out: Path, graded: Graded, rubric: Rubric, graded_under: dict[str, str]
         return False
     shown = graded.submission.shown  # a file name never carries a control character
     _write(out / "feedback" / f"{shown}.txt", feedback.text(graded.verdict, graded.score))
-    document = gradescope.results(
-        graded.verdict, rubric, similarity=graded.similarity, scored=graded.score
+    document = results.document(
+        graded.verdict, rubric, scored=graded.score, similarity=graded.similarity
     )
     _write(out / "gradescope" / shown / "results.json", _json(document))
     record = {

@@ -21,8 +21,6 @@ from lucyshop.lab.check.results import printable
 from lucyshop.lab.loader import CHAPTER, EXERCISES, IMPLEMENTATIONS, PG_FILE
 
 STARTER_EXERCISES = IMPLEMENTATIONS["learner"].with_name(EXERCISES)
-# the name the Gradescope autograder imports (its receipt pins autograder.py's source)
-POSTGRES = PG_FILE
 STARTER_POSTGRES = IMPLEMENTATIONS["learner"].with_name(PG_FILE)
 REFUSED = "refused: "  # how a refused hand-in's problem begins
 

@@ -25,11 +25,11 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from lucyshop.lab.grade import rubric as rubrics
 from lucyshop.lab.grade.classroom import feedback_text, grade_one
-from lucyshop.lab.grade.gradescope import results as gradescope
-from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, POSTGRES, Submission
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.grade.gradescope import results
+from lucyshop.lab.grade.rubric import Rubric, load, with_seconds
+from lucyshop.lab.grade.submissions import Submission
+from lucyshop.lab.loader import CHAPTER, EXERCISES, PG_FILE, ROOT
 
 KIT = ("pyproject.toml", "README.md", "src", "tests", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
@@ -55,7 +55,7 @@ def _filled(name: str, placeholder: str, value: str) -> str:
     return template.replace(placeholder, value)
 
 
-def deadline(rubric: rubrics.Rubric, timeout: float = GRADESCOPE_TIMEOUT) -> float:
+def deadline(rubric: Rubric, timeout: float = GRADESCOPE_TIMEOUT) -> float:
     """The check's deadline inside Gradescope's ``timeout``: the rubric's, or less."""
     if not timeout > RESERVE:
         raise ValueError(f"the autograder timeout must be over {RESERVE:g} s, not {timeout!r}")
@@ -131,7 +131,7 @@ def submission_in(directory: Path) -> Submission:
     if not found:
         return Submission("submission", None, problem=f"no {CHAPTER} in the submission; upload it")
     chapter = found[0]
-    exercises, postgres = chapter.with_name(EXERCISES), chapter.with_name(POSTGRES)
+    exercises, postgres = chapter.with_name(EXERCISES), chapter.with_name(PG_FILE)
     return Submission(
         "submission",
         chapter,
@@ -146,18 +146,20 @@ def run(root: Path, timeout: float = GRADESCOPE_TIMEOUT) -> dict:
     ``timeout`` is Gradescope's for the whole run: the check gets ``deadline`` of it, so a
     submission that hangs still gets a TIMED OUT result before Gradescope kills the run.
     """
-    rubric = rubrics.load()
-    rubric = rubrics.with_seconds(rubric, deadline(rubric, timeout))
+    rubric = load()
+    rubric = with_seconds(rubric, deadline(rubric, timeout))
     print(f"autograder: grading {root / 'submission'} with the kit at {ROOT}")
     print(f"autograder: the check may take {rubric.seconds:g} s (timeout {timeout:g} s)")
     submission = submission_in(root / "submission")
     with tempfile.TemporaryDirectory(prefix="lucyshop-autograder-") as work:
         graded = grade_one(submission, Path(work) / "work", rubric)
     print(feedback_text(graded))  # Gradescope shows stdout to instructors only
-    document = gradescope.results(graded.verdict, rubric, similarity=graded.similarity)
-    results = root / "results" / "results.json"
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
+    document = results.document(
+        graded.verdict, rubric, scored=graded.score, similarity=graded.similarity
+    )
+    written = root / "results" / "results.json"
+    written.parent.mkdir(parents=True, exist_ok=True)
+    written.write_text(json.dumps(document, indent=2, ensure_ascii=False), encoding="utf-8")
     return document
 
 

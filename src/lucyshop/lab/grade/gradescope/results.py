@@ -11,7 +11,7 @@ specification as a JSON Schema, and the tests validate every file written here a
 from __future__ import annotations
 
 from lucyshop.lab.grade.feedback import check_text, exercises_missing, span, why
-from lucyshop.lab.grade.rubric import Line, Rubric, Score, score
+from lucyshop.lab.grade.rubric import Line, Rubric, Score
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import Status, VerdictStatus
@@ -19,18 +19,18 @@ from lucyshop.lab.statuses import Status, VerdictStatus
 SCHEMA = ROOT / "grading" / "results.schema.json"
 
 
-def results(
+def document(
     verdict: Verdict,
     rubric: Rubric,
     *,
+    scored: Score,
     similarity: float | None = None,
-    scored: Score | None = None,
 ) -> dict:
-    """The ``results.json`` document for one submission: the lines of its score (``scored``,
-    worked out when it was graded; else the rubric's for ``verdict``) as Gradescope's tests."""
-    scored = scored if scored is not None else score(verdict, rubric)
+    """The ``results.json`` document for one submission: the lines of its score as
+    Gradescope's tests. ``scored`` is the rubric's score worked out once, when it was graded,
+    so that the feedback, the gradebook and this document show the same lines."""
     tests = _tests(verdict, scored, rubric)
-    document: dict = {
+    written: dict = {
         "score": sum(_cents(t["score"]) for t in tests) / 100,
         "execution_time": round(verdict.seconds),
         "output": _summary(verdict, scored),
@@ -38,8 +38,8 @@ def results(
         "tests": tests,
     }
     if similarity is not None:  # for the instructor's eyes only: extra_data is never shown
-        document["extra_data"] = {"similarity_to_reference": similarity}
-    return document
+        written["extra_data"] = {"similarity_to_reference": similarity}
+    return written
 
 
 def _cents(points: float) -> int:

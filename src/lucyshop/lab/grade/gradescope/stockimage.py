@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.evidence import receipts
-from lucyshop.lab.grade import rubric as rubrics
+from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.gradescope import autograder, image, inside, quota
 from lucyshop.lab.grade.gradescope.image import (
     SUITE,
@@ -209,8 +209,8 @@ def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
             kernel = quota.figures()
     finally:
         quota.remove()
-    rubric = rubrics.load(root / "autograder" / "source" / "kit" / "grading" / "rubric.toml")
-    results = check_results(root / "autograder" / "results" / "results.json", rubric.total)
+    total = rubric.load(root / "autograder" / "source" / "kit" / "grading" / "rubric.toml").total
+    results = check_results(root / "autograder" / "results" / "results.json", total)
     if not args.keep:
         remove_tree(root)
     found = Found(
