@@ -163,7 +163,7 @@ _SCREENED = frozenset(
 )
 # What nobody may replace on this module's functions (the hook keeps its state in its defaults).
 _GUARDED_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__module__"})
-# The kit's own files, which no student code may change while it is being checked.
+# The kit's own files, which no student code may change while its tests run.
 PROTECTED = tuple(
     ROOT / name
     for name in ("tests", "checkpoints", "src", "solutions", "Makefile", "pyproject.toml")

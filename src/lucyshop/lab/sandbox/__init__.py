@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # Where each name lives, imported when first asked for: the worker, inside the sandbox, imports
 # this package too (for ``wire``), and need not load the trusted side (psutil, subprocess, ...)
-# at every start; a check starts hundreds.
+# at every start; a ``make check`` starts hundreds.
 _HOMES = {
     "CallTimedOut": "errors",
     "StudentError": "errors",

@@ -6,8 +6,8 @@ and the standard library's own types from a fixed list (so ``pytest.raises(Value
 works on a student's ``ValueError``), ``NotStarted`` as itself, anything else as a
 ``StudentError`` that reads as the student's type name. Nothing from the worker is unpickled,
 imported or executed. The call's own failures (``CallTimedOut``, ``WorkerDied``,
-``TimedOutBefore``) are here too: they are what a check reports about a call. Kept apart from
-``remote`` (the worker's lifecycle) because the check reads these types without a sandbox.
+``TimedOutBefore``) are here too: they are what ``make check`` says of a call. Kept apart from
+``remote`` (the worker's lifecycle) because ``lab.check`` reads these types without a sandbox.
 """
 
 from __future__ import annotations

@@ -7,19 +7,19 @@ Three ways to run untrusted code, chosen once per machine (``choice()``):
   network but its own loopback; no IPC with the host), capabilities dropped,
   ``no_new_privs``, an empty root with only the interpreter, the kit's ``src/``, the virtual
   environment and the student's staged files read-only, a private size-limited ``/tmp``, and
-  the check's scratch directory the only writable place it shares.
+  the run's scratch directory the only writable place it shares.
   ``solutions/``, ``.git``, the tests, the class directory and the other hand-ins are not in
   its view at all.
 - ``user``: root where no bubblewrap can make its namespaces (a container whose seccomp
   refuses them): the process drops to an unprivileged uid, which holds only while the
   protected parts are closed to that uid; the kit closes them itself (``ready_for_user``).
-- ``none``: no isolation (macOS, or an ordinary Linux user whom no bubblewrap serves): the
-  check runs and says so in one line; ``make grade`` refuses to grade a class this way
+- ``none``: no isolation (macOS, or an ordinary Linux user whom no bubblewrap serves):
+  ``make check`` runs and says so in one line; ``make grade`` refuses to grade a class this way
   unless told ``--unisolated``.
 
 Every mode sets resource limits (memory, one file's size, CPU seconds, open files) with
 ``prlimit`` before the command starts, and passes only an allow-listed environment.
-``LUCYSHOP_ISOLATION`` forces a mode (``none`` in particular, to see what a check does
+``LUCYSHOP_ISOLATION`` forces a mode (``none`` in particular, to see what ``make check`` does
 without the sandbox).
 """
 
@@ -63,7 +63,7 @@ ALLOWED_ENV = (
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
     "PYTHONHASHSEED",
-    "LUCYSHOP_CHECK",  # the check's marker, so that its sweep finds every sandboxed process
+    "LUCYSHOP_CHECK",  # make check's marker, so that its sweep finds every sandboxed process
 )
 # The parts of the kit a sandboxed process may never read.
 PROTECTED = ("solutions", "tests", ".git", "checkpoints", "evidence", "grading")
@@ -72,7 +72,7 @@ PROTECTED = ("solutions", "tests", ".git", "checkpoints", "evidence", "grading")
 @dataclass(frozen=True)
 class Choice:
     """The mode this machine gets, the bubblewrap that isolates (bwrap mode), and why no
-    bubblewrap does (the other modes): the real reason, for the check's first line."""
+    bubblewrap does (the other modes): the real reason, for the first line ``make check`` prints."""
 
     mode: str
     bwrap: bubblewrap.Bwrap | None = None
@@ -107,7 +107,7 @@ def isolation() -> str:
 
 
 def describe(mode: str | None = None) -> str:
-    """One line for the check's output: what isolates the student's code here. In ``user``
+    """One line of ``make check``'s output: what isolates the student's code here. In ``user``
     mode it is also the moment the kit readies that mode (``ready_for_user``), so that the
     line can say what it changed."""
     chosen = choice()
@@ -137,8 +137,8 @@ def stage(impl: Path, into: Path) -> Path:
     for name in STUDENT_FILES[1:]:
         if (impl.parent / name).is_file():
             shutil.copyfile(impl.parent / name, into / name)
-    # Read-only to everyone who may read them: in user mode, the check's own uid alone (by
-    # group), since a classmate's check runs at the same time under another uid.
+    # Read-only to everyone who may read them: in user mode, this run's own uid alone (by
+    # group), since a classmate's make check runs at the same time under another uid.
     closed = isolation() == "user"
     for path in into.iterdir():
         path.chmod(0o440 if closed else 0o444)
@@ -281,18 +281,18 @@ def share(path: Path, mode: str, *, writable: bool = True) -> None:
 
 def clear_free_uids() -> list[int]:
     """At the end of ``make grade`` in ``user`` mode (no other mode runs code as the pool's
-    uids): end what checks that had to be killed left under their uids. The pids ended."""
+    uids): end what runs that had to be killed left under their uids. The pids ended."""
     return clear_unheld() if isolation() == "user" else []
 
 
 def end_check() -> list[int]:
-    """At the end of a check in ``user`` mode: end what its uid left (``clear_uid``)."""
+    """At the end of a ``make check`` in ``user`` mode: end what its uid left (``clear_uid``)."""
     return clear_uid(sandbox_uid()) if isolation() == "user" else []
 
 
 def closed_to_others(paths: Iterable[Path]) -> list[Path]:
     """Take others' rights from ``paths`` (a class's hand-in folders, in ``user`` mode, where
-    every check's uid is an "other"); the ones changed."""
+    every hand-in's uid is an "other"); the ones changed."""
     changed = []
     for path in paths:
         bits = stat.S_IMODE(path.stat().st_mode)
@@ -303,11 +303,11 @@ def closed_to_others(paths: Iterable[Path]) -> list[Path]:
 
 
 def begin_check(directory: Path) -> None:
-    """In ``user`` mode, at a check's start: the check's own uid (``hold_uid``, never one
-    handed down by whoever started it: a grader's checks run side by side), and ``directory``
-    (the check's temporary directory) searchable by that uid alone: mode 0710, group the uid's.
-    Everything under it is then out of a classmate's reach, however its path leaks (another
-    process's command line)."""
+    """In ``user`` mode, as a ``make check`` starts: its own uid (``hold_uid``, never one
+    handed down by whoever started it: a grader runs one per hand-in side by side), and
+    ``directory`` (its temporary directory) searchable by that uid alone: mode 0710, group the
+    uid's. Everything under it is then out of a classmate's reach, however its path leaks
+    (another process's command line)."""
     if isolation() != "user":
         return
     os.chown(directory, 0, hold_uid())
@@ -343,7 +343,7 @@ def ready_for_user() -> str:
     others, so the kit, which owns its checkout, closes them (``chmod o-rwx``). The user must
     also reach the runtime (the interpreter, the virtual environment, ``src/``): a directory
     above them that others cannot search (Debian's ``/root``) gets the search bit, never the
-    read bit, as ``share`` does for a check's own directories."""
+    read bit, as ``share`` does for a run's own directories."""
     done = []
     closing = _open_to_others()
     for path in closing:
@@ -364,7 +364,7 @@ def ready_for_user() -> str:
 
 def _searchable(*paths: Path) -> list[Path]:
     """Give every directory above ``paths`` the others' search bit, unless its group (a
-    check's own directory, ``begin_check``) already lets this check's uid search it; the
+    run's own directory, ``begin_check``) already lets this run's uid search it; the
     ones changed."""
     changed = []
     for path in paths:

@@ -86,7 +86,7 @@ class Relay:
     ``target`` (the path of a Unix socket, or a ``(host, port)`` pair).
 
     It lives in a short directory of its own under the system's temporary directory (a socket's
-    path may not exceed 107 bytes, and a check's own directory can be deeper than that), which
+    path may not exceed 107 bytes, and a run's own directory can be deeper than that), which
     a sandbox sees read-only at ``INSIDE`` (or wherever it is shown); ``name`` is the socket's
     name in it."""
 

@@ -12,7 +12,7 @@ dataclass by value as ``{"$data": [module, class, {field: value}]}``,
 and anything else as a handle, ``{"$handle": [side, number, type name]}``: the object stays
 in the process that owns it, and the other side calls it through the channel.
 
-A frame from the sandbox is data to check, never a fact: it must arrive whole by one deadline
+A frame from the sandbox is data to vet, never a fact: it must arrive whole by one deadline
 for the message (not one per ``recv``: a worker that drips a byte a second still runs out of
 time), and it may hold at most ``MAX_ITEMS`` values (a frame under the byte cap made of empty
 lists would otherwise grow the trusted side by gigabytes as it is decoded).

@@ -1,5 +1,5 @@
 """What the sandbox asks of the host it runs on: a bubblewrap that can make namespaces
-(``bubblewrap``), a uid of each check's own where none can (``uids``), and a count of
+(``bubblewrap``), a uid of each run's own where none can (``uids``), and a count of
 processes the kernel enforces (``pids``). Nothing here runs student code: ``jail`` does,
 with what these find."""
 

@@ -6,7 +6,7 @@ processes per user namespace, so the limit takes in the sandbox's alone). It nev
 process whose real uid is root, mapped to another inside a namespace or not, so a sandbox root
 starts would fork without end. There a pids cgroup of the sandbox's own holds the count, where
 root may make one (cgroup v1's pids hierarchy, or a cgroup v2 tree that hands out the pids
-controller); elsewhere ``missing()`` says why, for the check's first line.
+controller); elsewhere ``missing()`` says why, for the first line ``make check`` prints.
 
 Each group is named ``lucyshop-<pid>-<n>-<time made>`` after the process that made it, and
 removed once empty: by that process when it starts another sandbox (once the group is a minute

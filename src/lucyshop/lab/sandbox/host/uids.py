@@ -1,9 +1,10 @@
-"""User mode's pool of uids: each check runs its sandboxes as a uid of its own.
+"""User mode's pool of uids: each run that starts sandboxes (a ``make check``, one hand-in of
+``make grade``, a test) runs them as a uid of its own.
 
-No account needs to exist for a uid. A slot is held by a lock for the check's life, and its
-number is handed to the check's children in ``UID_ENV``, so that no two checks running at once
-can read, write or signal each other's files and processes, and what a killed check left under
-its uid is found by uid (code can scrub its environment) and ended by the next holder.
+No account needs to exist for a uid. A slot is held by a lock for the run's life, and its number
+is handed to the run's children in ``UID_ENV``, so that no two runs going on at once can read,
+write or signal each other's files and processes, and what a killed run left under its uid is
+found by uid (code can scrub its environment) and ended by the next holder.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ CLEAR_SECONDS = 30.0
 
 
 def sandbox_uid() -> int:
-    """The uid this check's sandboxes run as (``user`` mode): the one handed down by the
-    check that started this process, else a slot of the pool taken now (``hold_uid``)."""
+    """The uid this run's sandboxes run as (``user`` mode): the one handed down by the
+    process that started this one, else a slot of the pool taken now (``hold_uid``)."""
     handed = os.environ.get(UID_ENV, "")
     if handed.isdigit() and UID_FIRST <= int(handed) < UID_FIRST + UID_SLOTS:
         return int(handed)
@@ -43,9 +44,9 @@ _held: dict[int, IO[str]] = {}  # the uid this process holds, and its lock, for 
 
 def hold_uid() -> int:
     """This process's own uid of the pool, taken on the first call (after ending whatever an
-    earlier holder left under it: ``clear_uid``, for a check its grader had to kill), and
+    earlier holder left under it: ``clear_uid``, for a run its grader had to kill), and
     handed to the processes it starts in ``UID_ENV``. One a process: a pytest worker that runs
-    many checks, one after another, does not use up the pool."""
+    many sandboxed tests, one after another, does not use up the pool."""
     if _held:
         uid = next(iter(_held))
         os.environ[UID_ENV] = str(uid)
@@ -66,11 +67,11 @@ def hold_uid() -> int:
         _held[uid] = handle
         os.environ[UID_ENV] = str(uid)
         return uid
-    raise CannotIsolate(f"all {UID_SLOTS} sandbox uids are held by checks running now")
+    raise CannotIsolate(f"all {UID_SLOTS} sandbox uids are held by runs going on now")
 
 
 def clear_unheld() -> list[int]:
-    """End what is left under every uid of the pool that no check holds now (a check its
+    """End what is left under every uid of the pool that no run holds now (a run its
     grader had to kill cannot clear its own). The pids ended."""
     if not UID_LOCKS.is_dir():
         return []

@@ -1,5 +1,5 @@
 """The code that runs inside the sandbox, beside the student's module: nothing here is
-trusted by the side that decides, and whatever it sends back is checked on arrival (``remote``,
+trusted by the side that decides, and whatever it sends back is vetted on arrival (``remote``,
 ``wire``).
 
 - ``worker``: loads the staged file and answers calls over the wire;

@@ -7,7 +7,7 @@ It claims the case's work, proposes six tubs, records the operator's approval, s
 ``DIR/ready.json``, and then does what ``MODE`` says (``child_main``). The checkpoint
 (``checkpoints/ch13_worker_recovery.py``) kills, pauses or releases it, and trusts only what
 it reads back itself: the shop file, the supplier's ledger, and the refusals this child
-reports of its own stale writes.
+writes back of its own stale writes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Mode(StrEnum):
 def child_main(args: argparse.Namespace) -> int:
     """A worker: claim, propose six tubs, record the operator's approval, say so in
     ``ready.json``, then do what its ``Mode`` says; a holder released by the parent tries the
-    transcript, the completion and the supplier send with its old claim and reports each in
+    transcript, the completion and the supplier send with its old claim and records each in
     ``stale.json``."""
     directory = Path(args.dir)
     if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
@@ -120,13 +120,14 @@ def supplier_client(args: argparse.Namespace) -> Any:
 def refusal(write: Any) -> str:
     """'PermissionError: why' when the write was refused, '' when it went through.
 
-    Any other exception is reported by name: it is not a refusal, and the check says so.
+    Any other exception is returned by name: it is not a refusal, and the parent's
+    expectation says so.
     """
     try:
         write()
     except NotStarted:
         raise
-    except Exception as error:  # noqa: BLE001 - reported, then checked by the parent
+    except Exception as error:  # noqa: BLE001 - written back, then vetted by the parent
         return f"{type(error).__name__}: {error}"
     return ""
 

@@ -11,7 +11,7 @@ It claims the case's work, records in the transcript the order it means to send,
 ``DIR/ready.json``, and then does what ``MODE`` says (``holder.Mode``: ``killed`` or
 ``live``). The checkpoint (``checkpoints/ch13_postgres_recovery.py``) kills or releases it,
 and trusts only what it reads back itself: the tables on its own connection, the supplier's
-ledger, and what this child reports of its own stale writes.
+ledger, and what this child writes back of its own stale writes.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ DSN_ENV = "LUCYSHOP_HOLDER_DSN"
 
 def send_fenced(pg: Any, conn: Any, held: Any, client: Any, operation: str) -> None:
     """Send the order only as the current holder, and record its receipt in the same
-    transaction: the lease row stays locked from the check to the commit."""
+    transaction: the lease row stays locked from the holder check to the commit."""
     with conn.transaction():
         pg.assert_current(conn, held)
         receipt = client.order(operation, VANILLA)
@@ -52,7 +52,7 @@ def send_fenced(pg: Any, conn: Any, held: Any, client: Any, operation: str) -> N
 
 def child_main(args: argparse.Namespace) -> int:
     """Claim, record the intended order, say so; then wait to be killed, or, once released,
-    try every write with the old claim and report what happened."""
+    try every write with the old claim and write back what happened."""
     directory = Path(args.dir)
     if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
         listen_inside(urlsplit(args.endpoint).port, args.relay)

@@ -4,7 +4,7 @@ the worker's clock, run statements on the worker's connection, and race claims f
 several threads.
 
 Nothing here is trusted: the student's code shares this process and may rewrite it. The
-tests check what they read back from the database on their own connection; a worker that
+tests assert on what they read back from the database on their own connection; a worker that
 lies only lies about its own student's functions.
 """
 
@@ -59,7 +59,7 @@ def race(claim: Any, dsn: str, owners: list[str], ttl: float) -> dict[str, list]
             with connect(dsn) as own:
                 while (held := claim(own, owner, ttl=ttl)) is not None:
                     taken.append([owner, held.work_id, held.generation])
-        except Exception as error:  # noqa: BLE001 - the test reports it
+        except Exception as error:  # noqa: BLE001 - the test asserts there were none
             errors.append(f"{type(error).__name__}: {error}")
 
     threads = [threading.Thread(target=worker, args=(owner,), daemon=True) for owner in owners]

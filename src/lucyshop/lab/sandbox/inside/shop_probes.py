@@ -163,7 +163,7 @@ def kinds(value: Any) -> list[str]:
 
 
 def database_file(connection: sqlite3.Connection) -> str:
-    """The file a connection has open (the trusted side checks it lies in its scratch)."""
+    """The file a connection has open (the trusted side makes sure it lies in its scratch)."""
     return connection.execute("PRAGMA database_list").fetchone()[2]
 
 

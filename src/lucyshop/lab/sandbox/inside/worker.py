@@ -4,7 +4,7 @@ trusted side, over the channel on descriptor ``FD``.
     python -m lucyshop.lab.sandbox.inside.worker FD LOG
 
 Nothing here is trusted: the student's code shares this process and may rewrite any of it.
-That is fine, because nothing here decides anything. The trusted side checks the values it
+That is fine, because nothing here decides anything. The trusted side vets the values it
 gets back, the exceptions, and the files it reads itself; a worker that lies only lies
 about its own student's functions, and a worker that dies or hangs is ended by the caller.
 

@@ -8,5 +8,5 @@ What the trusted side does inside that worker (its own connection, its clock, a 
 claims) runs in there, so it lives with the rest of the inside: ``sandbox.inside.pg_probes``.
 
 A room of its own because only exercise 7 needs it (and psycopg); the chapter's SQLite
-checks never import it.
+tests never import it.
 """

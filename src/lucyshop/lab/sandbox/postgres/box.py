@@ -1,5 +1,5 @@
 """Exercise 7 in the sandbox: the student's ``ch13_postgres.py`` runs in a sandboxed worker
-(``lucyshop.lab.sandbox``), never in the process that checks it.
+(``lucyshop.lab.sandbox``), never in the process that tests it.
 
 The worker has no network. It reaches the PostgreSQL server through a relay: a Unix socket
 named as PostgreSQL's own (``.s.PGSQL.5432``) in a directory it is shown read-only, which the
