@@ -88,8 +88,8 @@ def test_a_target_names_each_cell_that_misses_it():
 
 
 def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them():
-    """The issues' limits: a warm check 15 s, one rerun 2.5 s, the sandbox at most 10% of a
-    check; eight hand-ins 360 s, 20 CPU-s a hand-in, a class of 200 within the hour."""
+    """The issues' limits: a warm ``make check`` 15 s, one rerun 2.5 s, the sandbox at most 10%
+    of its time; eight hand-ins 360 s, 20 CPU-s a hand-in, a class of 200 within the hour."""
 
     def timed(check: float, rerun: float, ratio: float) -> dict:
         spread = {"median": check}

@@ -243,7 +243,7 @@ def status_of(path: Path, *args: str) -> str:
         timeout=60,
         check=False,
     )
-    assert path.read_bytes() == before, "the report wrote to the shop"
+    assert path.read_bytes() == before, "the status report wrote to the shop"
     if done.returncode == 2:
         assert done.stderr.startswith("status: ") and "Traceback" not in done.stderr, done.stderr
         raise StatusRefusal(done.stderr.strip())
@@ -686,13 +686,13 @@ ROUND_TWO = [
         "status-newer-leases-schema",
         status_after(("UPDATE schema_versions SET version = 3 WHERE line = 'leases'", ())),
         StatusRefusal,
-        "leases schema is at version 3, newer than the version 2 this report reads",
+        "leases schema is at version 3, newer than the version 2",
     ),
     Bad(
         "status-newer-queue-schema",
         status_after(("UPDATE schema_versions SET version = 7 WHERE line = 'queue'", ())),
         StatusRefusal,
-        "queue schema is at version 7, newer than the version 1 this report reads",
+        "queue schema is at version 7, newer than the version 1",
     ),
     Bad("status-malformed-file", damaged, StatusRefusal, "the shop file is malformed"),
     Bad("status-truncated-file", truncated, StatusRefusal, "status: "),

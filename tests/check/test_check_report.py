@@ -1,7 +1,8 @@
 """``make check`` (``python -m lucyshop.lab.check``): one row per function, the right status,
 exit codes.
 
-Each case runs the report as a student would, in a child process, and reads its printed table.
+Each case runs ``make check`` as a student would, in a child process, and reads its printed
+table.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lucyshop.lab.lesson.inline import pg_checker
 from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.services import postgres
 
-# Module fixtures run whole suites (a whole report), beside burners too: past the 600 s default.
+# Module fixtures run whole suites (a whole table), beside burners too: past the 600 s default.
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]

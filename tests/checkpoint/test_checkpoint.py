@@ -1,6 +1,6 @@
-"""The checkpoint itself: it passes the reference (run once, as ``make demo`` runs it), reports
-the stubs, fails every mutant, leaves nothing behind; its case list is stated once, in
-``lucyshop.lab.checkpoint.cases``, and its file defines exactly those cases."""
+"""The checkpoint itself: it passes the reference (run once, as ``make demo`` runs it), says
+NOT STARTED of the stubs, fails every mutant, leaves nothing behind; its case list is stated
+once, in ``lucyshop.lab.checkpoint.cases``, and its file defines exactly those cases."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.Co
 @pytest.fixture(scope="module")
 def demo_run() -> subprocess.CompletedProcess:
     """``make demo``: the checkpoint against the reference (every case, ``--keep``, its evidence
-    written to ``lucyshop.lab.checkpoint.demo.EVIDENCE``), then the recovered shop's report."""
+    written to ``lucyshop.lab.checkpoint.demo.EVIDENCE``), then the recovered shop's status
+    report."""
     return subprocess.run(
         [sys.executable, "-m", "lucyshop.lab.checkpoint.demo"],
         check=False,
@@ -271,8 +272,8 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
 
 
 def test_a_failed_check_names_each_field_that_differs():
-    """``expected (1, 2) saw (2, 1)`` said nothing of what 1 and 2 were: a failed check on
-    named fields names the ones that differ, and other values are shown whole."""
+    """``expected (1, 2) saw (2, 1)`` said nothing of what 1 and 2 were: a failed comparison
+    of named fields names the ones that differ, and other values are shown whole."""
     failed = ExpectationFailed(
         "replacement takes over", {"work_id": 1, "generation": 2}, {"work_id": 1, "generation": 1}
     )
@@ -399,14 +400,14 @@ def test_the_scan_finds_the_list_stated_again():
     assert len(restated(passed_twice, checkpoint_code=True)) == 2
     assert restated(passed_twice) == []  # a plain word, outside the checkpoint
     read = "KILLED.name\nCHECKPOINT_CASES = len(CASES)\nLANED = {c.tag: c for c in HELD}\n"
-    read += 'Shop(run, leases, directory, KILLED)\nrun.event(FENCE.tag, "checked", n=1)\n'
+    read += 'Shop(run, leases, directory, KILLED)\nrun.event(FENCE.tag, "seen", n=1)\n'
     read += '"""A killed holder; live, then cancel."""\n'
     assert restated(read + 'case = evidence["cases"]["arithmetic"]\n', checkpoint_code=True) == []
 
 
 def test_the_checkpoint_defines_the_listed_cases_in_order():
     """One function per case, named after it, in the list's order, each saying what it proves;
-    the judge checks the same cases."""
+    the judge rules on the same cases."""
     tree = ast.parse(CHECKPOINT.read_text(encoding="utf-8"))
     defined = [
         node
@@ -421,7 +422,7 @@ def test_the_checkpoint_defines_the_listed_cases_in_order():
 
 def test_the_pg_checkpoint_defines_its_listed_cases_in_order():
     """Exercise 7's checkpoint: one function for each case ``ON_POSTGRES`` lists (numbered as
-    the list numbers them), and the judge checks those cases on PostgreSQL."""
+    the list numbers them), and the judge rules on those cases on PostgreSQL."""
     tree = ast.parse(PG_CHECKPOINT.read_text(encoding="utf-8"))
     defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     assert defined == [case.function for case in ON_POSTGRES]

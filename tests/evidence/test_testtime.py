@@ -1,5 +1,5 @@
 """``python -m lucyshop.lab.evidence.testtime``: timed pytest runs, quiet and beside CPU burners,
-reported as they happened and kept side by side in one file."""
+recorded as they happened and kept side by side in one file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exercise checks: each answer of the exercise book (notebook 13c), run and then weighed.
+"""The exercise tests: each answer of the exercise book (notebook 13c), run and then weighed.
 
     .venv/bin/python -m pytest tests/exercises --impl learner     # your answers (the default)
     .venv/bin/python -m pytest tests/exercises --impl solutions   # the worked answers
@@ -9,16 +9,16 @@
 file ``ch13_leases.py`` and the ``exercises.py`` beside it. PATH may be either file or their
 directory. Both run in the sandboxed worker (``lucyshop.lab.sandbox``), never in this process.
 
-One module per exercise: ``test_exercise_N.py`` checks exercise N, and that is how the
+One module per exercise: ``test_exercise_N.py`` tests exercise N, and that is how the
 ``make check`` table groups the results. Each test calls the answer (the module's
 ``EXERCISE``), then weighs what it returned and what the databases hold, read back from the
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
 weighed by their receipts (every figure recomputed from the raw observations) and by the rows
 their runs left behind. Both runs are the trusted side's own (``renewed``, ``observed``): the
-answers' functions are called in the sandbox, and the processes, clock, reports and receipt are
-this side's. A receipt or shop the answers' own run writes earns nothing. A path an answer
-names (exercise 2's ledger) is data to check: ``read`` and ``ledger`` read it through
+answers' functions are called in the sandbox, and the processes, clock, ``report=`` entries and
+receipt are this side's. A receipt or shop the answers' own run writes earns nothing. A path an
+answer names (exercise 2's ledger) is data to vet: ``read`` and ``ledger`` read it through
 ``lucyshop.lab.check.named``.
 """
 
@@ -163,7 +163,7 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """Exercise 5 measured by the trusted side itself, quick, on the scripted model: the
     Part A experiment's worker processes, started here, each calling the answers' chapter and
     ``keep_renewing`` (with it ``renew``) in sandboxes of its own, shown the shops alone; the
-    turns, kills, takeovers and every report timed and written by those workers and this
+    turns, kills, takeovers and every ``report=`` entry timed and written by those workers and this
     process, where no sandbox can write; the figures and the receipt made and written here.
     ``exercise_5_renewal`` is never called: a receipt or shop its own run writes earns nothing.
 

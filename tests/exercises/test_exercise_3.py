@@ -14,7 +14,7 @@ def result(ran):
 
 def test_without_the_fence_a_stale_row_enters_the_transcript(result, read, query):
     part = result["without_fence"]
-    assert part["late_write"] == "", "the copy without the check let the stale write through"
+    assert part["late_write"] == "", "the copy without the fence let the stale write through"
     db = read(part["shop"])
     generations = [
         row["generation"]

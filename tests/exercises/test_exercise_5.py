@@ -4,10 +4,10 @@ rows.
 The quick run (scripted model turns, real processes, real time) is the Part A experiment's
 workers with the answers' renewer, measured by the trusted side itself (``renewed``): the
 workers are this side's, and call the answers' chapter and ``keep_renewing`` in sandboxes of
-their own; the reports, the figures and the receipt are this side's. A receipt or shop the
-answers' own run writes earns nothing. Every test of it shares one run. Nothing here compares
-a measured duration with a threshold: the figures are weighed by recomputing them from the
-receipt's raw observations, and the behaviour by the rows the run left in its shops.
+their own; the ``report=`` entries, the figures and the receipt are this side's. A receipt or
+shop the answers' own run writes earns nothing. Every test of it shares one run. Nothing here
+compares a measured duration with a threshold: the figures are weighed by recomputing them from
+the receipt's raw observations, and the behaviour by the rows the run left in its shops.
 """
 
 from __future__ import annotations
@@ -95,16 +95,16 @@ def test_progress_moves_the_bound_and_only_grows(exercises, renewal_shop, query)
 
 
 def run_renewer(exercises, held, *, bound, progress, stop_after, renewals=None):
-    """``keep_renewing`` in a thread on its own connection; stopped once it has reported
-    ``renewals`` granted renewals (so a slow machine changes nothing but the time taken), or
-    after ``stop_after`` s."""
+    """``keep_renewing`` in a thread on its own connection; stopped once its ``report=``
+    callback has had ``renewals`` granted renewals (so a slow machine changes nothing but the
+    time taken), or after ``stop_after`` s."""
     shop = Path(held.shop)
-    found: dict = {"reports": []}
+    found: dict = {"entries": []}
     stopped = threading.Event()
 
     def report(entry: dict) -> None:
-        found["reports"].append(entry)
-        granted = sum(r["granted"] for r in found["reports"])
+        found["entries"].append(entry)
+        granted = sum(r["granted"] for r in found["entries"])
         if renewals is not None and granted >= renewals:
             stopped.set()
 
@@ -155,7 +155,7 @@ def test_keep_renewing_renews_until_stopped_and_reports_each_renewal(exercises, 
     held, db = live
     found = run_renewer(exercises, held, bound=None, progress=lambda: 0, stop_after=30, renewals=3)
     assert found["returned"] is None, "stopped, not refused"
-    granted = [r for r in found["reports"] if r["granted"]]
+    granted = [r for r in found["entries"] if r["granted"]]
     rows = query(db, "SELECT renewed_at, expires FROM lease_renewals ORDER BY seq")
     assert len(granted) == len(rows) == 3, "one row per granted renewal, until it was stopped"
     assert [r["expires"] for r in granted] == [r["expires"] for r in rows]
@@ -166,7 +166,7 @@ def test_keep_renewing_returns_the_refusal_once_the_bound_is_reached(exercises, 
     held, db = live
     found = run_renewer(exercises, held, bound=0.2, progress=lambda: 0, stop_after=5)
     assert found["returned"] and "PermissionError" not in found["returned"]
-    last = found["reports"][-1]
+    last = found["entries"][-1]
     assert last["granted"] is False and last["refusal"] == found["returned"]
     rows = query(db, "SELECT progressed_at, renewed_at FROM lease_renewals")
     assert rows, "it renewed before the bound was reached"

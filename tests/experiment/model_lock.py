@@ -2,9 +2,10 @@
 
 The measured runs (the Part A experiment's quick run, exercises 5 and 6) time the turns they
 generate and size their leases from them: a second model generating on the other core would
-stretch both. An xdist worker takes the lock itself. A check that a test starts runs its own
-pytest, which takes the lock only where the test handed it the lock's path (``ENV``), and then
-only around the measured runs: the rest of that check runs beside the other measured runs.
+stretch both. An xdist worker takes the lock itself. A ``make check`` run that a test starts
+runs its own pytest, which takes the lock only where the test handed it the lock's path
+(``ENV``), and then only around the measured runs: the rest of that run goes on beside the
+other measured runs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ WAIT = 900.0  # seconds: longer than any one measured run the lock is held for
 POLL = 0.2
 
 
-ENV = "CH13_TEST_MODEL_LOCK"  # the lock file a test hands to the check it starts
+ENV = "CH13_TEST_MODEL_LOCK"  # the lock file a test hands to the make check run it starts
 
 
 def lock_path(request: pytest.FixtureRequest) -> Path | None:

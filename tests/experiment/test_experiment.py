@@ -1,4 +1,4 @@
-"""The Part A experiment: a real quick run passes its receipt check, and the check catches edits.
+"""The Part A experiment: a real quick run's receipt is verified, and verifying catches edits.
 
 The quick run is real (embedded SmolLM2, worker and replacement processes, SIGKILL) and runs
 once per module; it takes a minute or more on two cores.
@@ -28,7 +28,7 @@ from lucyshop.lab.services.processes import wait_until
 EXPERIMENT = [sys.executable, "-m", "lucyshop.lab.experiment"]
 COMMITTED = ROOT / "evidence" / "ch13-leases-receipt.json"
 # Deadlines far past the work, not measures of it: the quick run takes about a minute on a quiet
-# 2-core machine and several beside 8 CPU burners; a check, seconds.
+# 2-core machine and several beside 8 CPU burners; verifying a receipt, seconds.
 RUN_SECONDS = 1800
 CHECK_SECONDS = 300
 TOKENS = 8  # the quick run's token cap per turn
@@ -39,7 +39,7 @@ def quick_receipt(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'model' extra)")
     out = tmp_path_factory.mktemp("experiment") / "receipt.json"
     # 8-token turns: every phase runs as in --quick, in two thirds of the time (shorter turns,
-    # shorter leases); the tests weigh the pipeline and the check, not the model's replies.
+    # shorter leases); the tests weigh the pipeline and the verifying, not the model's replies.
     argv = [*EXPERIMENT, "--out", str(out), "--quick", "--max-tokens", str(TOKENS)]
     with one_model_at_a_time(request):
         done = python([*argv, "--impl", "solutions"], timeout=RUN_SECONDS)
@@ -102,7 +102,7 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
 ) -> None:
     """Blocked turns 10% slower, with figures consistent with them: only the target fails."""
     receipt = json.loads(quick_receipt.read_text())
-    receipt["settings"]["quick"] = False  # a quick run's overhead is only reported
+    receipt["settings"]["quick"] = False  # a quick run's overhead is only shown
     overhead = receipt["provenance"]["blocker_overhead"]
     for slow, fast in zip(overhead["blocked"], overhead["plain"], strict=True):
         slow["seconds"] = fast["seconds"] * 1.1

@@ -34,12 +34,12 @@ def test_outside_a_worker_nothing_is_locked(tmp_path_factory, monkeypatch):
         model_lock.one_model_at_a_time(request_of(tmp_path_factory, worker=True)),
         model_lock.one_model_at_a_time(request_of(tmp_path_factory, worker=False)),
     ):
-        pass  # a check's own pytest never waits for its parent's lock
+        pass  # the pytest of a make check run never waits for its parent's lock
 
 
 def test_a_check_started_by_a_worker_takes_the_lock_it_was_handed(tmp_path_factory, monkeypatch):
-    """The pytest of a check a worker starts is no worker: it takes the path from ENV, and so
-    waits while a worker holds the lock."""
+    """The pytest of a ``make check`` run a worker starts is no worker: it takes the path from
+    ENV, and so waits while a worker holds the lock."""
     monkeypatch.setattr(model_lock, "WAIT", 0.5)
     worker = request_of(tmp_path_factory, worker=True)
     monkeypatch.setenv(model_lock.ENV, str(model_lock.lock_path(worker)))

@@ -146,7 +146,7 @@ def test_nothing_under_src_loads_the_reference(path):
 
 
 def test_the_checks_see_what_they_look_for(tmp_path):
-    """Each rule finds a planted offence: the checks are not vacuous."""
+    """Each rule finds a planted offence: the rules are not vacuous."""
     planted = tmp_path / "planted.py"
     planted.write_text(
         "def f():\n"

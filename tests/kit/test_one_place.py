@@ -223,7 +223,7 @@ def result_line_formatters(source: str) -> list[int]:
 
 
 def test_a_result_line_is_formatted_in_one_place() -> None:
-    """Checkpoint cases, soak invariants, receipt and exercise checks all print their ``PASS``,
+    """Checkpoint cases, soak invariants, receipt and exercise tests all print their ``PASS``,
     ``FAIL`` or ``NOT STARTED`` line through ``statuses.result_line``."""
     found = {
         path.relative_to(ROOT).as_posix(): lines
@@ -240,7 +240,7 @@ print(f"FAIL  {number} {name}: {why}")
 line = f"NOT STARTED  exercise {n}: {stub}"
 shown = f"{'PASS' if ok else 'FAIL'}  {name}: {detail}"
 table = f"  {mark}  {case.case} {case.name}: {case.message}"
-row = f"{label}: {status} ({passed}/{total} checks)"
+row = f"{label}: {status} ({passed}/{total} tests)"
 """
     assert result_line_formatters(planted) == [2, 3, 4, 5]
 

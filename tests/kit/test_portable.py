@@ -1,4 +1,5 @@
-"""The kit runs where there is no ``/proc`` (macOS): its process checks ask psutil instead.
+"""The kit runs where there is no ``/proc`` (macOS): its questions about processes go to psutil
+instead.
 
 This module is the one place in the kit's code that names ``/proc``: it has to, to take it away.
 """

@@ -84,7 +84,7 @@ def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
     """While this module's function is a stub, fail with *its* NotStarted before the fixtures run.
 
     A test of ``claim`` needs a shop (``open_worker_shop``) before it can call ``claim``. Without
-    this, an untouched file would report every Part B function as "needs open_worker_shop()
+    this, an untouched file would mark every Part B function as "needs open_worker_shop()
     first" instead of "not started". Whether the body is still exactly the stub is read from
     the file's syntax tree; only then is it called (with placeholder arguments, which a stub
     ignores), in the sandbox, to raise its own NotStarted.

@@ -1,4 +1,4 @@
-"""``assert_current(connection, held, now=None)``: four checks, each enough on its own to refuse."""
+"""``assert_current(connection, held, now=None)``: four conditions, each enough to refuse."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_the_current_holder_passes(impl, db, held):
     assert impl.assert_current(db, held, T + 29.9) is None, (
         "with 0.1s of lease left it still passes"
     )
-    assert snapshot(db) == before, "a check writes nothing"
+    assert snapshot(db) == before, "the holder check writes nothing"
 
 
 def test_finished_work_is_refused(impl, db, held):

@@ -82,7 +82,7 @@ def test_an_outcome_status_is_done_blocked_or_canceled(opened):
     work_id = queue.admit("a-1", "s1", "hello").work_id
     with refuses(
         sqlite3.IntegrityError,
-        "an outcome with status FAILED (the CHECK allows DONE, BLOCKED, CANCELED)",
+        "an outcome with status FAILED (the column's constraint allows DONE, BLOCKED, CANCELED)",
     ):
         db.execute("INSERT INTO outcomes VALUES (?, 1, 'FAILED', '{}')", (work_id,))
     db.execute("INSERT INTO outcomes VALUES (?, 1, 'CANCELED', '{}')", (work_id,))

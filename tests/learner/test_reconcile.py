@@ -72,7 +72,7 @@ def test_an_order_the_supplier_has_is_settled_by_lookup(impl, db, uncertain, sup
         order["operation"],
         "UNKNOWN",
         "ACCEPTED",
-    ), f"the report row says what changed: {row}"
+    ), f"the returned row says what changed: {row}"
     assert len(ledger_orders(supplier.database)) == 1, "still exactly one order at the supplier"
 
 
@@ -97,7 +97,7 @@ def test_a_rejected_order_releases_its_reservation(impl, db, add_work, policy, s
     assert (money["reserved_cents"], money["spent_cents"]) == (0, 0), (
         f"REJECTED releases it: {money}"
     )
-    assert report[0]["after"] == "REJECTED", f"the report row: {report[0]}"
+    assert report[0]["after"] == "REJECTED", f"the returned row: {report[0]}"
 
 
 def test_an_operation_the_supplier_never_saw_stays_unknown(impl, db, uncertain, supplier):
@@ -159,6 +159,6 @@ def test_nothing_uncertain_is_an_empty_report(impl, db, uncertain, supplier):
     impl.reconcile(db, LookupOnly(supplier.client()))
     before = snapshot(db)
     assert impl.reconcile(db, LookupOnly(supplier.client())) == [], (
-        "a settled order is not reported again"
+        "a settled order is not returned again"
     )
     assert snapshot(db) == before, "reconciling settled orders changes nothing"

@@ -37,6 +37,8 @@ def test_chapter_11_holder_check_fences_an_old_generation(impl, worker_shop, add
     second = impl.claim(
         db, "till", ttl=10, now=1020.0
     )  # the same label takes the expired work over
-    assert require_holder(db, second, 1021.0) > 0, "the current claim passes chapter 11's check"
+    assert require_holder(db, second, 1021.0) > 0, (
+        "the current claim passes chapter 11's holder check"
+    )
     with refuses(PermissionError, "chapter 11's holder check for till#1 after till#2 took over"):
         require_holder(db, first, 1021.0)
