@@ -1,0 +1,101 @@
+"""The README's measured figures are the receipts' own.
+
+The README states what ``make test-time``, ``make bench`` and ``make autograder-proof``
+measured, in sentences a person reads. Each figure here is written from its receipt the way
+the README words it, and must be found there (whitespace and line breaks aside): a receipt
+re-measured without its sentence, or a figure typed by hand, fails this test and names the
+sentence to write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EVIDENCE = ROOT / "evidence"
+
+
+@cache
+def receipt(name: str) -> dict:
+    return json.loads((EVIDENCE / name).read_text(encoding="utf-8"))
+
+
+def readme() -> str:
+    """The README with every run of whitespace made one space, so a phrase may wrap."""
+    return re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def timed_run(timed: dict) -> str:
+    """One ``make test-time`` run: the quiet one dated, the one beside burners with its load."""
+    passed = f"{timed['counts']['passed']:,} tests in {timed['pytest_seconds']:.0f} s"
+    if not timed["burners"]:
+        return f"{passed} of pytest on {timed['provenance']['started_utc'][:10]}"
+    load = timed["load_average_during"]
+    return f"load average {load['mean']:.1f} on average, {load['max']:.1f} at most) passed {passed}"
+
+
+def met(bench: dict, name_starts: str) -> str:
+    """``met`` or ``missed``: what ``make bench`` found for its target named so."""
+    (target,) = [t for t in bench["targets"] if t["name"].startswith(name_starts)]
+    return "met" if target["held"] else "missed"
+
+
+def bench_feedback(bench: dict) -> str:
+    feedback = bench["feedback"]
+    return (
+        f"A warm `make check` of the solutions took {feedback['make_check_s']['median']:.1f} s "
+        f"against its 15 s target ({met(bench, 'warm make check')}), one printed rerun "
+        f"{feedback['rerun_s']['median']:.2f} s, and the sandbox {feedback['sandbox_ratio']:.2f}x"
+    )
+
+
+def bench_grading(bench: dict) -> str:
+    grading = bench["grading"]
+    minutes = grading["projected_seconds_for_200_cpu_bound"] / 60
+    return (
+        f"they took {grading['seconds']:.0f} s, {grading['cpu_seconds_per_student']:.1f} "
+        f"CPU-seconds a student, so a class of 200 takes about {minutes:.0f} minutes with every "
+        "core busy"
+    )
+
+
+def gradescope(proof: dict) -> str:
+    ran = proof["run"]
+    mib = ran["peak_cgroup_bytes"] / 2**20
+    graded = f"graded 100 of 100 in {ran['seconds']:.0f} s"
+    if "--isolation" in proof["provenance"]["command"]:
+        return f"also {graded} ({ran['cpu_seconds']:.0f} CPU-seconds, peak {mib:.0f} MiB)"
+    return (
+        f"Setup took {proof['setup']['seconds']:.0f} s with warm caches; the reference (all "
+        f"three files) {graded} under half a core ({ran['cpu_seconds']:.0f} CPU-seconds), within "
+        f"the 600 s timeout, with student code in bubblewrap. The cgroup's peak was {mib:.0f} MiB"
+    )
+
+
+FIGURES = {
+    "make test, quiet": lambda: timed_run(receipt("test-time.json")["quiet"]),
+    "make test, beside 8 burners": lambda: timed_run(receipt("test-time.json")["loaded"]),
+    "warm make check": lambda: bench_feedback(receipt("bench.json")),
+    "a class graded": lambda: bench_grading(receipt("bench.json")),
+    "Gradescope, bubblewrap": lambda: gradescope(receipt("gradescope-run.json")),
+    "Gradescope, user mode": lambda: gradescope(receipt("gradescope-run-user.json")),
+}
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_the_readme_states_the_receipts_figure(figure):
+    sentence = FIGURES[figure]()
+    assert sentence in readme(), f"README.md should say, from the receipt: {sentence!r}"
+
+
+def test_a_figure_that_is_not_the_receipts_is_caught():
+    bench = receipt("bench.json")
+    ratio = bench["feedback"]["sandbox_ratio"] + 0.01
+    typed = {**bench, "feedback": {**bench["feedback"], "sandbox_ratio": ratio}}
+    assert bench_feedback(bench) in readme()
+    assert bench_feedback(typed) not in readme()
