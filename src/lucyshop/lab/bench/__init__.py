@@ -11,8 +11,8 @@ runs them in the order of ``SECTIONS``. A new timing section is one more module 
   300, 3,000 and 9,900 queued items, beside litequeue (pop + done) and persist-queue
   (``SQLiteAckQueue`` get + ack), at synchronous=FULL and NORMAL; duplicates, lock errors and
   the p99 claim latency per row.
-- ``fence``: ``observe`` (holder check + insert) against the same insert without the holder
-  check.
+- ``fence``: ``observe`` (holder check + insert) against the same insert without the
+  holder check.
 - ``checkpoint``: the real lease waits against everything else the checkpoint does.
 - ``detection``: |measured - predicted| detection delay in the committed Part A receipt.
 - ``feedback``: a ``make check`` of the solutions with a warm environment.

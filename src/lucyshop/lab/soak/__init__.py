@@ -25,7 +25,7 @@ a transaction past any pause.
 Then it drains: chaos stops, every paused worker is continued, the workers are ended where
 they stand, ``recover_once`` (owner ``drain``) takes every unfinished assignment until it is
 IDLE, and ``reconcile`` settles the uncertain orders. Last, it reads both SQLite files
-directly (the shop and the supplier's ledger) and checks, naming the work ids on a failure:
+directly (the shop and the supplier's ledger) and confirms, naming the work ids where one fails:
 
 1. every assignment finished exactly once, with exactly one outcome row;
 2. the supplier ledger holds one order per accepted operation (and per rejected one), none

@@ -317,7 +317,7 @@ class Soak:
                         )
                         self.enqueued += 1
                     stop.wait(0.1)
-        except BaseException as error:  # noqa: BLE001 - reported as a failed invariant
+        except BaseException as error:  # noqa: BLE001 - recorded as a failed invariant
             self.feeder_error = error
 
     def unfinished(self) -> int:
@@ -360,7 +360,7 @@ class Soak:
         )
 
     def harness_problems(self) -> list[str]:
-        """Failures of admission and of the drain: the first invariant reports them."""
+        """Failures of admission and of the drain: the first invariant names them."""
         problems = self.script.problems() + list(self.drain.get("errors", []))
         if self.feeder_error is not None:
             error = self.feeder_error
@@ -446,7 +446,7 @@ class Soak:
                 recovery = self.leases.recover_once(
                     db, owner="drain", supplier=client, policy=self.policy
                 )
-            except Exception as error:  # noqa: BLE001 - the implementation's: reported, not fatal
+            except Exception as error:  # noqa: BLE001 - the implementation's: recorded, not fatal
                 errors.append(f"recover_once raised {type(error).__name__}: {error}")
                 if len(errors) >= 10:
                     break
