@@ -39,18 +39,50 @@ def test_every_committed_json_in_evidence_has_a_schema() -> None:
     assert set(COMMITTED) - OPTIONAL <= present, "a receipt the kit commits is missing"
 
 
-@pytest.mark.parametrize("name", sorted(COMMITTED))
-def test_each_committed_receipt_was_measured_on_the_code_it_names(name: str) -> None:
-    """A receipt whose code has changed since it was measured must be measured again."""
-    if not (EVIDENCE / name).exists():
-        pytest.skip(f"{name} has not been measured on this checkout")
-    provenance = json.loads((EVIDENCE / name).read_text(encoding="utf-8")).get("provenance", {})
-    changed = [
-        path
+def provenances(document: object, where: str = "") -> list[tuple[str, dict]]:
+    """Every ``provenance`` in a receipt, with where it is: the top level's, and each run's
+    that carries its own (``make test-time``'s quiet and loaded runs, ``bench.json``'s
+    ``make_test``)."""
+    found = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key == "provenance" and isinstance(value, dict):
+                found.append((where or "/", value))
+            else:
+                found += provenances(value, f"{where}/{key}")
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += provenances(value, f"{where}/{index}")
+    return found
+
+
+def stale(document: object) -> list[str]:
+    """``where: path`` for each file whose sha256 differs from the one a provenance kept."""
+    return [
+        f"{where}: {path}"
+        for where, provenance in provenances(document)
         for path, digest in provenance.get("code", {}).items()
         if receipts.file_record(ROOT / path)["sha256"] != digest
     ]
+
+
+@pytest.mark.parametrize("name", sorted(COMMITTED))
+def test_each_committed_receipt_was_measured_on_the_code_it_names(name: str) -> None:
+    """A receipt, or a run inside one, whose code has changed since it was measured must be
+    measured again."""
+    if not (EVIDENCE / name).exists():
+        pytest.skip(f"{name} has not been measured on this checkout")
+    changed = stale(json.loads((EVIDENCE / name).read_text(encoding="utf-8")))
     assert changed == [], f"{name} is stale: measure it again ({', '.join(changed)} changed)"
+
+
+def test_a_run_measured_on_other_code_is_found_stale_where_it_sits() -> None:
+    here = receipts.file_record(ROOT / "Makefile")
+    kept = {"code": {here["path"]: here["sha256"]}}
+    moved = {"code": {here["path"]: "0" * 64}}
+    document = {"provenance": kept, "quiet": {"provenance": kept}, "loaded": {"provenance": moved}}
+    assert stale(document) == [f"/loaded: {here['path']}"]
+    assert stale({"runs": [{"provenance": moved}]}) == [f"/runs/0: {here['path']}"]
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
