@@ -12,11 +12,11 @@ ARGS    ?=
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Exercises 5 and 6 (each a whole measurement, on the scripted stand-in) run once: inside the
-# check of the solutions (tests/check/test_check_report.py), which fails naming each failing test.
+# make check of the solutions that test_check_report.py runs, which fails naming each failing test.
 ONCE := --ignore=tests/exercises/test_exercise_5.py --ignore=tests/exercises/test_exercise_6.py
 SEED    ?= 13
 SOAK_SECONDS ?= 120
-# make grade: students checked at once, cores + 1 (about a third of a check waits on leases,
+# make grade: hand-ins tested at once, cores + 1 (about a third of a make check waits on leases,
 # deadlines and processes, so one more than the cores keeps them busy).
 JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 UV      := $(shell command -v uv 2>/dev/null)
@@ -82,7 +82,7 @@ demo: $(VENV)/.dev ## run the real process-kill checkpoint against the reference
 	@$(PY) -m lucyshop.lab.checkpoint.demo
 
 # Exit 3 means "nothing failing, some work not started yet": not a make error.
-check: $(VENV)/.dev $(VENV)/.pg ## check your learner file and exercise answers (IMPL=path to check another file, ARGS=--no-measured)
+check: $(VENV)/.dev $(VENV)/.pg ## test your learner file and exercise answers (IMPL=path of another file to test, ARGS=--no-measured)
 	@$(PY) -m lucyshop.lab.check --impl $(IMPL) $(ARGS) || [ $$? -eq 3 ]
 
 # make grade's options, each passed through when named on make's command line (a variable of
@@ -101,7 +101,7 @@ grade: $(VENV)/.dev $(VENV)/.pg ## grade a class: SUBMISSIONS=dir/ [JOBS=cores+1
 	@$(PY) -m lucyshop.lab.grade "$(SUBMISSIONS)" --jobs $(JOBS) $(strip $(GRADE_OPTIONS))
 
 # AUTOGRADER_TIMEOUT: the autograder timeout you set on Gradescope (its default, 600 s); the
-# check stops a minute before it.
+# make check inside stops a minute before it.
 AUTOGRADER_TIMEOUT ?= 600
 
 autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograder (setup.sh, run_autograder)
