@@ -111,8 +111,28 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
     slower.write_text(json.dumps(receipt))
     assert check(slower, load_impl("solutions")) == 1
     out = capsys.readouterr().out
-    assert "FAIL  blocker: costs at most 2% of a turn (measured +10.00% over 2 pairs)" in out
+    assert "FAIL  blocker: timed turns do not show more than 2% (median +10.00%, " in out
+    assert "ok    blocker: costs at most 2% of a turn by its mechanism" in out
     assert "FAILED: 1 of" in out and "FAIL  blocker_overhead" not in out
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_a_blocker_whose_audit_events_cost_more_than_two_percent_fails_a_full_receipt(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Turns timed alike, but each raising a million audited opens: the mechanism fails."""
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["settings"]["quick"] = False
+    overhead = receipt["provenance"]["blocker_overhead"]
+    for turn in overhead["blocked"]:
+        turn["events"] = {"open": 1_000_000}
+    overhead.update(summary(overhead))
+    costly = tmp_path / "costly.json"
+    costly.write_text(json.dumps(receipt))
+    assert check(costly, load_impl("solutions")) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  blocker: costs at most 2% of a turn by its mechanism" in out
+    assert "FAILED: 1 of" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
