@@ -100,15 +100,22 @@ def child_main(args: argparse.Namespace) -> int:
             {k: v or "ACCEPTED: the write went through" for k, v in outcomes.items()},
         )
         return 0
-    except NotStarted as stub:
+    except (NotStarted, ReferenceBlocked) as error:
+        return cannot_hold(directory, error)
+
+
+def cannot_hold(directory: Path, error: NotStarted | ReferenceBlocked) -> int:
+    """Why a holder stopped before it held the work, in ``ready.json`` where the checkpoint
+    waits for it, and the holder's exit status: 3 a function is still a stub (which one,
+    and where to read), 4 the file reached for the reference solutions."""
+    if isinstance(error, NotStarted):
         write_ready(
             directory / "ready.json",
-            {"not_started": stub.function, "section": stub.section, "where": stub.where},
+            {"not_started": error.function, "section": error.section, "where": error.where},
         )
         return 3
-    except ReferenceBlocked as blocked:
-        write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
-        return 4
+    write_ready(directory / "ready.json", {"reference_blocked": str(error)})
+    return 4
 
 
 def supplier_client(args: argparse.Namespace) -> Any:

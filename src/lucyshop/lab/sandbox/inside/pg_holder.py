@@ -32,6 +32,7 @@ from lucyshop.lab.sandbox.inside.holder import (
     DEADLINE,
     Mode,
     arguments,
+    cannot_hold,
     refusal,
     supplier_client,
 )
@@ -76,15 +77,8 @@ def child_main(args: argparse.Namespace) -> int:
             "completion": refusal(lambda: pg.finish(conn, held, "DONE", {"by": "stale"})),
             "supplier": refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
         }
-    except NotStarted as stub:
-        write_ready(
-            directory / "ready.json",
-            {"not_started": stub.function, "section": stub.section, "where": stub.where},
-        )
-        return 3
-    except ReferenceBlocked as blocked:
-        write_ready(directory / "ready.json", {"reference_blocked": str(blocked)})
-        return 4
+    except (NotStarted, ReferenceBlocked) as error:
+        return cannot_hold(directory, error)
     write_ready(
         directory / "stale.json",
         {k: v or "ACCEPTED: the write went through" for k, v in outcomes.items()},
