@@ -1,7 +1,7 @@
 """The notebooks: stored as a fresh clone shows them (run on the stubs, nbval against those
 outputs), run to the end on the stubs with no error (nbclient, and JupyterLab's own Run All under
-headless Chromium), every check passing under the reference, and a learner file edited between
-two cells used as it is on disk."""
+headless Chromium), every ``check(...)`` cell passing under the reference, and a learner file
+edited between two cells used as it is on disk."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def run(notebook: Path, impl: str, *, allow_errors: bool, env: dict | None = Non
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, own_tmpdir):
     """The stored outputs are the stubs'; the lesson must still work end to end once the
-    functions are written: no cell errs, every check says PASSING, no cell says not started."""
+    functions are written: no cell errs, every ``check(...)`` says PASSING, no cell says not
+    started."""
     nb = run(runnable(notebook), "solutions", allow_errors=False)
     assert notebooks.checks_not_passing(nb) == []
     checks = [outputs_text(c).strip() for c in nb.cells if is_check(c)]
@@ -166,12 +167,13 @@ def test_under_the_reference_every_cell_runs_and_every_check_passes(notebook, ow
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_on_the_stubs_every_cell_runs_and_a_stopped_one_prints_one_line(notebook):
     """Run All on a fresh clone: no cell ends in an error; each cell that needs learner code
-    prints one line naming what to finish; every check says NOT STARTED; nothing says PASSING.
+    prints one line naming what to finish; every ``check(...)`` says NOT STARTED; nothing says
+    PASSING.
     Read from the stored outputs: ``test_notebook_matches_its_stored_outputs_on_the_stubs``
     runs every cell on the stubs and fails unless each prints what is stored (its sanitizing
     masks only times, paths and ids), so what holds of them holds of a fresh Run All."""
     nb = nbformat.read(notebook, as_version=4)
-    assert notebooks.not_storable(nb) == []  # no error output, no PASSING, checks NOT STARTED
+    assert notebooks.not_storable(nb) == []  # no error, no PASSING, each check() NOT STARTED
     code = [c for c in nb.cells if c.cell_type == "code"]
     stopped = [outputs_text(c).strip() for c in code if STOP.search(outputs_text(c))]
     assert stopped or notebook.stem.startswith("13e")  # the appendix needs no code of yours
@@ -313,10 +315,10 @@ def printed_cell(text: str) -> nbformat.NotebookNode:
 def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     tmp_path, monkeypatch
 ):
-    """``python -m lucyshop.lab.lesson.notebooks`` once stored the reference's run: every check read
-    PASSING on a fresh clone, for work the learner had not done. Now it stores the stubs' run,
-    and refuses to write one where a check says anything but NOT STARTED, any output says
-    PASSING, or a cell ended in an error."""
+    """``python -m lucyshop.lab.lesson.notebooks`` once stored the reference's run: every
+    ``check(...)`` read PASSING on a fresh clone, for work the learner had not done. Now it
+    stores the stubs' run, and refuses to write one where a ``check(...)`` says anything but
+    NOT STARTED, any output says PASSING, or a cell ended in an error."""
     ran = nbformat.v4.new_notebook()
     ran.cells = [
         verdict_cell("percentile: NOT STARTED", "  read notebook 13a § Percentiles of a turn"),
@@ -345,7 +347,7 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     monkeypatch.setattr(notebooks, "execute", lambda path, impl: impls.append(impl) or ran)
     assert notebooks.main(["13x.ipynb"]) == 1
     assert stored.read_text(encoding="utf-8") == "as it was"
-    ran.cells = ran.cells[:1] + ran.cells[5:]  # every check NOT STARTED, no PASSING: written
+    ran.cells = ran.cells[:1] + ran.cells[5:]  # each check() NOT STARTED, no PASSING: written
     assert notebooks.main(["13x.ipynb"]) == 0
     assert nbformat.read(stored, as_version=4) == ran
     assert impls == ["learner", "learner"]  # the stubs, never the reference
@@ -353,8 +355,8 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_stored_output_says_passing_for_work_not_done(notebook):
-    """What a fresh clone shows: every check NOT STARTED, PASSING nowhere, no error, and the
-    implementation named is the learner's file."""
+    """What a fresh clone shows: every ``check(...)`` NOT STARTED, PASSING nowhere, no error,
+    and the implementation named is the learner's file."""
     nb = nbformat.read(notebook, as_version=4)
     assert notebooks.not_storable(nb) == []
     shown = "\n".join(outputs_text(c) for c in code_cells(notebook))
@@ -406,8 +408,8 @@ BODY = """\
 @pytest.mark.timeout(600)
 def test_a_function_edited_between_two_cells_is_used_as_it_is_on_disk(tmp_path, own_tmpdir):
     """The reload trap: a learner edits percentile() after the notebook's first cell ran. The
-    demo cell run next uses the new body (and says the file was reloaded), and the check beside
-    it says PASSING, with no rerun of the first cell."""
+    demo cell run next uses the new body (and says the file was reloaded), and the ``check(...)``
+    beside it says PASSING, with no rerun of the first cell."""
     learner = tmp_path / "learner"
     shutil.copytree(ROOT / "learner", learner)
     chapter = learner / "ch13_leases.py"
@@ -734,7 +736,7 @@ def test_the_skew_plot_splits_the_trials_by_the_role_of_the_shifted_clock(tmp_pa
 
 
 # Headings that teach nothing of their own: a prediction cell is not asked of them.
-NOT_TAUGHT = ("Summary", "Vocabulary", "Active recall", "Appendix", "Check yourself")
+NOT_TAUGHT = ("Summary", "Vocabulary", "Active recall", "Appendix", "Test yourself")
 
 
 def sections(notebook: Path) -> dict[str, list]:
@@ -873,8 +875,8 @@ def test_13b_states_the_caveats_the_chapter_makes():
         "**model-call reservation**",
     ):
         assert callback in text, callback
-    assert "and a third" not in text  # it once said "two checks as callbacks, and a third"
-    # the cancel demo's refusal is the state check's, and the prose says so
+    assert "and a third" not in text  # it once counted two of the three as callbacks
+    # the cancel demo is refused on the work's state, and the prose says so
     cancel = sections(notebook)["Cancel through the operator"]
     prose = " ".join(" ".join(c.source.split()) for c in cancel if c.cell_type == "markdown")
     assert "the **state** (the work is finished, not running), not the generation" in prose
@@ -1128,8 +1130,8 @@ def test_the_sentences_about_the_receipt_follow_the_receipt():
 def test_the_naive_claim_and_observe_break_in_real_processes(tmp_path):
     """13b shows a fresh clone what the claim and the fence prevent, in real processes: a
     read-then-write claim gives one item to two workers at the same generation; the claim in
-    one BEGIN IMMEDIATE transaction gives it to one; an unchecked insert admits a stale row,
-    the checked one leaves none."""
+    one BEGIN IMMEDIATE transaction gives it to one; an insert without the holder check
+    admits a stale row, the one with it leaves none."""
     from lucyshop.lab.lesson import naive
 
     raced = naive.race(tmp_path / "race")
