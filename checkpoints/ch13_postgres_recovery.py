@@ -21,17 +21,14 @@ Exit status: 0 every case passed, 1 a case failed, 3 a function is still a stub.
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE
-from lucyshop.lab.checkpoint.expectations import WRITES, expect, expect_refused
+from lucyshop.lab.checkpoint.expectations import WRITES, expect_refused
 from lucyshop.lab.checkpoint.postgres import POSTGRES, PgCase, PgShop
 from lucyshop.lab.checkpoint.runner import Run, main
-from lucyshop.lab.sandbox.inside.holder import DEADLINE
-from lucyshop.lab.services.processes import wait_exit
 
 
 def killed_holder(run: Run, given: PgCase, directory: Path) -> dict[str, Any]:
@@ -39,12 +36,7 @@ def killed_holder(run: Run, given: PgCase, directory: Path) -> dict[str, Any]:
     repeats nothing: the replacement waits until the *server* says the lease ran out, sends
     that order under its own generation and finishes; the supplier holds one order."""
     with PgShop(run, given, directory, KILLED) as shop:
-        child, ready = shop.start_holder()
-        shop.competing_claim_gets_nothing()
-        child.send_signal(signal.SIGKILL)
-        status = wait_exit(child, timeout=DEADLINE)
-        shop.event("holder exited", status=status)
-        expect("holder exit status", status, -signal.SIGKILL)
+        ready, status = shop.kill_holder()
         facts = shop.recover()
         return facts | shop.settled() | {"child_pid": ready["pid"], "exit_status": status}
 

@@ -50,7 +50,7 @@ from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.lab.sandbox.inside.holder import DEADLINE, refusal
 from lucyshop.lab.sandbox.jail import signal_inside
-from lucyshop.lab.services.processes import wait_exit, wait_until
+from lucyshop.lab.services.processes import wait_until
 from lucyshop.supplier import ledger_orders
 
 # ------------------------------------------------------------------ no processes
@@ -186,12 +186,7 @@ def killed_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
     replacement waits out the real lease and finishes the order from the records alone, no
     model asked; the supplier holds one order, and a second recovery finds nothing to do."""
     with Shop(run, leases, directory, KILLED) as shop:
-        child, ready = shop.start_holder()
-        shop.competing_claim_gets_nothing()
-        child.send_signal(signal.SIGKILL)
-        status = wait_exit(child, timeout=DEADLINE)
-        shop.event("holder exited", status=status)
-        expect("holder exit status", status, -signal.SIGKILL)
+        ready, status = shop.kill_holder()
         before = approval.account(shop.db)
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery, before)
@@ -285,10 +280,7 @@ def crash_after_remote_acceptance(run: Run, leases: Any, directory: Path) -> dic
             what="the supplier to commit the order",
         )
         shop.event("supplier committed; reply held back")
-        child.send_signal(signal.SIGKILL)
-        status = wait_exit(child, timeout=DEADLINE)
-        shop.event("holder exited", status=status)
-        expect("holder exit status", status, -signal.SIGKILL)
+        status = shop.kill(child)
         order = approval.get_order(shop.db, ready["order_id"])["status"]
         expect("order left uncertain by the crash", order, "SENDING")
         before = approval.account(shop.db)

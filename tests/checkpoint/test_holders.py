@@ -1,15 +1,21 @@
 """The checkpoints' holder children stop the same way before they hold any work: a stub exits
 3 and names itself in ``ready.json``, a reach for the reference exits 4 and says so. Run here in
-this process on the stubs, with no supplier and no server behind them (they stop first)."""
+this process on the stubs, with no supplier and no server behind them (they stop first). And
+the killed-holder case opens the same way in both checkpoints (``Holding.kill_holder``)."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from argparse import Namespace
 from pathlib import Path
+from types import SimpleNamespace
 
 from lucyshop import IMPL_ENV
+from lucyshop.lab.checkpoint.cases import KILLED
+from lucyshop.lab.checkpoint.shop import Holding
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.loader import _ImportBlocker
 from lucyshop.lab.sandbox.inside import holder, pg_holder
@@ -70,3 +76,32 @@ def test_both_holders_stop_through_one_function():
     for module in (holder, pg_holder):
         source = Path(module.__file__).read_text(encoding="utf-8")
         assert source.count('"not_started"') == (module is holder), module.__name__
+
+
+class KilledHolding(Holding):
+    """A case world whose holder is a sleeping process of this test's, with its events kept."""
+
+    def __init__(self, directory: Path) -> None:
+        self.events: list[str] = []
+        run = SimpleNamespace(event=lambda _tag, what, **_facts: self.events.append(what))
+        super().__init__(run, box=None, directory=directory, case=KILLED)
+
+    def start_holder(self) -> tuple[subprocess.Popen, dict]:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        self.event("holder ready", pid=child.pid)
+        return child, {"pid": child.pid}
+
+    def competing_claim_gets_nothing(self) -> None:
+        self.event("competing claim", got=None)
+
+
+def test_the_killed_case_opens_the_same_way_in_both_checkpoints(tmp_path):
+    """``Holding.kill_holder``, the opening both killed-holder cases share: the holder starts,
+    a rival's claim gets nothing, then SIGKILL, and its exit status is the signal's."""
+    world = KilledHolding(tmp_path / "case3")
+    ready, status = world.kill_holder()
+    assert status == -signal.SIGKILL and ready["pid"] > 0
+    assert world.events == ["holder ready", "competing claim", "holder exited"]
+    for checkpoint in ("ch13_worker_recovery.py", "ch13_postgres_recovery.py"):
+        source = (ROOT / "checkpoints" / checkpoint).read_text(encoding="utf-8")
+        assert "shop.kill_holder()" in source and "SIGKILL)" not in source, checkpoint

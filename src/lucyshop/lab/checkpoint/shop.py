@@ -11,9 +11,11 @@ supplier's ledger are read back here, by the trusted side, with plain SQL.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import sys
 import time
+from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,9 +47,10 @@ ASSIGNMENT = "Order six tubs of vanilla for the weekend"
 HOLDER = "lucyshop.lab.sandbox.inside.holder"  # the worker child, run in the case's jail
 
 
-class Holding:
+class Holding(ABC):
     """One process case's supplier, holder child and events; ``box`` is the case's sandbox,
-    whose jail the holder runs in too."""
+    whose jail the holder runs in too. Each checkpoint's world says how its holder starts and
+    what a rival's claim meets meanwhile."""
 
     def __init__(self, run: Run, box: Sandbox, directory: Path, case: CaseId) -> None:
         self.run, self.box, self.directory, self.case = run, box, directory, case
@@ -92,6 +95,31 @@ class Holding:
             child = self.children.spawn(jail.argv(command, shown), env=jail.env(env), stderr=stderr)
         ready = child_record(child, self.directory / "ready.json", DEADLINE, self.box.shown)
         return child, ready
+
+    @abstractmethod
+    def start_holder(self) -> tuple[Any, dict[str, Any]]:
+        """Start the case's worker child; return it with its ready record once it holds the
+        work."""
+
+    @abstractmethod
+    def competing_claim_gets_nothing(self) -> None:
+        """A rival's claim while the holder's lease is alive gets nothing."""
+
+    def kill(self, child: Any) -> int:
+        """SIGKILL the holder, wait for it to exit and expect the signal as its exit status."""
+        child.send_signal(signal.SIGKILL)
+        status = wait_exit(child, timeout=DEADLINE)
+        self.event("holder exited", status=status)
+        expect("holder exit status", status, -signal.SIGKILL)
+        return status
+
+    def kill_holder(self) -> tuple[dict[str, Any], int]:
+        """The killed-holder case's opening in either checkpoint: the holder starts and holds
+        the work, a rival's claim gets nothing, the holder is killed. Its ready record and
+        exit status."""
+        child, ready = self.start_holder()
+        self.competing_claim_gets_nothing()
+        return ready, self.kill(child)
 
     def release(self, child: Any) -> dict[str, str]:
         """Let a still-living holder go on; return its record of its stale writes."""
