@@ -153,7 +153,7 @@ MUTANTS.append(
     Mutant("assert_current_expiry_instant", 'if row["expires"] <= now:', 'if row["expires"] < now:')
 )
 MUTANTS.append(Mutant("claim_expiry_instant", "AND l.expires <= :now)", "AND l.expires < :now)"))
-# The check inside the write's transaction: a second transaction lets a takeover in between
+# The holder check inside the write's transaction: a second transaction lets a takeover in between
 # (the checkpoint's fence case puts a rival before each statement of both writers).
 MUTANTS.append(
     Mutant(
@@ -175,7 +175,7 @@ MUTANTS.append(
     )
 )
 
-# The holder check written inline, checking state, owner label and expiry but not the
+# The holder check written inline, reading state, owner label and expiry but not the
 # generation: only the same owner label reclaiming at generation 2 can tell (issue 30).
 INLINE_CHECK_WITHOUT_GENERATION = (
     "        row = db.execute(\n"

@@ -1,8 +1,8 @@
 """The order make test's workers take the test files in: the longest first.
 
 ``make test`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder``: each worker
-takes one whole file at a time, in collection order. A long file (whole checks, a graded
-class, the notebooks, the quick experiment) started last would run alone at the end.
+takes one whole file at a time, in collection order. A long file (whole ``make check``
+runs, a graded class, the notebooks, the quick experiment) started last would run alone at the end.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.Co
 @pytest.fixture(scope="module")
 def demo_run() -> subprocess.CompletedProcess:
     """``make demo``: the checkpoint against the reference (every case, ``--keep``, its evidence
-    written to ``lucyshop.lab.checkpoint.demo.EVIDENCE``), then the recovered shop's status
-    report."""
+    written to ``lucyshop.lab.checkpoint.demo.EVIDENCE``), then the recovered shop's
+    status report."""
     return subprocess.run(
         [sys.executable, "-m", "lucyshop.lab.checkpoint.demo"],
         check=False,

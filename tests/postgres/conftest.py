@@ -215,7 +215,7 @@ class Shifted:
 @pytest.fixture
 def shifted(request: pytest.FixtureRequest, clock_box: PgSandbox, pg_file: Path, role) -> Callable:
     """``shifted(seconds) -> Shifted``: the student's file in a worker whose wall clock reads
-    ``seconds`` off (checked here), connected to the test's schema."""
+    ``seconds`` off (verified here), connected to the test's schema."""
     opened: list[Remote] = []
 
     def make(seconds: float) -> Shifted:

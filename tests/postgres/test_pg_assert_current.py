@@ -1,4 +1,4 @@
-"""``assert_current(connection, held)``: four checks, the last on the server's clock, under a
+"""``assert_current(connection, held)``: four conditions, the last on the server's clock, under a
 row lock that keeps a takeover out until the guarded write commits."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_no_takeover_between_the_check_and_the_write(pg, pg_box, worker, role, c
     """The lease runs out while the guarded transaction is open: a claim must not take the
     work until that transaction ends, or the write would land after a takeover."""
     work_id = add_work()
-    short = pg.claim(conn, "till", ttl=TTL)  # long enough to be checked on a loaded machine
+    short = pg.claim(conn, "till", ttl=TTL)  # long enough for the holder check on a loaded machine
     rival = pg_box.connect(role)  # a second connection of the worker's
     try:
         worker.execute(rival, "SET lock_timeout = '3s'")  # a claim that waits for it fails
@@ -70,5 +70,5 @@ def test_no_takeover_between_the_check_and_the_write(pg, pg_box, worker, role, c
         after = pg.claim(rival, "rival", ttl=30)
     finally:
         worker.close(rival)
-    assert during is None, f"a claim took work {work_id} while its holder's check was open"
+    assert during is None, f"a claim took work {work_id} while its holder check was open"
     assert (after.work_id, after.generation) == (work_id, 2), after

@@ -55,7 +55,7 @@ def test_the_reference_passes_both_cases(pg_server, tmp_path):
     kept.unlink()
     kept.symlink_to(keep / f"case{LIVE_STALE.number}-kept" / judge.TABLES)
     _status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
-    assert not cases[0].passed and "is not a file of this check" in cases[0].message, cases[0]
+    assert not cases[0].passed and "is not a file of this" in cases[0].message, cases[0]
 
 
 def test_the_stubs_are_not_started(pg_server):
@@ -66,7 +66,7 @@ def test_the_stubs_are_not_started(pg_server):
 
 @pytest.mark.slow
 def test_a_file_without_the_fence_fails(pg_server, tmp_path):
-    """``assert_current`` that checks nothing: the stale holder's writes go through."""
+    """``assert_current`` that refuses nothing: the stale holder's writes go through."""
     shutil.copy(ROOT / "solutions" / "ch13_leases.py", tmp_path / "ch13_leases.py")
     source = (ROOT / "solutions" / "ch13_postgres.py").read_text()
     head, _, rest = source.partition("def assert_current(")

@@ -1,6 +1,6 @@
 """approval (chapter 11): policy, propose, approve, revoke, record_receipt and execute.
 
-Every refusal is checked by reading the orders table and the account back: a refused call
+Every refusal is confirmed by reading the orders table and the account back: a refused call
 must leave both exactly as they were, and must not have reached the supplier.
 """
 
@@ -59,7 +59,7 @@ def approved(db, held, policy, proposal=VANILLA, *, ttl=600.0, now=None, supplie
 
 
 def set_status(db, order_id, *statuses):
-    """Walk an order through status moves with raw SQL (the trigger still checks each one)."""
+    """Walk an order through status moves with raw SQL (the trigger still vets each one)."""
     for status in statuses:
         db.execute("UPDATE assistant_orders SET status = ? WHERE order_id = ?", (status, order_id))
 

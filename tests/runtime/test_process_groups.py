@@ -1,7 +1,7 @@
 """The two process helpers do what their names say about process groups.
 
-``check.guard.OwnGroupChild`` runs a student's code in a session and process group of its own,
-so that one ``killpg`` ends it and whatever it started, and never signals the check.
+``lab.check.guard.OwnGroupChild`` runs a student's code in a session and process group of its
+own, so that one ``killpg`` ends it and whatever it started, and never signals ``make check``.
 ``services.processes.SharedGroupChildren`` keeps the kit's own workers in our process group,
 so that a Ctrl-C or a kill of the group reaches them too. Each test reads the real child's
 group and session from the system, so swapping either choice fails one of them.

@@ -1,12 +1,12 @@
 """``python -m lucyshop status`` and ``python -m lucyshop.lab.reconcile``: the four signals,
 read from real records.
 
-The shop is built with the reference solutions and injected time (``now=``), and the report
-runs with the hidden ``--now``, so the screen is the same on every run and can be compared
-with ``tests/runtime/expected/status.txt`` (and ``status.json``). Each command runs as a real
-``python -m lucyshop`` process in the shop's directory, naming the shop ``shop.db``.
+The shop is built with the reference solutions and injected time (``now=``), and the
+status report runs with the hidden ``--now``, so the screen is the same on every run and can be
+compared with ``tests/runtime/expected/status.txt`` (and ``status.json``). Each command runs as
+a real ``python -m lucyshop`` process in the shop's directory, naming the shop ``shop.db``.
 
-After a deliberate change to the report, rewrite the expectations and read the diff:
+After a deliberate change to the status report, rewrite the expectations and read the diff:
 
     UPDATE_EXPECTED=1 .venv/bin/python -m pytest tests/runtime/test_status.py
 """
@@ -42,7 +42,7 @@ from lucyshop.supplier import ledger_orders
 
 EXPECTED = Path(__file__).parent / "expected"
 T = 1_700_000_000.0
-NOW = T + 100  # the report's clock: work 4's lease expired 39 s ago, work 5's has 40 s left
+NOW = T + 100  # the status report's clock: work 4's lease expired 39 s ago, work 5's has 40 s left
 ROOMY = SpendingPolicy({OPERATOR}, total_cents=50_000, automatic_order_cents=10_000)
 OAT = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}  # 600 cents
 REASON = "the customer called to cancel"
@@ -155,7 +155,7 @@ def status(shop_file: Path, *args: str, check: int | None = 0) -> subprocess.Com
 
 
 def stable(report: dict) -> dict:
-    """The report without what differs between runs of the same records: paths, latency."""
+    """The status report without what differs between runs of the same records: paths, latency."""
     report = dict(report)
     report.pop("shop")
     report["health"] = dict(report["health"])
@@ -171,7 +171,9 @@ def compare(name: str, seen: str) -> None:
         expected.parent.mkdir(exist_ok=True)
         expected.write_text(seen)
     assert expected.is_file(), f"no {expected}: run with UPDATE_EXPECTED=1 once, then read it"
-    assert seen == expected.read_text(), f"the report differs from {expected}; it printed:\n{seen}"
+    assert seen == expected.read_text(), (
+        f"the status report differs from {expected}; it printed:\n{seen}"
+    )
 
 
 def dump(path: Path) -> list[str]:
@@ -379,7 +381,7 @@ def test_a_shop_without_the_leases_migration_says_so(tmp_path):
         not in sqlite3.connect(path)
         .execute("SELECT group_concat(line) FROM schema_versions")
         .fetchone()[0]
-    ), "the report migrated nothing"
+    ), "the status report migrated nothing"
 
 
 def test_a_missing_shop_is_an_error_and_creates_nothing(tmp_path):
@@ -435,7 +437,7 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
         "reconcile sent nothing: still one order at the supplier"
     )
     after = json.loads(status(path, "--supplier", up.endpoint, "--json").stdout)
-    assert after["orders"]["uncertain"] == [], "the report no longer lists it"
+    assert after["orders"]["uncertain"] == [], "the status report no longer lists it"
 
 
 def test_reconcile_with_a_stub_says_not_started_and_changes_nothing(dropped):
@@ -475,14 +477,14 @@ def test_reconcile_json_rows(dropped):
     ]
 
 
-# ---------------------------------------------------------------- the report agrees with claim
+# --------------------------------------------------------- the status report agrees with claim
 
 
 def random_shop(path: Path, seed: int) -> None:
     """Running items in a few sessions, each lease expired or alive at NOW, written by hand.
 
     A shop written by the reference never holds two running items in one session, but records
-    can (an older kit, a hand repair); the report's rule must still be claim's rule there.
+    can (an older kit, a hand repair); the status report's rule must still be claim's rule there.
     """
     rng = random.Random(seed)
     leases = load_impl("solutions")
@@ -506,8 +508,8 @@ def random_shop(path: Path, seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_eligible_for_takeover_is_what_the_reference_claim_takes(tmp_path, seed):
-    """Pinned against the reference: claim at NOW takes the oldest item the report calls
-    eligible, and returns None when it calls none eligible; again after every claim."""
+    """Pinned against the reference: claim at NOW takes the oldest item the status report
+    calls eligible, and returns None when it calls none eligible; again after every claim."""
     path = tmp_path / "shop.db"
     random_shop(path, seed)
     leases = load_impl("solutions")

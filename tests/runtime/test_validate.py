@@ -1,4 +1,4 @@
-"""The shared input checks: each boundary accepted, each side of it refused with ValueError."""
+"""The shared input guards: each boundary accepted, each side of it refused with ValueError."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 directions.
 
 Each scenario is a real file (a copy of the reference answers with one change appended, or a
-small file of its own) checked the way a student's is. The whole-check runs are slow (real
-checkpoint processes, a 30 s test deadline), so each runs once per session and every test
+small file of its own) run through ``make check`` as a student's is. Those whole runs are slow
+(real checkpoint processes, a 30 s test deadline), so each runs once per session and every test
 that only reads its result shares it.
 """
 
@@ -14,8 +14,8 @@ from sandbox_files import check, student_copy
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A whole check takes minutes (and a session fixture's run counts against its first
-    test): past the suite's default, up to the check's own 900 s deadline."""
+    """A whole ``make check`` run takes minutes (and a session fixture's run counts against its
+    first test): past the suite's default, up to that run's own 900 s deadline."""
     for item in items:
         if "sandbox" in item.path.parts and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(900))

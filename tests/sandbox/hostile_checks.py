@@ -1,5 +1,5 @@
 """Helpers of the hostile suite: a student's file made of stub bodies and a hostile file, one
-real check of it, and what the check left behind.
+real ``make check`` run of it, and what that run left behind.
 
 The hostile files themselves are under ``hostile/``: each is real Python, appended to a
 student's file, told what it needs (``PARAMS``) by the test that uses it.
@@ -87,7 +87,7 @@ def reference() -> str:
 
 @contextmanager
 def short_tmpdir() -> Iterator[Path]:
-    """A short directory for a check's ``TMPDIR`` (a Unix socket's path must stay under 108
+    """A short directory for a run's ``TMPDIR`` (a Unix socket's path must stay under 108
     bytes), removed afterwards with whatever a hostile file left in it."""
     path = Path(tempfile.mkdtemp(prefix="ch13h-", dir="/tmp"))
     try:
@@ -103,7 +103,7 @@ class Checked:
     output: str
     seconds: float
     marker: str
-    peak_kib: int | None = None  # with measure=True: the largest process of the check, KiB
+    peak_kib: int | None = None  # with measure=True: the run's largest process, KiB
 
     def rows(self) -> dict[str, dict]:
         return {row["label"]: row for row in self.data.get("rows", [])}
@@ -112,7 +112,7 @@ class Checked:
         return {label: row["status"] for label, row in self.rows().items() if label in FUNCTIONS}
 
     def everything(self) -> str:
-        """What the check printed and wrote, as one text to search."""
+        """What the run printed and wrote, as one text to search."""
         return self.output + json.dumps(self.data, ensure_ascii=False)
 
 
@@ -129,18 +129,18 @@ def run_check(
     ``TMPDIR`` and a marker of our own in its environment (every process it starts carries
     it, so ``leftovers`` can find them); ``through_cat`` pipes its output through ``cat``;
     ``measure`` runs it under a parent that records the peak resident size of the largest
-    process of the check (``RUSAGE_CHILDREN``: the check's processes and their sandboxes)."""
-    target = tmpdir / "check.json"
+    process of the run (``RUSAGE_CHILDREN``: its processes and their sandboxes)."""
+    target = tmpdir / "result.json"
     marker = uuid.uuid4().hex
     argv = [sys.executable, "-m", "lucyshop.lab.check", "--impl", str(path)]
     argv += ["--json", str(target), *args]
     peak = tmpdir / "peak-kib"
-    if measure:  # the marker on the check alone: its sweep would end the measuring parent
+    if measure:  # the marker on the run alone: its sweep would end the measuring parent
         argv = [sys.executable, "-c", PEAK, str(peak), MARKER, marker, *argv]
     environment = os.environ | {"TMPDIR": str(tmpdir), MARKER: marker} | (env or {})
     if measure:
         environment.pop(MARKER)
-    if through_cat:  # the marker on the check alone: its sweep would end the shell and cat
+    if through_cat:  # the marker on the run alone: its sweep would end the shell and cat
         script = 'set -o pipefail; env "$0=$1" "${@:2}" 2>&1 | cat'
         argv = ["bash", "-c", script, MARKER, marker, *argv]
         environment.pop(MARKER)
@@ -159,7 +159,7 @@ def run_check(
     except subprocess.TimeoutExpired:
         status = None
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the check, and whatever holds its output
+            os.killpg(proc.pid, signal.SIGKILL)  # the run, and whatever holds its output
         output, _ = proc.communicate(timeout=30)
     seconds = time.monotonic() - started
     data = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
@@ -167,7 +167,8 @@ def run_check(
     return Checked(status, data, output.decode("utf-8", "replace"), seconds, marker, kib)
 
 
-# run_check(measure=True)'s parent: the check as its child, then the largest process's peak.
+# run_check(measure=True)'s parent: the make check run as its child, then the largest process's
+# peak.
 PEAK = (
     "import os, resource, subprocess, sys\n"
     "env = os.environ | {sys.argv[2]: sys.argv[3]}\n"
@@ -218,7 +219,7 @@ def _alive(marker: str | None, needles: tuple[str, ...]) -> list[psutil.Process]
 
 def reference_lines(count: int = 12) -> list[str]:
     """Lines of the reference that appear nowhere in the stubs or the tests: one of them in a
-    check's output means the reference's source got out."""
+    run's output means the reference's source got out."""
     elsewhere = (LEARNER / "ch13_leases.py").read_text(encoding="utf-8")
     elsewhere += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
     lines = []

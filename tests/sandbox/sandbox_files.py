@@ -1,5 +1,5 @@
 """Helpers of the sandbox and hostile-file suite: a student's file made from the reference,
-and one check of it."""
+and one ``make check`` run of it."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def student_copy(directory: Path, appended: str = "") -> Path:
 def check(path: Path, tmp: Path, *args: str, timeout: float = 900) -> tuple[int, dict, str]:
     """``python -m lucyshop.lab.check --impl PATH --json``: (exit, the JSON, what it
     printed)."""
-    target = tmp / "check.json"
+    target = tmp / "result.json"
     result = subprocess.run(
         [
             sys.executable,
@@ -54,7 +54,7 @@ def rows(data: dict) -> dict[str, dict]:
 
 
 def tree(*names: str) -> dict[str, bytes]:
-    """Every file under the kit's ``names`` directories, to prove a check left them as they were."""
+    """Every file under the kit's ``names`` directories, to prove a run left them as they were."""
     return {
         str(path): path.read_bytes()
         for name in names

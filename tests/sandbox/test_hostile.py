@@ -1,10 +1,10 @@
 """Hostile students against ``make check``: forged rows, a forged checkpoint, the reference.
 
 Each test is one real hostile file (``hostile/``), appended to a student's file whose functions
-do no real work, checked the way a student's file is checked. What got through before the
-sandbox (issue 28) must not: no PASSING row and no ``checkpoint PASSED`` for code that does
-nothing, no line of the reference in anything the check prints or keeps, and no process of
-the check alive after it.
+do no real work, run through ``make check`` as a student's file is. What got through before
+the sandbox (issue 28) must not: no PASSING row and no ``checkpoint PASSED`` for code that does
+nothing, no line of the reference in anything the run prints or keeps, and no process of the
+run alive after it.
 
 The planted files, the FIFOs and links, the daemon, the secrets, the escapes and the disk fill
 are in ``test_hostile_kit.py``; a class with a hostile classmate in ``test_hostile_grade.py``.
@@ -53,7 +53,7 @@ def test_skips_and_a_patched_pytest_forge_no_passing_row(tmp_path):
 
 def test_a_file_that_forges_the_checkpoints_files_gets_no_checkpoint_pass(tmp_path):
     """Every function returns None. At import the file rewrites the checkpoint's case list and
-    the judge's checks where it can reach them, and a thread keeps writing the shop files, the
+    the judge's rules where it can reach them, and a thread keeps writing the shop files, the
     supplier ledgers and an evidence file of a run that passed every case, wherever its
     sandbox may write (and above it). The checkpoint must not pass, nor any of its cases."""
     with short_tmpdir() as tmpdir:

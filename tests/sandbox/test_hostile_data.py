@@ -1,6 +1,6 @@
-"""What comes from the sandbox is data to check, never a fact: a type, a path, a measurement.
+"""What comes from the sandbox is data to vet, never a fact: a type, a path, a measurement.
 
-Each test is one real hostile file checked the way a student's is:
+Each test is one real hostile file run through ``make check`` as a student's is:
 
 - ``hostile/claimed_stub.py``: every function is written and raises a ``NotStarted`` (the
   kit's own, or a look-alike whose module and name claim to be it). NOT STARTED comes from
@@ -9,7 +9,7 @@ Each test is one real hostile file checked the way a student's is:
   links out of their scratch and a database outside it as their receipt, shop and ledger.
   Each that is read is refused in one line naming the function (exercise 5's and 6's are
   never read: they are graded from the trusted side's own runs), at once (no test times
-  out), nothing of the outside database reaches the feedback, and no process of the check
+  out), nothing of the outside database reaches the feedback, and no process of the run
   grows past 1 GB.
 - ``hostile/forge_measured.py``: exercise 6 measures nothing; it writes the committed receipt
   (edited to read as a quick scripted run) and forges the shop and the ledger it describes,

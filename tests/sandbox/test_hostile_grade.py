@@ -3,14 +3,14 @@
 A class of two: alice hands in the reference (with a line of her own), mallory a file whose
 functions do nothing and which, from every sandbox it runs in, tries to read and overwrite
 alice's hand-in (the class directory and every staged copy it can find), to kill alice's
-check, and leaves a daemon that keeps rewriting every ``check.json`` it can guess and the
+run, and leaves a daemon that keeps rewriting every result file it can guess and the
 class's gradebook with a full score for her, for two minutes (``hostile/mallory.py``).
 Alice's score and hand-in must be untouched, mallory's score her own, and the gradebook, once
 the grader has exited, must stay as the grader wrote it.
 
 The class is graded twice: in the sandbox this machine offers, and as root in a container
-whose seccomp refuses namespaces (``tests/refuse_namespaces.py``), where each check runs as a
-uid of its own from the pool (``uids.UID_FIRST``): there, too, nothing of the class may
+whose seccomp refuses namespaces (``tests/refuse_namespaces.py``), where each hand-in runs as
+a uid of its own from the pool (``uids.UID_FIRST``): there, too, nothing of the class may
 outlive ``make grade``, neither a process of a pool uid nor a file one left in a shared
 temporary place.
 """
@@ -45,6 +45,7 @@ from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.host import uids
+from lucyshop.lab.statuses import VerdictStatus
 
 pytestmark = MARKS
 
@@ -71,8 +72,8 @@ def snapshot(out):
 
 
 def pool_leftovers() -> list[str]:
-    """Processes of the pool's uids that no check holds now (another test's check may be
-    running under a held one), and what they left in the shared temporary places. The pool is
+    """Processes of the pool's uids that no run holds now (another test's run may be going on
+    under a held one), and what they left in the shared temporary places. The pool is
     root's: for anyone else, nothing."""
     if not uids.UID_LOCKS.is_dir() or os.geteuid() != 0:
         return []
@@ -107,7 +108,7 @@ def graded(request, tmp_path_factory):
     alice = hand_in(hand_ins / "alice", reference() + f"\n# {token}: alice's own work\n")
     alice.with_name("exercises.py").unlink()  # neither hands in exercises: none of them runs
     handed_in = alice.read_bytes()
-    decoy = out.parent / "rubric.toml"  # what a linked check.json once overwrote
+    decoy = out.parent / "rubric.toml"  # what a linked result file once overwrote
     decoy.write_text("[functions]\npoints = 60\n")
     with short_tmpdir() as tmpdir:
         params = {
@@ -124,7 +125,7 @@ def graded(request, tmp_path_factory):
         env = os.environ | {"TMPDIR": str(tmpdir)}
         if request.param == "user mode":
             argv = [sys.executable, str(REFUSE), *argv]
-            # A uid handed down (one this process holds): the class's checks run side by
+            # A uid handed down (one this process holds): the class's hand-ins run side by
             # side, and each must take a uid of its own, never share the one it was handed.
             env[uids.UID_ENV] = str(uids.hold_uid())
         argv += ["--no-checkpoint", "--jobs", "2", "--no-progress"]
@@ -181,7 +182,7 @@ def test_the_victims_hand_in_and_score_are_untouched(graded):
     alice, handed_in, _token = graded["alice"]
     assert alice.read_bytes() == handed_in
     row = graded["book"]["alice"]
-    assert row["status"] == "CHECKED", row
+    assert row["status"] == VerdictStatus.CHECKED, row
     assert float(row["score"]) == rubric.load().functions.points, row
     statuses = {label: r["status"] for label, r in rows_of(graded, "alice").items()}
     assert {f: statuses[f] for f in FUNCTIONS} == dict.fromkeys(FUNCTIONS, "PASSING"), statuses
@@ -207,7 +208,7 @@ def test_the_attacker_earns_only_her_own_score(graded):
     statuses = {label: r["status"] for label, r in rows_of(graded, "mallory").items()}
     assert not any(statuses[f] == "PASSING" for f in FUNCTIONS), statuses
     row = graded["book"]["mallory"]
-    assert row["status"] == "CHECKED" and float(row["score"]) == 0, row
+    assert row["status"] == VerdictStatus.CHECKED and float(row["score"]) == 0, row
 
 
 def test_the_gradebook_stays_as_the_grader_wrote_it(graded):

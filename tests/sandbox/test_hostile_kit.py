@@ -1,16 +1,16 @@
 """Hostile students against the machine that runs ``make check``: harm that would outlive the
-check, a check that never ends, and output that lies.
+run, a run that never ends, and output that lies.
 
 - Planted files: a ``conftest.py`` and a ``shlex.py`` in the kit's root, a ``.pth`` in the
   virtual environment, a poisoned ``__pycache__`` file, a ``.git/hooks`` script. Afterwards the
   kit is as it was (``git status --porcelain --ignored`` of those paths, the venv's ``.pth``
-  files, the hooks) and a check of the untouched stubs still says NOT STARTED, exit 3.
+  files, the hooks) and a run on the untouched stubs still says NOT STARTED, exit 3.
 - Links and FIFOs planted wherever a trusted process opens a file by name in a directory a
   sandbox may write (the checkpoint's case directory, a learner test's ``tmp_path``, the
   worker's own run directory): nothing is written outside the sandbox's scratch, and the
-  check still ends.
-- A daemon holding the check's output, an environment secret, terminal escapes and a disk fill,
-  in one file checked as ``make check | cat``: it ends, with its own last line; no secret; every
+  run still ends.
+- A daemon holding the run's output, an environment secret, terminal escapes and a disk fill,
+  in one file run as ``make check | cat``: it ends, with its own last line; no secret; every
   escape shown, not sent; the fill bounded and gone.
 
 Each hostile file is under ``hostile/``; anything that carries a test's token is removed
@@ -42,6 +42,7 @@ from hostile_checks import (
 )
 from sandbox_files import ROOT
 
+from lucyshop.lab.check import results
 from lucyshop.lab.check.guard import DISK_LIMIT
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.sandbox.jail import TMP_BYTES
@@ -51,8 +52,6 @@ pytestmark = MARKS
 FAST = ("--no-measured", "--test-timeout=20")
 LEARNER = ROOT / "learner"
 MB = 1024 * 1024
-# The module that writes the check's result: a poisoned cache of it could forge any grade.
-RESULTS = "src/lucyshop/lab/check/results.py"
 
 
 # ------------------------------------------------------------------ planted files
@@ -64,7 +63,8 @@ def planted_paths(token: str) -> dict[str, Path]:
         "conftest": ROOT / "conftest.py",
         "shlex": ROOT / "shlex.py",
         "pth": Path(sysconfig.get_paths()["purelib"]) / f"zz_{token}.pth",
-        "pycache": Path(importlib.util.cache_from_source(str(ROOT / RESULTS))),
+        # the module that writes each row's result: a poisoned cache of it could forge any grade
+        "pycache": Path(importlib.util.cache_from_source(results.__file__)),
         "hook": ROOT / ".git" / "hooks" / "post-checkout",
     }
 
@@ -111,7 +111,7 @@ def stubs(directory: Path) -> Path:
 
 
 def test_planted_files_do_not_outlive_the_check(tmp_path):
-    """A warm-up check of the stubs first (every cache the kit makes exists), then the
+    """A warm-up run on the stubs first (every cache the kit makes exists), then the
     hostile file, then the untouched stubs again."""
     token = f"hostile-plant-{uuid.uuid4().hex[:12]}"
     paths = planted_paths(token)
@@ -188,7 +188,7 @@ def test_the_sandbox_follows_no_planted_log_link(links_and_fifos):
 def test_a_fifo_where_the_checkpoint_writes_costs_one_case_deadline(links_and_fifos):
     """Links and FIFOs in its own directories cost the file its claim test (the contenders'
     script is a link), outlive_curve (it ends the worker) and the checkpoint, nothing more:
-    the check ends, every other row is graded."""
+    the run ends, every other row is graded."""
     checked, _outside, left = links_and_fifos
     assert checked.status == 1, checked.output[-3000:]
     functions, lost = checked.functions(), ("claim", "outlive_curve")
@@ -198,7 +198,7 @@ def test_a_fifo_where_the_checkpoint_writes_costs_one_case_deadline(links_and_fi
     checkpoint = checked.data["checkpoint"]
     assert checkpoint["status"] == "FAILED", checkpoint
     # a case's deadline stopped it, never the whole checkpoint's (not a measure of the clock:
-    # the check's own verdict on what stopped it)
+    # the run's own verdict on what stopped it)
     assert "did not finish within" not in json.dumps(checkpoint), checkpoint
     cases = {case["case"]: case for case in checkpoint["cases"]}
     assert [cases[n]["passed"] for n in (0, 1)] == [True, True], checkpoint
@@ -216,7 +216,7 @@ DAEMON_SECONDS = 600  # how long the daemon of hostile/noisy.py sleeps, holding 
 @pytest.fixture(scope="module")
 def noisy(tmp_path_factory):
     """``make check | cat`` of a file that leaves a daemon, hunts for a secret, prints
-    escapes and fills the disk; the check's own directory measured after it ends."""
+    escapes and fills the disk; the run's own directory measured after it ends."""
     directory = tmp_path_factory.mktemp("noisy")
     token = f"hostile-noisy-{uuid.uuid4().hex[:12]}"
     secret = f"secret-{uuid.uuid4().hex}"
@@ -230,7 +230,7 @@ def noisy(tmp_path_factory):
                 *FAST,
                 "--no-checkpoint",
                 env={SECRET_NAME: secret},
-                timeout=DAEMON_SECONDS - 60,  # a check that waited for the daemon is killed
+                timeout=DAEMON_SECONDS - 60,  # a run that waited for the daemon is killed
                 through_cat=True,
             )
             left = leftovers(checked.marker, token, str(tmpdir))
@@ -243,7 +243,7 @@ def noisy(tmp_path_factory):
 
 def test_a_daemon_cannot_hold_the_output_or_print_the_last_line(noisy):
     checked, _secret, left, _kept, _private = noisy
-    # ended by itself (a check that waited for the daemon, which sleeps DAEMON_SECONDS holding
+    # ended by itself (a run that waited for the daemon, which sleeps DAEMON_SECONDS holding
     # the output, would have been killed at its timeout: no status)
     assert checked.status == 1, checked.output[-3000:]
     lines = [line for line in checked.output.splitlines() if line.strip()]
@@ -286,7 +286,7 @@ def test_a_disk_fill_is_bounded_and_gone_after_the_check(noisy):
     message = row["message"] + " " + " ".join(f["message"] for f in row["failures"])
     filled = [int(size) for size in re.findall(r"'(\d+)MB", message)]
     stopped = f"wrote over {DISK_LIMIT >> 20} MiB to its scratch" in message
-    # Either the check stopped the fill at its scratch's limit (weighed four times a second),
+    # Either the run stopped the fill at its scratch's limit (weighed four times a second),
     # or every place it reached refused it at the private /tmp's size.
     assert stopped or (filled and all(size * MB <= TMP_BYTES for size in filled)), message
-    assert kept < 64 * MB, f"{kept // MB} MB left in the check's TMPDIR"
+    assert kept < 64 * MB, f"{kept // MB} MB left in the run's TMPDIR"

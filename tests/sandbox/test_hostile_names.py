@@ -124,7 +124,7 @@ def test_each_link_and_special_file_is_refused_in_one_line(graded):
 
 def test_nothing_of_the_classmate_was_read_through_a_link(graded):
     """A link graded as a hand-in would be the classmate's file under another name: the
-    similarity report would pair it with her, and its row would be CHECKED."""
+    similarity report would pair it with her, and its row would be graded, not refused."""
     named = {name for row in sheet(graded["out"] / "similarity.csv")[1:] for name in row}
     assert not named & {"linked", "linked-file", "inner"}, named
     rows = {row[0]: row for row in sheet(graded["out"] / "grades.csv")[1:]}

@@ -2,12 +2,13 @@
 its code runs in the sandbox and reaches PostgreSQL only as a role of its own, through a relay's
 socket.
 
-One real check of a student's directory whose chapter file and exercises are the stubs (their
-rows run nothing) and whose ``ch13_postgres.py`` is ``hostile/pg_escape.py``: at its first call
-it tries every route to the reference and out of its scratch, through its process and through
-the database (the superuser's login, ``pg_read_file``, ``lo_import``, ``COPY ... PROGRAM``,
-``COPY TO``, making itself a superuser). What it reads of the reference it executes, so a route
-that worked would make the row pass; what it writes carries a token we look for.
+One real ``make check`` run of a student's directory whose chapter file and exercises are the
+stubs (their rows run nothing) and whose ``ch13_postgres.py`` is ``hostile/pg_escape.py``: at
+its first call it tries every route to the reference and out of its scratch, through its process
+and through the database (the superuser's login, ``pg_read_file``, ``lo_import``,
+``COPY ... PROGRAM``, ``COPY TO``, making itself a superuser). What it reads of the reference
+it executes, so a route that worked would make the row pass; what it writes carries a token we
+look for.
 
 And one real run of exercise 7's checkpoint on a ``ch13_postgres.py`` that does nothing and, at
 import, makes every case pass wherever it can reach the checkpoint's code, and writes the

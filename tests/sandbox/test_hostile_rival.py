@@ -6,7 +6,7 @@ The file is the reference with both of the kit's "holder check in its own transa
 mutants applied (``tests/mutants.py``), and ``hostile/swapped_probe.py`` appended: at import
 it rewrites, in the worker, whatever the trusted side could use there to time the rival. The
 rows of ``observe`` and ``finish`` must be FAILING, each for the stale row written after a
-takeover, and every other function's row PASSING; the check's processes under 1 GB and
+takeover, and every other function's row PASSING; the run's processes under 1 GB and
 within its deadlines.
 """
 
@@ -47,6 +47,6 @@ def test_a_swapped_probe_does_not_hide_the_check_in_its_own_transaction(tmp_path
     for name in CAUGHT:
         messages = [failure["message"] for failure in checked.rows()[name]["failures"]]
         assert any("stale" in message for message in messages), (name, messages)
-    assert peak < PEAK_BYTES, f"the check's processes peaked at {peak >> 20} MiB"
-    assert checked.seconds < CHECK_SECONDS, f"the check took {checked.seconds:.0f} s"
+    assert peak < PEAK_BYTES, f"the run's processes peaked at {peak >> 20} MiB"
+    assert checked.seconds < CHECK_SECONDS, f"the run took {checked.seconds:.0f} s"
     assert left == [], left

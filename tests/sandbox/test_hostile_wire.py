@@ -1,9 +1,9 @@
 """Hostile students against the wire between the sandbox and the trusted side (issue 38).
 
-A frame from the worker is data to check: it must come whole by the call's one deadline, it
+A frame from the worker is data to vet: it must come whole by the call's one deadline, it
 may hold only so many values, and it must answer the request that was asked. The hostile file
 (``hostile/wire.py``) writes on the worker's own socket: a reply that drips a byte a second,
-a frame of 63 MB of empty lists, and a second reply left for the next call. The check must
+a frame of 63 MB of empty lists, and a second reply left for the next call. ``make check`` must
 name the function that hung and fail it fast from then on, keep its trusted processes under
 1 GB, never hand one call's leftover bytes to another, and end within its deadlines.
 """
@@ -21,21 +21,21 @@ pytestmark = MARKS
 
 TEST_SECONDS = 10
 FAST = ("--no-measured", f"--test-timeout={TEST_SECONDS}", "--no-checkpoint")
-PEAK_BYTES = 1 << 30  # the trusted side's peak while a hostile file is checked
-# The check's own start-up, its suites and one hung test, with room for a loaded machine;
+PEAK_BYTES = 1 << 30  # the trusted side's peak while a hostile file runs
+# The run's own start-up, its suites and one hung test, with room for a loaded machine;
 # a deadline per recv instead of per message spends the test deadline on each of nine tests.
 CHECK_SECONDS = 150
 
-# Runs one check in a process of its own, so that its peak memory (the largest process among
-# everything it started and waited for, the sandboxes included) is that check's alone.
+# Runs one make check run in a process of its own, so that its peak memory (the largest process
+# among everything it started and waited for, the sandboxes included) is that run's alone.
 _MEASURED = """
 import json, resource, sys
 from pathlib import Path
 sys.path[:0] = sys.argv[1:3]
 from hostile_checks import run_check
-checked = run_check(Path(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:])
+done = run_check(Path(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:])
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"peak": peak, **vars(checked)}))
+print(json.dumps({"peak": peak, **vars(done)}))
 """
 
 
@@ -63,9 +63,9 @@ def test_a_worker_that_writes_its_own_frames_is_bounded(tmp_path):
     assert any("hung or ended the process in an earlier test" in m for m in dripping), dripping
     huge = rows["detection_delay"]["failures"][0]["message"]
     assert "value limit" in huge, huge
-    assert peak < PEAK_BYTES, f"the check's processes peaked at {peak >> 20} MiB"
+    assert peak < PEAK_BYTES, f"the run's processes peaked at {peak >> 20} MiB"
     assert "LEFTOVER" not in checked.everything(), "a call read another call's reply"
     late = [failure["message"] for failure in rows["fenced"]["failures"]]
     assert any("wrote after fenced() was answered" in m for m in late), late
-    assert checked.seconds < CHECK_SECONDS, f"the check took {checked.seconds:.0f} s"
+    assert checked.seconds < CHECK_SECONDS, f"the run took {checked.seconds:.0f} s"
     assert left == [], left

@@ -131,9 +131,9 @@ def _check_refused_namespaces(impl: str, out: Path) -> subprocess.CompletedProce
 @pytest.mark.slow
 def test_root_under_a_seccomp_refusal_checks_the_solutions_as_an_unprivileged_user(tmp_path):
     """Root in a container whose seccomp refuses namespaces: neither bwrap can start, so the
-    worker runs as a uid of the pool, and the kit closes its protected parts itself. The whole check
-    of the reference passes there, checkpoint included."""
-    done = _check_refused_namespaces("solutions", tmp_path / "check.json")
+    worker runs as a uid of the pool, and the kit closes its protected parts itself. A whole
+    ``make check`` of the reference passes there, checkpoint included."""
+    done = _check_refused_namespaces("solutions", tmp_path / "result.json")
     lines = done.stdout.splitlines()
     assert lines, done.stderr
     first = lines[0]
@@ -175,12 +175,12 @@ def test_user_mode_closes_the_kits_protected_parts_itself_and_says_so(tmp_path, 
 def test_in_user_mode_nothing_a_hostile_file_starts_or_leaves_outlives_its_check(tmp_path):
     """``hostile/outlive.py`` forks until refused, starts daemons with empty environments
     (no marker) and leaves files in the shared temporary places. The process-count limit of
-    its uid stops the forks, and the check ends everything of its uid, found by uid."""
+    its uid stops the forks, and the run ends everything of its uid, found by uid."""
     token = f"outlive-{uuid.uuid4().hex}"
     folder = tmp_path / "hand-in"
     text = with_bodies("raise _Outlive()") + hostile("outlive", token=token, forks=2400)
     chapter = hand_in(folder, text)
-    out = tmp_path / "check.json"
+    out = tmp_path / "result.json"
     done = _check_refused_namespaces(str(chapter), out)
     assert "an unprivileged uid of its own (user mode" in done.stdout.splitlines()[0]
     got = [int(n) for n in re.findall(r"'forked': (\d+)", out.read_text(encoding="utf-8"))]

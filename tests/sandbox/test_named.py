@@ -48,7 +48,7 @@ def test_anything_else_is_refused_naming_the_function(scratch, tmp_path, kind):
 
 
 def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(scratch, tmp_path):
-    """What ``checked_file`` saw is not what ``beneath`` opens: a directory of the path that
+    """The path as first looked at is not what ``beneath`` opens: a directory of the path that
     became a link in between is refused, its target never read."""
     outside = tmp_path / "outside"
     outside.mkdir()

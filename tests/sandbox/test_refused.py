@@ -1,6 +1,6 @@
 """The reference blocker holds against the named bypasses, and its state cannot be rewritten.
 
-Each bypass is a student's file that tries it when imported, loaded the way every checked
+Each bypass is a student's file that tries it when imported, loaded the way every sandboxed
 process loads one (``block_for`` then ``load_impl``) in a child Python. The refusal must be
 one line starting "reference blocked: ".
 """

@@ -1,4 +1,4 @@
-"""Nothing the checked code says about itself is taken on trust; the kit stays as it was."""
+"""Nothing the student's code says about itself is taken on trust; the kit stays as it was."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_a_file_that_edits_the_tests_fails_and_leaves_the_tree_unchanged(tmp_pat
 
 
 def test_changed_kit_files_are_named_and_left_as_they_are(tmp_path):
-    """On a kit of its own: a change made while a check runs is someone's edit, named, and
+    """On a kit of its own: a change made while ``make check`` runs is someone's edit, named, and
     never written over (the sandboxed code cannot make one)."""
     target = tmp_path / "checkpoints" / "ch13_worker_recovery.py"
     target.parent.mkdir()
@@ -82,7 +82,7 @@ def test_a_case_that_started_and_never_ended_fails_by_name(tmp_path):
 
 
 def test_a_stub_is_not_started_whatever_its_tests_report(tmp_path):
-    """The row's status comes from the file's own syntax tree, read outside the checked process."""
+    """The row's status comes from the file's own syntax tree, read outside the file's process."""
     stub = tmp_path / "ch13_leases.py"
     stub.write_text(
         "from lucyshop.lab import NotStarted\n\n"
@@ -111,7 +111,7 @@ collect.describe = lambda *args: {"message": "", "not_started": None}
 
 
 def test_the_sweep_ends_a_setsid_daemon_and_a_forked_child():
-    """Every process carrying the check's marker ends, however it detached."""
+    """Every process carrying the run's marker ends, however it detached."""
     marker = new_marker()
     daemon = (
         "import os, time\n"
@@ -151,7 +151,7 @@ def marked(marker: str) -> list[int]:
 
 
 def test_kit_files_edited_since_the_commit_are_named(tmp_path):
-    """A check names the kit's files that differ from the commit (a test edited by accident
+    """``make check`` names the kit's files that differ from the commit (a test edited by accident
     changes every verdict), and never a student's own file."""
     run = lambda *argv: subprocess.run(
         ["git", "-C", str(tmp_path), *argv], check=True, capture_output=True

@@ -1,6 +1,7 @@
 """The wire's own bounds, on a real socket pair: a frame must arrive whole by one deadline,
 however its bytes trickle in, and may hold only ``MAX_ITEMS`` values, counted before any of it
-is decoded. (A hostile worker that does both through a real check: ``test_hostile_wire.py``.)
+is decoded. (A hostile worker that does both in a real ``make check`` run:
+``test_hostile_wire.py``.)
 """
 
 from __future__ import annotations

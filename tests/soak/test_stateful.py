@@ -1,4 +1,4 @@
-"""A model of who may write when, checked against claim, assert_current, observe, finish,
+"""A model of who may write when, compared with claim, assert_current, observe, finish,
 recover_once.
 
 Hypothesis drives a real shop file through random sequences of enqueue, claim (several owners,
@@ -359,7 +359,7 @@ def test_reference_agrees_with_the_model_of_who_may_write_when():
 
 
 # assert_current_identity is left out on purpose: with generations that grow on every claim, no
-# sequence of these calls gives two owners one generation, so that check is a second line that
+# sequence of these calls gives two owners one generation, so that condition is a second line that
 # only ``cancel`` (not modelled here) exercises.
 CAUGHT = (
     "assert_current_state",
