@@ -222,14 +222,20 @@ def stray_prose(root: Path) -> list[str]:
 # also the holder check). A receipt is verified, not checked.
 # report: the soak's, the bench's, the similarity and the status reports, and pytest's.
 CHECK_USES = re.compile(
-    r"make check|\bcheck\(|lab\.check\b|lucyshop\.lab\.check\b|ch13-check|"
+    r"make check|\bcheck\(|lab\.check\b|lucyshop\.lab\.check\b|ch13-check|\bcheck\.json\b|"
     r"(?:current-)?holder checks?\b",
     re.IGNORECASE,
 )
 REPORT_USES = re.compile(
     r"(?:soak|bench|similarity|status|four-signal)(?:'s)? reports?\b|"
-    r"pytest(?:'s)? (?:\w+ )?reports?\b|\breport=|\bsoak/report\b|lab\.soak\.report\b",
+    r"pytest(?:'s)? (?:\w+ )?reports?\b|\breport=|\bsoak/report\b|lab\.soak\.report\b|"
+    r"--report\b",
     re.IGNORECASE,
+)
+# The status words a verdict may carry name a check too (``CANNOT CHECK``, ``CHECK ERROR``,
+# ``CHECKED``): written in capitals, as the statuses spell them.
+CHECK_STATUSES = re.compile(
+    "|".join(rf"\b{re.escape(str(word))}\b" for word in VerdictStatus if "CHECK" in word)
 )
 WORD_ANYWHERE = {
     "check": re.compile(r"\bcheck(?!point|out)\w*", re.IGNORECASE),
@@ -253,17 +259,26 @@ def check_report_prose_files(root: Path) -> list[Path]:
     return [*lab_code(root), *chapter, *rest, *kit_tests(root)]
 
 
+def makefile_prose(path: Path) -> list[tuple[str, str]]:
+    """A Makefile's prose: its comments and targets' help (after ``#``) and what its recipes
+    echo. Its rules name the targets, ``make check``'s among them: commands, not prose."""
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        found += [(f"{number}", part) for part in re.findall(r"#(.*)|\becho\b(.*)", line)[:1]]
+    return [(where, "".join(parts)) for where, parts in found]
+
+
 def stray_check_and_report(root: Path) -> list[str]:
     """``path:where: '...'`` for each "check" or "report" in prose that is none of its named
     uses, outside the word's homes."""
     stray = []
     for path in check_report_prose_files(root):
         rel = path.relative_to(root).as_posix()
-        for where, text in prose(path):
+        for where, text in makefile_prose(path) if path.name == "Makefile" else prose(path):
             for word, uses in USES.items():
                 if rel.startswith(PROSE_HOMES[word]):
                     continue
-                hits = WORD_ANYWHERE[word].findall(uses.sub("", text))
+                hits = WORD_ANYWHERE[word].findall(uses.sub("", CHECK_STATUSES.sub("", text)))
                 stray += [f"{rel}:{where}: {hit!r}" for hit in hits]
     return stray
 
@@ -503,3 +518,45 @@ def test_a_planted_manual_swap_is_found(tmp_path):
         "    local = object()\n"
     )
     assert manual_swaps(bad) == ["test_bad.py:5: sys.stdout", "test_bad.py:6: loader.ROOT"]
+
+
+def test_planted_prose_that_uses_check_or_report_otherwise_is_found(tmp_path):
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": ['Run `make check`, then check("claim").']},
+            {"cell_type": "markdown", "source": ["The worker checks its lease and reports it."]},
+            {"cell_type": "code", "source": ["# code cells are not prose: check this\n"]},
+        ]
+    }
+    plant(
+        tmp_path,
+        {
+            f"{_LAB}checkpoint/judge.py": '"""Checks each kept file; the holder check holds."""\n'
+            'print("reported twice")  # a status report, in lab.soak.report\n',
+            f"{_LAB}check/engine.py": '"""A check of one file: checks anything, reports."""\n',
+            f"{_LAB}soak/report.py": '"""The report; it checks every invariant."""\n',
+            f"{_LAB}schemas/check.json": '{"$id": "check.json", "description": "checked"}\n',
+            "README.md": "CANNOT CHECK is a status; the receipt check FILE command\n",
+            "Makefile": "check: x ## test your file\n\t@echo checking\n# a report\n",
+            "learner/exercises.py": '"""Verify FILE; --report FILE, report= entries."""\n',
+            "notebooks/13x.ipynb": json.dumps(notebook),
+            "tests/soak/test_x.py": '"""Each invariant checked; its report read."""\n',
+            "tests/check/test_y.py": '"""A check reported by pytest\'s reports."""\n',
+        },
+    )
+    assert sorted(stray_check_and_report(tmp_path)) == sorted(
+        [
+            f"{_LAB}checkpoint/judge.py:1: 'Checks'",
+            f"{_LAB}checkpoint/judge.py:2: 'reported'",
+            f"{_LAB}soak/report.py:1: 'checks'",
+            f"{_LAB}check/engine.py:1: 'reports'",
+            f"{_LAB}schemas/check.json:1: 'checked'",
+            "README.md:1: 'check'",
+            "Makefile:2: 'checking'",
+            "Makefile:3: 'report'",
+            "notebooks/13x.ipynb:cell 1: 'checks'",
+            "notebooks/13x.ipynb:cell 1: 'reports'",
+            "tests/soak/test_x.py:1: 'checked'",
+            "tests/check/test_y.py:1: 'reported'",
+        ]
+    )

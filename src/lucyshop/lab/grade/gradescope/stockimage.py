@@ -70,7 +70,7 @@ SUBMISSION = tuple(
 IMAGE_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 GRADESCOPE_MEMORY = 768 * 2**20  # bytes: Gradescope's default, a Docker limit of 768m
 SETUP_SECONDS = 2400.0  # apt and pip, from cold
-SCHEMA = "gradescope-run/1"
+SCHEMA = "gradescope-run/2"  # 2: its pass conditions are "conditions"
 MODE_ENV = "LUCYSHOP_ISOLATION"  # lucyshop.lab.sandbox.jail's override of its own choice
 # The proof's own code, by sha256 in its evidence: this module and the steps it runs.
 CODE = (
@@ -232,10 +232,10 @@ def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
 
 
 def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> dict[str, Any]:
-    """The evidence document: the checks, the figures, the kit's commit and the provenance."""
+    """The evidence document: the pass conditions, the figures, the kit's commit and the provenance."""
     setup, run, kernel = found.setup, found.run, found.kernel
     peak = kernel.get("peak_bytes") or (run.peak_tree_rss_bytes if run else None)
-    checks = {
+    conditions = {
         "setup_succeeded": setup.exit_status == 0,
         "finished_in_time": run is not None
         and run.exit_status == 0
@@ -249,8 +249,8 @@ def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> 
     }
     return {
         "schema": SCHEMA,
-        "passed": all(checks.values()),
-        "checks": checks,
+        "passed": all(conditions.values()),
+        "conditions": conditions,
         "image": {
             "suite": SUITE,
             "variant": "minbase",
@@ -326,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     document = evidence(args, record, found)
     receipts.write_receipt(args.evidence, document)
-    print(json.dumps({k: document[k] for k in ("checks", "run", "results")}, indent=1))
+    print(json.dumps({k: document[k] for k in ("conditions", "run", "results")}, indent=1))
     outcome = "PASSED" if document["passed"] else "FAILED"  # the proof's, not a check's
     print(f"stockimage: {outcome}; evidence in {receipts.shown(args.evidence)}")
     return 0 if document["passed"] else 1
