@@ -1,7 +1,8 @@
 """Copies found between students: a classmate's file as it was, after ``ast.unparse``, after
 ``ruff format --line-length 60``, and a copied ``exercises.py`` are each flagged; the stubs,
 a file that differs from them by one short function and an independently written file are not;
-an archive of earlier hand-ins is compared too; the similarity report is ranked, side by side, escaped.
+an archive of earlier hand-ins is compared too; the similarity report is ranked, side by side,
+escaped.
 
 No check runs here: similarity reads the files only.
 """
