@@ -21,7 +21,7 @@ from shop_fixtures import free_port
 
 from lucyshop import IMPL_ENV
 from lucyshop.lab.experiment.overhead import summary
-from lucyshop.lab.experiment.receipt import check, figures
+from lucyshop.lab.experiment.receipt import figures, verify
 from lucyshop.lab.loader import ROOT, load_impl
 from lucyshop.lab.services.processes import wait_until
 
@@ -57,12 +57,12 @@ def python(
     )
 
 
-def run_check(path: Path, impl: str = "solutions") -> subprocess.CompletedProcess[str]:
-    return python([*EXPERIMENT, "check", str(path), "--impl", impl], timeout=CHECK_SECONDS)
+def run_verify(path: Path, impl: str = "solutions") -> subprocess.CompletedProcess[str]:
+    return python([*EXPERIMENT, "verify", str(path), "--impl", impl], timeout=CHECK_SECONDS)
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path) -> None:
+def test_quick_run_observes_every_phase_and_is_verified(quick_receipt: Path) -> None:
     receipt = json.loads(quick_receipt.read_text())
     observed, settings = receipt["observations"], receipt["settings"]
     assert (settings["pilot_turns"], settings["trials_per_rule"], settings["quick"]) == (6, 3, True)
@@ -81,7 +81,7 @@ def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path
     assert receipt["provenance"]["loadavg_start"] and receipt["provenance"]["loadavg_end"]
     assert len(receipt["settings"]["model"]["sha256"]) == 64
 
-    checked = run_check(quick_receipt)
+    checked = run_verify(quick_receipt)
     assert checked.returncode == 0, checked.stdout
     assert "ok    pilot.p50 = " in checked.stdout
     assert "ok    detection.measured_mean_delay = " in checked.stdout
@@ -93,7 +93,7 @@ def test_quick_run_observes_every_phase_and_passes_its_check(quick_receipt: Path
     assert overhead["same_tokens"] and overhead["order"] == "alternating"
     assert "ok    blocker_overhead.measured_share = " in checked.stdout
     assert "ok    blocker: both sides of every pair generated the same tokens" in checked.stdout
-    assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt check passed")
+    assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt verification passed")
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -109,7 +109,7 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
     overhead.update(summary(overhead))
     slower = tmp_path / "slower.json"
     slower.write_text(json.dumps(receipt))
-    assert check(slower, load_impl("solutions")) == 1
+    assert verify(slower, load_impl("solutions")) == 1
     out = capsys.readouterr().out
     assert "FAIL  blocker: timed turns do not show more than 2% (median +10.00%, " in out
     assert "ok    blocker: costs at most 2% of a turn by its mechanism" in out
@@ -129,14 +129,14 @@ def test_a_blocker_whose_audit_events_cost_more_than_two_percent_fails_a_full_re
     overhead.update(summary(overhead))
     costly = tmp_path / "costly.json"
     costly.write_text(json.dumps(receipt))
-    assert check(costly, load_impl("solutions")) == 1
+    assert verify(costly, load_impl("solutions")) == 1
     out = capsys.readouterr().out
     assert "FAIL  blocker: costs at most 2% of a turn by its mechanism" in out
     assert "FAILED: 1 of" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_an_edited_overhead_figure_fails_the_check(
+def test_an_edited_overhead_figure_fails_verification(
     quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     receipt = json.loads(quick_receipt.read_text())
@@ -144,25 +144,27 @@ def test_an_edited_overhead_figure_fails_the_check(
     receipt["provenance"]["blocker_overhead"]["blocked"][0]["seconds"] *= 2
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(receipt))
-    assert check(edited, load_impl("solutions")) == 1
+    assert verify(edited, load_impl("solutions")) == 1
     assert "FAIL  blocker_overhead.measured_share: the receipt says 0.0" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_a_tampered_figure_fails_the_check_naming_it(quick_receipt: Path, tmp_path: Path) -> None:
+def test_a_tampered_figure_fails_verification_naming_it(
+    quick_receipt: Path, tmp_path: Path
+) -> None:
     receipt = json.loads(quick_receipt.read_text())
     receipt["figures"]["pilot"]["p50"] += 0.001
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(receipt))
-    checked = run_check(tampered)  # the command line: a failing receipt exits 1
+    checked = run_verify(tampered)  # the command line: a failing receipt exits 1
     assert checked.returncode == 1, checked.stdout
     out = checked.stdout
     assert "FAIL  pilot.p50: the receipt says" in out
-    assert "FAILED: 1 of" in out and f"check {tampered}" in out
+    assert "FAILED: 1 of" in out and f"verify {tampered}" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_a_stale_completion_accepted_fails_the_check(
+def test_a_stale_completion_accepted_fails_verification(
     quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     receipt = json.loads(quick_receipt.read_text())
@@ -180,7 +182,7 @@ def test_a_stale_completion_accepted_fails_the_check(
     receipt["figures"] = figures(forged, receipt["settings"], leases)  # consistent arithmetic
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps(receipt))
-    assert check(stale, leases) == 1
+    assert verify(stale, leases) == 1
     assert (
         "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)"
         in capsys.readouterr().out
@@ -196,7 +198,7 @@ def test_a_stale_completion_accepted_fails_the_check(
         (("turn_times", "mann_whitney", "p_value"), 0.01),
     ],
 )
-def test_an_edited_surprise_figure_fails_the_check(
+def test_an_edited_surprise_figure_fails_verification(
     quick_receipt: Path,
     tmp_path: Path,
     figure: tuple[str, ...],
@@ -211,20 +213,20 @@ def test_an_edited_surprise_figure_fails_the_check(
     holder[leaf] = holder[leaf] - bump if holder[leaf] >= bump else holder[leaf] + bump
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(receipt))
-    assert check(edited, load_impl("solutions")) == 1
+    assert verify(edited, load_impl("solutions")) == 1
     assert f"FAIL  {'.'.join(figure)}: the receipt says" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_the_check_uses_the_named_implementation_and_learner_by_default(
+def test_verify_uses_the_named_implementation_and_learner_by_default(
     quick_receipt: Path, tmp_path: Path
 ) -> None:
-    stubs = run_check(quick_receipt, impl="learner")
+    stubs = run_verify(quick_receipt, impl="learner")
     if stubs.returncode == 3:  # the learner file is the kit's stubs
         assert "NOT STARTED" in stubs.stderr and "--impl solutions" in stubs.stderr
     # No --impl and no $LEASES_IMPL (make test sets it): the learner's file.
     unset = {k: v for k, v in os.environ.items() if k != IMPL_ENV}
-    default = python([*EXPERIMENT, "check", str(quick_receipt)], timeout=CHECK_SECONDS, env=unset)
+    default = python([*EXPERIMENT, "verify", str(quick_receipt)], timeout=CHECK_SECONDS, env=unset)
     assert (default.returncode, default.stderr) == (stubs.returncode, stubs.stderr)
 
 
@@ -268,10 +270,10 @@ def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: P
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
 
 
-def test_the_committed_receipt_passes_the_check() -> None:
+def test_the_committed_receipt_is_verified() -> None:
     if not COMMITTED.exists():
         pytest.skip(f"{COMMITTED.relative_to(ROOT)} is not there yet")
-    checked = run_check(COMMITTED)
+    checked = run_verify(COMMITTED)
     assert checked.returncode == 0, checked.stdout[-3000:]
     receipt = json.loads(COMMITTED.read_text())
     assert receipt["settings"]["backend"] == "embedded" and not receipt["settings"]["quick"]

@@ -28,7 +28,7 @@ from lucyshop.lab.sandbox import (
     wire,
 )
 from lucyshop.lab.sandbox.host import pids, uids
-from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.sandbox.remote import confined_file
 
 needs_bwrap = pytest.mark.skipif(
     jail.isolation() != "bwrap",
@@ -231,10 +231,10 @@ def test_the_trusted_side_never_follows_a_planted_link(tmp_path):
     link = tmp_path / "scratch" / "shop.db"
     link.symlink_to(secret)
     with pytest.raises(ValueError, match="not a file of this"):
-        checked_file(link, [tmp_path / "scratch"])
+        confined_file(link, [tmp_path / "scratch"])
     os.mkfifo(tmp_path / "scratch" / "fifo.db")
     with pytest.raises(ValueError, match="not a regular file"):
-        checked_file(tmp_path / "scratch" / "fifo.db", [tmp_path / "scratch"])
+        confined_file(tmp_path / "scratch" / "fifo.db", [tmp_path / "scratch"])
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "user"])

@@ -2,7 +2,7 @@
 
 An answer may return any path as its receipt, its shop or its ledger: ``/dev/zero``, a FIFO, a
 link out of its scratch, someone else's database. The trusted side reads such a file only when
-it is a regular file inside the check's own scratch (``checked_file``), and only through the
+it is a regular file inside the check's own scratch (``confined_file``), and only through the
 bounded, no-follow, non-blocking reader the checkpoint's judge uses (``read_regular``), from
 its directory opened name by name without following a link (``beneath``); a
 database is opened as a copy made that way, in a directory of the trusted side's own, so no
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.atomic import read_regular
-from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.sandbox.remote import confined_file
 
 MAX_FILE = 64 * 1024 * 1024  # a shop or a ledger
 MAX_RECEIPT = 4 * 1024 * 1024  # the committed receipts are under 100 kB
@@ -41,7 +41,7 @@ def read_named(
         raise Refused(f"{function}() returned {type(path).__name__} {path!r:.80} as its {what}")
     roots = list(roots)
     try:
-        real = checked_file(Path(path), roots)
+        real = confined_file(Path(path), roots)
     except ValueError:
         why = "not a regular file of this check's scratch (a link, a special file, or outside)"
         raise Refused(refusal(function, what, path, why)) from None
@@ -60,7 +60,7 @@ def read_named(
 def beneath(root: Path, directory: Path) -> Iterator[int]:
     """``directory`` (inside ``root``, a directory of ours) opened one name at a time from
     ``root``, never through a link: a name the sandbox swaps for a link after
-    ``checked_file`` looked is refused (ELOOP, ENOTDIR), not followed out of the scratch."""
+    ``confined_file`` looked is refused (ELOOP, ENOTDIR), not followed out of the scratch."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for name in directory.relative_to(root).parts:

@@ -40,7 +40,7 @@ from lucyshop.lab.checkpoint.cases import (
     POST_COMMIT,
 )
 from lucyshop.lab.checkpoint.rival import WRITERS, problems_in
-from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.sandbox.remote import confined_file
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Mark, result_line
 from lucyshop.supplier import ledger_orders
 
@@ -84,7 +84,7 @@ def supplier_directory(case: Path) -> Path:
 def kept_file(path: Path, within: Path) -> Path:
     """``path`` if it is a regular file (not a link, not a FIFO) inside ``within``."""
     try:
-        return checked_file(path, [within.resolve()])
+        return confined_file(path, [within.resolve()])
     except ValueError as error:
         raise Wrong(str(error)) from None
 

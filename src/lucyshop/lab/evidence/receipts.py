@@ -1,14 +1,14 @@
 """The one receipt engine: provenance, a durable write, recompute-and-compare, and the schemas.
 
 Every measured file the kit commits (Part A, exercises 5 and 6, bench, the checkpoint's
-evidence) is written and checked through here:
+evidence) is written and verified through here:
 
 - ``provenance(command=...)`` says where, when and with what code a run happened, and
   ``finish(record)`` adds what is known only at its end (duration, load average);
 - ``write_receipt(path, data)`` writes the file whole or not at all, and durably;
 - ``compare(stored, recomputed)`` lists every figure that differs from what the observations
   give, is missing, or is not derived from them;
-- ``validate(path_or_data, schema_name)`` checks a receipt's shape against
+- ``validate(path_or_data, schema_name)`` tests a receipt's shape against
   ``schemas/<schema_name>.json`` (JSON Schema 2020-12; ``provenance.json`` is shared).
 """
 
@@ -197,12 +197,13 @@ def compare(stored: Mapping[str, Any], recomputed: Mapping[str, Any]) -> list[tu
     return found
 
 
-def report(
+def result_lines(
     figures: list[tuple[str, str]],
     conditions: Iterable[tuple[str, bool]],
     recomputed: Mapping[str, Any],
 ) -> list[str]:
-    """One line per figure and condition, ``ok`` or ``FAIL``, as the checks print them."""
+    """One line per figure and condition, ``ok`` or ``FAIL``, as each receipt's verify prints
+    them."""
     values = flat(recomputed)
     lines = [
         result_line(Mark.FAIL, name, why)
@@ -231,11 +232,12 @@ def _registry() -> Any:
 def _import_jsonschema() -> Any:
     """jsonschema, without the IRI grammar its import would build.
 
-    Importing jsonschema imports its optional format checkers; with ``rfc3987-syntax``
+    Importing jsonschema imports its optional format validators; with ``rfc3987-syntax``
     installed (Jupyter brings it) that builds an IRI grammar for a second of CPU, in every
-    process that validates: each ``make check --json``, each gradebook read of a check, about
-    a hundred processes in ``make test``. No kit schema is checked with a format checker, so
-    the module is marked absent before the first import (as if it were not installed)."""
+    process that validates: each ``make check --json``, each gradebook read of a ``make check``
+    result, about a hundred processes in ``make test``. No kit schema is validated for
+    formats, so the module is marked absent before the first import (as if it were not
+    installed)."""
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault("rfc3987_syntax", None)
     import jsonschema

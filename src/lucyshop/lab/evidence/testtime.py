@@ -7,12 +7,13 @@
 ``measure()`` times one run; the command prints its entry and writes it into ``--out`` under
 ``quiet`` (no burners) or ``loaded`` (``--burners N``: N processes that spin a core each run
 beside the suite from before it starts until it ends), keeping the other run already there, so
-one file holds the quiet figure and the proof that the suite holds under load. A quiet run also
-goes into ``make bench``'s report (``--bench``) as its ``make_test`` section. Both writes go
-through the receipt engine. Each entry carries the receipt engine's provenance (host, date,
-command, cores, load average at the start and the end, and the sha256 of the files that decide
-how the suite runs), the counts pytest reported, the burners, and the load average sampled
-while the suite ran, since a duration means little without the load it was measured under.
+one file holds the quiet figure and the proof that the suite holds under load. A quiet run
+also goes into the bench's report, ``bench.json`` (``--bench``), as its ``make_test`` section.
+Both writes go through the receipt engine. Each entry carries the receipt engine's provenance
+(host, date, command, cores, load average at the start and the end, and the sha256 of the
+files that decide how the suite runs), the counts pytest printed, the burners, and the load
+average sampled while the suite ran, since a duration means little without the load it was
+measured under.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def counts(summary: str) -> dict[str, int]:
 
 
 def pytest_seconds(summary: str) -> float | None:
-    """The seconds pytest itself reported (``... in 290.12s``), without start-up and set-up."""
+    """The seconds pytest itself printed (``... in 290.12s``), without start-up and set-up."""
     match = re.search(r"\bin ([0-9.]+)s\b", summary)
     return float(match.group(1)) if match else None
 
@@ -141,7 +142,7 @@ def measure(
     sample_every: float = SAMPLE_SECONDS,
 ) -> dict[str, Any]:
     """Run the suite once on the solutions, beside ``burn`` CPU burners, and return its
-    duration and what it reported.
+    duration and what pytest printed.
 
     ``log`` keeps pytest's whole output, to read what failed when the run did not pass."""
     command = pytest_command(extra)

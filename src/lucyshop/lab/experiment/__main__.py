@@ -1,15 +1,15 @@
-"""``python -m lucyshop.lab.experiment``: run the Part A experiment, or check a receipt.
+"""``python -m lucyshop.lab.experiment``: run the Part A experiment, or verify a receipt.
 
     python -m lucyshop.lab.experiment --out FILE [--backend embedded|ollama] [--model M]
         [--gguf PATH] [--recovery-models A,B] [--pilot 40] [--trials 20] [--max-tokens 256]
         [--seed S] [--quick] [--impl solutions|learner|PATH]
-    python -m lucyshop.lab.experiment check FILE [--impl learner|solutions|PATH]
+    python -m lucyshop.lab.experiment verify FILE [--impl learner|solutions|PATH]
 
 Both default to ``--impl learner``: the figures are computed, and recomputed, by the chapter
 functions of the implementation named, never the reference unless it is named.
 
-Exit status: 0 done (or the receipt checks), 1 the receipt fails its check, 2 the model or its
-server is missing (one sentence says how to get it), 3 the implementation is still a stub.
+Exit status: 0 done (or the receipt verified), 1 the receipt failed verification, 2 the model
+or its server is missing (one sentence says how to get it), 3 the implementation is still a stub.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lucyshop.lab.experiment.receipt import check
+from lucyshop.lab.experiment.receipt import verify
 from lucyshop.lab.experiment.run import Settings, run, summary
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import (
@@ -30,6 +30,7 @@ from lucyshop.lab.loader import (
 )
 from lucyshop.lab.model.backend import DEFAULT_OLLAMA_MODEL, MEASURING
 from lucyshop.lab.services.processes import end_children_on_sigterm
+from lucyshop.lab.statuses import Mark, result_line
 from lucyshop.models import ModelUnavailable
 
 DEFAULTS = {"pilot": 40, "trials": 20, "max_tokens": 256}
@@ -47,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(
         prog="python -m lucyshop.lab.experiment",
         description="Part A on real model turns: pilot, false expiry, detection, recovery.",
-        epilog="python -m lucyshop.lab.experiment check FILE recomputes a receipt's figures.",
+        epilog="python -m lucyshop.lab.experiment verify FILE recomputes a receipt's figures.",
     )
     parse.add_argument("--out", type=Path, required=True, help="where to write the receipt (JSON)")
     parse.add_argument("--backend", choices=MEASURING, default="embedded")
@@ -106,21 +107,22 @@ def settings_from(args: argparse.Namespace, parse: argparse.ArgumentParser) -> S
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["check"]:
-        checking = argparse.ArgumentParser(
-            prog="python -m lucyshop.lab.experiment check",
+    if argv[:1] == ["verify"]:
+        verifying = argparse.ArgumentParser(
+            prog="python -m lucyshop.lab.experiment verify",
             description="Recompute every figure of a receipt.",
         )
-        checking.add_argument("receipt", type=Path)
-        add_impl_option(checking)
-        args = checking.parse_args(argv[1:])
+        verifying.add_argument("receipt", type=Path)
+        add_impl_option(verifying)
+        args = verifying.parse_args(argv[1:])
         try:
-            block_for(args.impl)  # the check, like the run, may use only the chosen file
-            return check(args.receipt, load_impl(args.impl))
+            block_for(args.impl)  # verifying, like the run, may use only the chosen file
+            return verify(args.receipt, load_impl(args.impl))
         except ImplementationError as error:
-            checking.error(str(error))
+            verifying.error(str(error))
         except NotStarted as stub:
-            print(f"NOT STARTED: {stub} (or check with --impl solutions)", file=sys.stderr)
+            again = "or verify with --impl solutions"
+            print(result_line(Mark.NOT_STARTED, str(stub), again), file=sys.stderr)
             return 3
     parse = parser()
     settings = settings_from(parse.parse_args(argv), parse)
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(missing, file=sys.stderr)
         return 2
     except NotStarted as stub:
-        print(f"NOT STARTED: {stub}", file=sys.stderr)
+        print(result_line(Mark.NOT_STARTED, str(stub)), file=sys.stderr)
         return 3
     print(summary(receipt, settings.out))
     return 0

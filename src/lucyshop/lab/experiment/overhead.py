@@ -16,7 +16,7 @@ for them, so the estimate is events per turn times the blocker's extra cost per 
 the turn's duration.
 
 ``blocker_overhead(...)`` runs the pair and returns the raw timings with ``summary(raw)``'s
-figures (the receipt's provenance keeps both, and its check recomputes the figures);
+figures (the receipt's provenance keeps both, and verifying it recomputes the figures);
 ``python -m lucyshop.lab.experiment.overhead`` prints them.
 """
 
@@ -51,7 +51,7 @@ MODULE = "lucyshop.lab.experiment.overhead"
 PROBE_CALLS = 20_000
 TARGET_SHARE = 0.02  # issue 20: the blocker may cost at most 2% of a turn
 PROBE_ARGS: dict[str, tuple[Any, ...]] = {"open": (os.devnull, "r", 0)}
-PROBES = ("lucyshop.probe", "open")  # an event no hook judges, and one the blocker judges
+PROBES = ("lucyshop.probe", "open")  # an event no hook vets, and one the blocker vets
 SIDES = ("plain", "blocked")
 READY = "ready.json"
 STOP = "stop"
@@ -66,7 +66,7 @@ def _audit_seconds(event: str) -> float | None:
         for _ in range(PROBE_CALLS):
             sys.audit(event, *args)
         return (time.perf_counter() - started) / PROBE_CALLS
-    except Exception:  # noqa: BLE001 - a hook that judges this event may refuse the probe
+    except Exception:  # noqa: BLE001 - a hook that vets this event may refuse the probe
         return None
 
 
@@ -74,7 +74,7 @@ def _audit_seconds(event: str) -> float | None:
 
 
 def serve(directory: Path, backend: str, model: str | None, seed: int, max_tokens: int) -> None:
-    """Load the model, then run turn ``k`` when the parent writes ``turn-k`` and report it in
+    """Load the model, then run turn ``k`` when the parent writes ``turn-k`` and record it in
     ``done-k.json``, until ``stop`` appears or the parent is gone.
 
     A counting hook goes in on both sides alike, so the count costs the two the same.
@@ -106,7 +106,7 @@ def serve(directory: Path, backend: str, model: str | None, seed: int, max_token
 
 
 def summary(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The figures, from the raw timings alone (the receipt check recomputes them here)."""
+    """The figures, from the raw timings alone (verifying a receipt recomputes them here)."""
     plain, blocked = raw["plain"], raw["blocked"]
     ratios = [
         (b["seconds"] / max(1, b["tokens"])) / (p["seconds"] / max(1, p["tokens"]))

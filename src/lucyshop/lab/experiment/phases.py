@@ -3,7 +3,7 @@
 The pilot, false expiry and detection run in worker processes (``worker.py``), all under the
 same blocker, model settings and scanning replacement, so that the pilot's turn times describe
 the trials' turns. This side creates each shop file, starts the workers and the replacement,
-kills a worker for detection, waits for what they report (every wait with a deadline) and reads
+kills a worker for detection, waits for what they record (every wait with a deadline) and reads
 the shop back. The recovery samples are model turns in this process.
 """
 
@@ -32,7 +32,7 @@ from lucyshop.lab.model.tasks import (
     RECOVERY_TOOLS,
     crashed_transcript,
 )
-from lucyshop.lab.sandbox.remote import checked_file
+from lucyshop.lab.sandbox.remote import confined_file
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     python_argv,
@@ -67,7 +67,7 @@ class Lab:
     # The trusted side's run of exercise 5: ``leases`` is the chapter in a sandbox, each phase's
     # shop file lies in ``shops`` (shared with the sandboxes), opened with ``open_shop`` (the
     # shop paired with a connection of ours), and each worker calls the chapter and the
-    # answers in sandboxes of its own (``--sandboxed``). ``workdir`` keeps every report.
+    # answers in sandboxes of its own (``--sandboxed``). ``workdir`` keeps every record.
     shops: Path | None = None
     open_shop: Callable[[Path], tuple[sqlite3.Connection, Any]] | None = None
 
@@ -83,14 +83,14 @@ class Lab:
         return directory, db
 
     def shop_file(self, name: str) -> Path:
-        """Where the shop of the phase ``name`` lies: beside its reports, or in ``shops``."""
+        """Where the shop of the phase ``name`` lies: beside its records, or in ``shops``."""
         return (self.workdir if self.shops is None else self.shops) / name / SHOP
 
     def read(self, name: str) -> sqlite3.Connection:
         """Our own connection to the shop of the phase ``name``; a shared one must still be a
         regular file of ``shops`` (a sandbox could have put a link or a FIFO in its place)."""
         path = self.shop_file(name)
-        return connect(path if self.shops is None else checked_file(path, [self.shops.resolve()]))
+        return connect(path if self.shops is None else confined_file(path, [self.shops.resolve()]))
 
     def spawn(self, role: str, directory: Path, lease: float, *extra: str) -> subprocess.Popen[Any]:
         """Start one ``worker.py`` role with the reference blocked; its stderr goes to a file."""
@@ -192,7 +192,7 @@ def false_expiry(
 ) -> dict[str, Any]:
     """One worker process runs ``trials`` trials under ``lease`` while a replacement scans.
 
-    Each row is the worker's own report (its claim, its turn, whether its finish was
+    Each row is the worker's own record (its claim, its turn, whether its finish was
     accepted), the replacement's takeover of that item if there was one, and the outcome row
     read back from the shop file. ``arms`` (exercise 5) names each trial's renewal arm.
     """

@@ -3,7 +3,7 @@ figures.
 
 Both are drawn from one receipt and nothing else: the curve from its pilot turns (the share of
 them longer than each lease, counted here), the points from its figures (``python -m
-lucyshop.lab.experiment check RECEIPT`` proves those follow from its observations). No chapter
+lucyshop.lab.experiment verify RECEIPT`` proves those follow from its observations). No chapter
 implementation is loaded.
 
 - ``ch13-outlive-curve.png``: the share of pilot turns that outlive a lease, as a step curve

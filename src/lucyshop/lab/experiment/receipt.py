@@ -1,12 +1,12 @@
-"""Part A's figures: derived from the raw observations by one function, and checked by it.
+"""Part A's figures: derived from the raw observations by one function, and verified by it.
 
-``figures(observations, settings, leases)`` computes everything the receipt reports (pilot
+``figures(observations, settings, leases)`` computes every figure the receipt holds (pilot
 percentiles, the shortest lease for each target, each rule's lease with its predicted and
 measured false-expiry share and how surprising that count is, the detection prediction beside
 the measured mean and beside the mean the actual kill moments predict, the pilot-vs-trial
 turn-time test, recovery counts) from the observations alone, with the chapter-13 functions
 of the implementation passed in and the kit's own statistics (``lucyshop.lab.evidence.stats``).
-``check`` recomputes it from a stored receipt and compares, figure by figure
+``verify`` recomputes them from a stored receipt and compares, figure by figure
 (``lucyshop.lab.evidence.receipts``). A receipt whose figures were edited, or whose observations no
 longer support them, fails.
 """
@@ -175,13 +175,13 @@ def recovery_counts(samples: Sequence[Mapping], operation: str) -> dict[str, int
     }
 
 
-# ------------------------------------------------------------------ the check
+# ------------------------------------------------------------------ verifying a receipt
 
 
-def check(path: Path, leases: ModuleType) -> int:
+def verify(path: Path, leases: ModuleType) -> int:
     """Print one line per figure and condition; 0 when the receipt has its schema's shape,
     every figure matches its observations and every condition of a sound run holds."""
-    rerun = f"rerun: python -m lucyshop.lab.experiment check {path}"
+    rerun = f"rerun: python -m lucyshop.lab.experiment verify {path}"
     try:
         receipt = receipts.read_receipt(path)
         shape = receipts.validate(receipt, SCHEMA_NAME)
@@ -205,19 +205,19 @@ def check(path: Path, leases: ModuleType) -> int:
         AttributeError,
         ZeroDivisionError,
     ) as error:
-        unread = f"{path} is not a receipt this check can read"
+        unread = f"{path} is not a receipt this command can read"
         print(result_line(Mark.FAIL, unread, f"{type(error).__name__}: {error}\n{rerun}"))
         return 1
     lines = [result_line(Mark.FAIL, "shape", problem) for problem in shape]
-    lines += receipts.report(compared, conditions, {**recomputed, **again})
+    lines += receipts.result_lines(compared, conditions, {**recomputed, **again})
     print("\n".join(lines))
     failed = [line for line in lines if line.startswith(Mark.FAIL)]
     if failed:
-        print(f"receipt check FAILED: {len(failed)} of {len(lines)} lines\n{rerun}")
+        print(f"receipt verification FAILED: {len(failed)} of {len(lines)} lines\n{rerun}")
         return 1
     print(
-        f"receipt check passed: {len(compared)} figures recomputed from the raw observations "
-        f"of {path}, {len(conditions)} conditions hold, and its shape is schema "
+        f"receipt verification passed: {len(compared)} figures recomputed from the raw "
+        f"observations of {path}, {len(conditions)} conditions hold, and its shape is schema "
         f"{SCHEMA_NAME}.json"
     )
     return 0
@@ -236,18 +236,18 @@ def _blocker(receipt: Mapping[str, Any], again: Mapping[str, Any]) -> Iterator[t
         yield f"blocker: {share:+.2%} measured; not held to the target on a quick run", True
         return
     estimated = again["estimated_share"]
-    yield (
+    mechanism = (
         f"blocker: costs at most {TARGET_SHARE:.0%} of a turn by its mechanism "
-        f"({estimated:+.3%}: audit events per turn times their extra cost)",
-        estimated <= TARGET_SHARE,
+        f"({estimated:+.3%}: audit events per turn times their extra cost)"
     )
+    yield mechanism, estimated <= TARGET_SHARE
     low, high = again["measured_interval"]
     confidence = again["interval_confidence"]
-    yield (
+    timed = (
         f"blocker: timed turns do not show more than {TARGET_SHARE:.0%} (median {share:+.2%}, "
-        f"{confidence:.0%} interval {low:+.2%} to {high:+.2%} over {again['pairs']} pairs)",
-        low <= TARGET_SHARE,
+        f"{confidence:.0%} interval {low:+.2%} to {high:+.2%} over {again['pairs']} pairs)"
     )
+    yield timed, low <= TARGET_SHARE
 
 
 def _conditions(

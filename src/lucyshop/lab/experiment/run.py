@@ -245,6 +245,6 @@ def summary(receipt: dict[str, Any], out: Path) -> str:
         )
     lines.append(
         f"receipt: {out} ({receipt['provenance']['seconds']:.0f} s); "
-        f"check it with: python -m lucyshop.lab.experiment check {out}"
+        f"verify it with: python -m lucyshop.lab.experiment verify {out}"
     )
     return "\n".join(lines)

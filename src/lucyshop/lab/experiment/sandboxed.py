@@ -2,7 +2,7 @@
 run of exercise 5 (``worker.py --sandboxed``).
 
 The worker process is then the kit's alone: it imports no student code, times the turns, holds
-the scan lock and writes every report in its directory, which no sandbox is shown. The chapter
+the scan lock and writes every record in its directory, which no sandbox is shown. The chapter
 file runs in one sandbox; the answers' ``keep_renewing`` in a second, on a connection made
 there, since a renewer runs beside the turn and a sandbox answers one call at a time. Both
 sandboxes see the shop's directory and nothing else of the run; a claim made in the first

@@ -3,12 +3,12 @@
     python -m lucyshop.lab.blocked lucyshop.lab.experiment.worker ROLE --dir DIR --lease SECONDS ...
 
 ``pilot``        loads the model once, then runs ``--trials`` real turns over the task kinds with
-                 no lease at all, and reports each to ``pilot-N.json``: the pilot's turns, timed
+                 no lease at all, and records each in ``pilot-N.json``: the pilot's turns, timed
                  under exactly the conditions of the trials (a child process, the blocker, a
                  replacement scanning the same shop).
 ``holder``       loads the model once, then runs ``--trials`` trials: enqueue one item, claim it
-                 with ``ttl=lease``, run one real turn, ``finish``; it reports each trial,
-                 including a refused finish, to ``trial-N.json``. With ``--arms`` (exercise 5)
+                 with ``ttl=lease``, run one real turn, ``finish``; it records each trial,
+                 including a refused finish, in ``trial-N.json``. With ``--arms`` (exercise 5)
                  each trial has an arm: ``plain``, ``renewed`` or ``bounded`` (the answers'
                  renewer runs alongside the turn, bounded by ``--bound``).
 ``crash``        loads the model, claims one item and runs real turns back to back until the
@@ -22,10 +22,10 @@
 
 Every role loads the chapter functions from ``$LEASES_IMPL`` with the reference blocked (the
 parent starts them through ``python_argv(..., blocked=True)``) and uses the shop file the
-parent created (``--shop``, default ``DIR/shop.db``); its reports, lock and stop file are in
+parent created (``--shop``, default ``DIR/shop.db``); its records, lock and stop file are in
 ``DIR``. With ``--sandboxed`` (the trusted side's run of exercise 5) the chapter and the answers
 are called in sandboxes of the worker's own (``sandboxed.py``) instead, shown the shop's
-directory alone: ``DIR`` is then out of their reach, so every report is the worker's own.
+directory alone: ``DIR`` is then out of their reach, so every record is the worker's own.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ CALLBACKS = ("__call__", "__iter__")  # the dunders a worker may use on what it 
 
 def sandbox_pids() -> set[int]:
     """Every process of this process's live sandboxes: started on purpose, ended by their
-    owners (a suite-wide check for leftover processes leaves them out)."""
+    owners (a suite-wide search for leftover processes leaves them out)."""
     return set().union(*(box.pids() for box in list(LIVE)))
 
 
@@ -320,7 +320,7 @@ class Sandbox:
         with the worker's connection ``remote``: passing it to a student's function hands
         the worker its own connection; reading it reads the file, never the student's
         answer about the file."""
-        path = checked_file(path, self.scratch)
+        path = confined_file(path, self.scratch)
         db = sqlite3.connect(path, factory=Mirror, isolation_level=None, timeout=5)
         db.row_factory = sqlite3.Row
         db.remote = remote
@@ -331,13 +331,13 @@ def _no_handle(value: Any) -> dict:
     raise PermissionError(f"a {type(value).__name__} cannot be handed back into the sandbox")
 
 
-def checked_file(path: Path, roots: Iterable[Path]) -> Path:
+def confined_file(path: Path, roots: Iterable[Path]) -> Path:
     """``path`` if it is a regular file (not a link) inside one of ``roots``, else ValueError:
     the trusted side never follows a name the sandbox planted to a file outside its scratch."""
     path = Path(path)
     real = Path(os.path.realpath(path))
     if path.is_symlink() or not any(real.is_relative_to(root) for root in roots):
-        raise ValueError(f"{path} is not a file of this check's own directory")
+        raise ValueError(f"{path} is not a file of this run's own directory")
     if real.exists() and not real.is_file():
         raise ValueError(f"{path} is not a regular file")
     return real
