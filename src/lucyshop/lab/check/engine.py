@@ -1,12 +1,12 @@
 """The one engine behind every check: ``run(path) -> Result``.
 
 ``make check`` (``python -m lucyshop.lab.check``, and so the child each ``make grade`` hand-in
-gets), a notebook's ``check("claim")`` and ``make bench`` all call ``run``, and no other
-code runs the suites or the checkpoint for them (13d's check of one exercise-7 function alone
-still runs that function's test file itself: no row holds it). A whole check runs the learner and
-exercise suites in pytest children side by side, with the checkpoint beside them, and prints
-the table as it goes; ``only=LABEL`` runs the tests of that one row (a notebook's check), with
-neither the checkpoint nor the kit's files watched. ``echo=False`` keeps the lines in the
+gets), a notebook's ``check("claim")`` (13d's of one exercise-7 function too, by its row in
+``subjects.PG_ROWS``) and ``make bench`` all call ``run``, and no other code runs the suites
+or the checkpoint for them. A whole check runs the learner and exercise suites in pytest
+children side by side, with the checkpoint beside them, and prints the table as it goes;
+``only=LABEL`` runs the tests of that one row (a notebook's check), with neither the
+checkpoint nor the kit's files watched. ``echo=False`` keeps the lines in the
 result without printing them.
 
 The student's functions run only in sandboxed worker processes (``lucyshop.lab.sandbox``):

@@ -3,10 +3,11 @@
 Each chapter function (in the order of ``learner/ch13_leases.py``) is a row with its test
 module under ``tests/learner``; each exercise of the book a row with its modules under
 ``tests/exercises``; exercise 7 (``ch13_postgres.py``, beside the chapter file) a row with its
-four modules under ``tests/postgres``. A row still a stub, read here from the file's syntax
-tree (``stubs_in``), runs none of its tests; a row ``set_aside`` runs none either and has its
-status from here: the measured exercises under ``--no-measured``, exercise 7 without its file
-or without PostgreSQL.
+four modules under ``tests/postgres``, and, for 13d's check of one function, a row of each
+function with its one module there (``PG_ROWS``, not in the table). A row still a stub, read
+here from the file's syntax tree (``stubs_in``), runs none of its tests; a row ``set_aside``
+runs none either and has its status from here: the measured exercises under
+``--no-measured``, exercise 7 without its file or without PostgreSQL.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ EXERCISES: tuple[Subject, ...] = (
     ),
     Subject(PG_EXERCISE, SUITES[2], PG_MODULES, PG_STUBS),
 )
+# Exercise 7 one function at a time (``exercise 7 claim``): rows a notebook's check may name
+# (13d's ``check("claim")``), never rows of the table.
+PG_ROWS: tuple[Subject, ...] = tuple(
+    Subject(f"{PG_EXERCISE} {name}", SUITES[2], (module,), (stub,))
+    for name, module, stub in zip(PG_FUNCTIONS, PG_MODULES, PG_STUBS, strict=True)
+)
 MEASURED = ("exercise 5", "exercise 6")  # a measurement, run on the scripted stand-in
 LEFT_OUT = (Status.LEFT_OUT, "left out by --no-measured")
 
@@ -99,12 +106,14 @@ def subjects() -> list[Subject]:
 
 
 def subject(label: str) -> Subject:
-    """The row called ``label``; ValueError names the rows there are."""
-    for found in subjects():
+    """The row called ``label``, in the table or one of ``PG_ROWS``; ValueError names the rows
+    there are."""
+    rows = [*subjects(), *PG_ROWS]
+    for found in rows:
         if found.label == label:
             return found
-    known = ", ".join(s.label for s in subjects())
-    raise ValueError(f"no row {label!r} in make check's table: it has {known}")
+    known = ", ".join(s.label for s in rows)
+    raise ValueError(f"no row {label!r} in make check: it has {known}")
 
 
 def row_function(nodeid: str) -> str:
@@ -155,15 +164,20 @@ def set_aside(
     path: Path, measured: bool, stubs: dict[str, str | None]
 ) -> dict[str, tuple[Status, str]]:
     """The rows that run no test, each with its status and message: the measured exercises
-    under ``--no-measured``; exercise 7, once it is not a stub, without its file or PostgreSQL."""
+    under ``--no-measured``; each row of exercise 7 (the whole, or one of ``PG_ROWS``) that is
+    not a stub, without its file or PostgreSQL."""
     aside = {} if measured else dict.fromkeys(MEASURED, LEFT_OUT)
-    if any(stub in stubs for stub in PG_STUBS):
-        return aside  # NOT STARTED by its syntax: nothing needs to run
+    pg_rows = [
+        row.label
+        for row in (subject(PG_EXERCISE), *PG_ROWS)
+        if not any(stub in stubs for stub in row.stubs)  # else NOT STARTED by its syntax
+    ]
+    if not pg_rows:
+        return aside
     if not path.with_name(PG_FILE).is_file():
-        aside[PG_EXERCISE] = (
-            Status.FAILING,
-            f"no {PG_FILE} beside {shown(path)}: exercise 7 lives there",
-        )
+        why = (Status.FAILING, f"no {PG_FILE} beside {shown(path)}: exercise 7 lives there")
     elif reason := postgres.missing_for_tests():
-        aside[PG_EXERCISE] = (Status.LEFT_OUT, f"left out: it needs PostgreSQL, and {reason}")
-    return aside
+        why = (Status.LEFT_OUT, f"left out: it needs PostgreSQL, and {reason}")
+    else:
+        return aside
+    return aside | dict.fromkeys(pg_rows, why)

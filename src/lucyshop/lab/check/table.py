@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.check.results import CheckpointResult, Failure, Row
-from lucyshop.lab.check.subjects import PG_MODULES, PG_PREFIX, Subject, not_started, shown, subjects
+from lucyshop.lab.check.subjects import (
+    PG_MODULES,
+    PG_PREFIX,
+    Subject,
+    not_started,
+    shown,
+    subject,
+    subjects,
+)
 from lucyshop.lab.statuses import CheckpointStatus, Mark, Status, result_line
 
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
@@ -44,16 +52,15 @@ def build_rows(
     aside: dict[str, tuple[Status, str]] | None = None,
     only: str | None = None,
 ) -> list[Row]:
-    """One row per function and exercise (or the one called ``only``); ``aside`` maps a row
+    """One row per function and exercise (or the one called ``only``, which may be one of
+    exercise 7's functions alone: ``subjects.PG_ROWS``); ``aside`` maps a row
     that did not run to its status and message (``subjects.set_aside``)."""
     hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
     for record in results.values():  # exercise 7's functions share the chapter's names
         if record.get("hung") and record.get("module") not in PG_MODULES:
             hangs.setdefault(record["hung"], record["message"])
     rows = []
-    for row in subjects():
-        if only is not None and row.label != only:
-            continue
+    for row in subjects() if only is None else [subject(only)]:
         kind = "exercise" if row.label.startswith("exercise") else "function"
         if aside and row.label in aside:
             rows.append(Row(row.label, kind, aside[row.label][0], message=aside[row.label][1]))

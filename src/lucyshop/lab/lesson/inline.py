@@ -4,7 +4,7 @@
 runs that function's learner tests on the loaded file, with the reference blocked, and
 answers PASSING, FAILING (every failing test, one line each) or NOT STARTED, with the command
 that reruns it. It is ``lucyshop.lab.check.run`` with ``only=`` that row: the row ``make
-check`` prints.
+check`` prints. 13d's ``check("claim")`` is the same call on exercise 7's row of that function.
 
 ``guard()`` keeps a notebook running under partial work: a stub's ``NotStarted``, and any
 ``NameError`` or missing step that follows it, prints one line saying what to finish first
@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +24,9 @@ from types import ModuleType
 from typing import Any
 
 from lucyshop import IMPL_ENV
+from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.given.stubs import NotStarted
-from lucyshop.lab.loader import IMPLEMENTATIONS, PG_FILE
-from lucyshop.lab.statuses import Status
+from lucyshop.lab.loader import IMPLEMENTATIONS
 
 # Seconds one check may take before it is stopped: generous, as the machine may be busy.
 CHECK_TIMEOUT = 120.0
@@ -81,10 +80,10 @@ class CheckText(str):
 
 
 class Checker:
-    """``check(label)`` for one loaded implementation file."""
+    """``check(label)`` for one chapter file."""
 
-    def __init__(self, leases: ModuleType, timeout: float = CHECK_TIMEOUT) -> None:
-        self.path = Path(leases.__file__).resolve()
+    def __init__(self, chapter: Path, timeout: float = CHECK_TIMEOUT) -> None:
+        self.path = Path(chapter).resolve()
         # The kit's own files by name, so the rerun command shows no machine's absolute path.
         names = {path.resolve(): name for name, path in IMPLEMENTATIONS.items()}
         self.spec = names.get(self.path, str(self.path))
@@ -109,7 +108,7 @@ def checker(leases: ModuleType) -> Checker:
     The exercises and every child process load the same file: ``$LEASES_IMPL`` is set to it.
     """
     os.environ[IMPL_ENV] = str(Path(leases.__file__))
-    return Checker(leases)
+    return Checker(Path(leases.__file__))
 
 
 # ---------------------------------------------------------------- partial work
@@ -301,89 +300,21 @@ def needs(value: Any, what: str, finish: str) -> Any:
 
 # ---------------------------------------------------------------- exercise 7 (13d)
 
-# Each exercise-7 function and the test file of the learner's that checks it; the other files
-# under tests/postgres test the kit itself.
-PG_TESTS = {
-    "claim": "tests/postgres/test_pg_claim.py",
-    "assert_current": "tests/postgres/test_pg_assert_current.py",
-    "observe": "tests/postgres/test_pg_observe.py",
-    "finish": "tests/postgres/test_pg_finish.py",
-}
-_SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors)\b")
+# Seconds one exercise-7 check may take: its tests start a PostgreSQL server of their own.
+PG_CHECK_TIMEOUT = 300.0
 
 
-class PgChecker:
-    """``check("claim")`` in 13d: that function's tests on the ``ch13_postgres.py`` beside the
-    chapter file, on a real PostgreSQL server the tests start. NOT STARTED while it is a stub
-    (read from its syntax, so its tests do not run), else PASSING or FAILING (each failing test,
-    one line) with the command that reruns it. ``make check``'s "exercise 7" row runs the same
-    four test files together; ``check("exercise 7")`` shows that row."""
-
-    def __init__(self, chapter: Path, timeout: float = 300.0) -> None:
-        from lucyshop.lab.loader import ROOT
-
-        self.chapter, self.root, self.timeout = Path(chapter).resolve(), ROOT, timeout
-        self.file = self.chapter.with_name(PG_FILE)
-        names = {path.resolve(): name for name, path in IMPLEMENTATIONS.items()}
-        self.spec = names.get(self.chapter, str(self.chapter))
+class PgChecker(Checker):
+    """``check("claim")`` in 13d: the row of that one exercise-7 function (``exercise 7
+    claim``, ``subjects.PG_ROWS``) on the ``ch13_postgres.py`` beside the chapter file, as
+    ``check.run`` finds it: NOT STARTED while it is a stub (read from its syntax, so its tests
+    do not run), else PASSING or FAILING (each failing test, one line, with the command that
+    reruns it). ``check("exercise 7")`` shows ``make check``'s row of all four."""
 
     def __call__(self, name: str) -> CheckText:
-        import subprocess
-        import sys
-
-        from lucyshop.lab.given.stubs import stub_nodes, stub_section
-
-        if name == "exercise 7":  # the whole file, as make check's row says it
-            return one_row(name, self.spec, self.timeout)
-        label, tests = f"exercise 7 {name}", PG_TESTS[name]
-        rerun = f".venv/bin/python -m pytest {tests} --impl {self.spec}"
-        stub = stub_nodes(self.file).get(name)
-        if stub is not None:
-            return pg_row(label, Status.NOT_STARTED, [f"read notebook {stub_section(stub)}"])
-        argv = [sys.executable, "-m", "pytest", tests, "--impl", str(self.chapter), "-q", "-rfE"]
-        argv += ["-p", "no:cacheprovider", "-p", "pytest_timeout"]
-        try:
-            done = subprocess.run(
-                argv,
-                check=False,
-                cwd=self.root,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                # as make check runs them: no third-party plugin but the timeout (each other
-                # one costs start-up, seconds of it per check)
-                env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-            )
-        except subprocess.TimeoutExpired:
-            return pg_row(label, Status.FAILING, [f"timed out after {self.timeout:g} s", rerun])
-        counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(done.stdout)}
-        passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
-        if done.returncode == 0 and passed and not failed:
-            return pg_row(label, Status.PASSING, [], (passed, passed))
-        lines = [
-            line.split("::", 1)[-1][:160]
-            for line in done.stdout.splitlines()
-            if line.startswith(("FAILED ", "ERROR "))
-        ]
-        if not lines:  # nothing collected, or pytest itself failed: its last line says why
-            lines = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no test ran"]
-        said = [*map(_without_root, lines), rerun]
-        return pg_row(label, Status.FAILING, said, (passed, passed + failed))
-
-
-def pg_row(
-    label: str, status: Status, said: list[str], counts: tuple[int, int] | None = None
-) -> CheckText:
-    """An exercise-7 function's check as ``make check``'s notebook row (``row_text``): its
-    status, with its count when its tests ran, then one line for each thing ``said``."""
-    from lucyshop.lab.check.results import Row
-    from lucyshop.lab.check.table import row_text
-
-    passed, total = counts or (0, 0)
-    row = Row(label, "exercise", status, passed, total, "\n  ".join(said))
-    return CheckText(wrap(row_text(row, ran=counts is not None)))
+        return super().__call__(name if name == PG_EXERCISE else f"{PG_EXERCISE} {name}")
 
 
 def pg_checker(chapter: Path) -> PgChecker:
     """The ``check`` of notebook 13d, for the ``ch13_postgres.py`` beside ``chapter``."""
-    return PgChecker(chapter)
+    return PgChecker(chapter, timeout=PG_CHECK_TIMEOUT)
