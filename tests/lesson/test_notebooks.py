@@ -25,6 +25,7 @@ from lucyshop.lab.check.subjects import FUNCTIONS, PG_FUNCTIONS
 from lucyshop.lab.checkpoint.cases import KILLED
 from lucyshop.lab.lesson import notebooks
 from lucyshop.lab.services import postgres
+from lucyshop.lab.statuses import Mark, result_line
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
@@ -316,24 +317,27 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     """``python -m lucyshop.lab.lesson.notebooks`` once stored the reference's run: every
     ``check(...)`` read PASSING on a fresh clone, for work the learner had not done. Now it
     stores the stubs' run, and refuses to write one where a ``check(...)`` says anything but
-    NOT STARTED, any output says PASSING, or a cell ended in an error."""
+    NOT STARTED (13d's rows of one exercise-7 function included), any output says PASSING or
+    holds a result line marked PASS, or a cell ended in an error."""
     ran = nbformat.v4.new_notebook()
     ran.cells = [
         verdict_cell("percentile: NOT STARTED", "  read notebook 13a § Percentiles of a turn"),
         verdict_cell("claim: PASSING (42/42 checks)"),
         verdict_cell("exercise 2: FAILING (0/0 checks)", "  no test ran"),
-        printed_cell("your receipt (exercise5-receipt.json): PASSING: every figure\n"),
+        verdict_cell("exercise 7 claim: FAILING", "  test_one_claim: it claimed nothing"),
+        printed_cell("PASS  your receipt (exercise5-receipt.json): every figure recomputed\n"),
         nbformat.v4.new_code_cell(
             "leases.claim(db)",
             outputs=[nbformat.v4.new_output("error", ename="KeyError", evalue="'x'")],
         ),
-        printed_cell("your receipt: NOT STARTED: no exercise5-receipt.json yet\n"),
+        printed_cell("NOT STARTED  your receipt: no exercise5-receipt.json yet\n"),
     ]
     assert notebooks.not_storable(ran) == [
         "claim: PASSING (42/42 checks)",
         "exercise 2: FAILING (0/0 checks)",
+        "exercise 7 claim: FAILING",
         "claim: PASSING (42/42 checks)",
-        "your receipt (exercise5-receipt.json): PASSING: every figure",
+        "PASS  your receipt (exercise5-receipt.json): every figure recomputed",
         "error: KeyError: 'x'",
     ]
     (tmp_path / "notebooks").mkdir()
@@ -345,7 +349,7 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     monkeypatch.setattr(notebooks, "execute", lambda path, impl: impls.append(impl) or ran)
     assert notebooks.main(["13x.ipynb"]) == 1
     assert stored.read_text(encoding="utf-8") == "as it was"
-    ran.cells = ran.cells[:1] + ran.cells[5:]  # each check() NOT STARTED, no PASSING: written
+    ran.cells = ran.cells[:1] + ran.cells[6:]  # each check() NOT STARTED, no PASSING: written
     assert notebooks.main(["13x.ipynb"]) == 0
     assert nbformat.read(stored, as_version=4) == ran
     assert impls == ["learner", "learner"]  # the stubs, never the reference
@@ -480,7 +484,8 @@ def test_the_kits_measured_receipts_are_folded_not_printed_under_the_questions()
         assert KIT_RECEIPT_HELD in shown, shown
         assert not re.search(r"false expiry|placed again|\d+ of \d+", shown), shown
     mine = [c for c in cells if "receipt_check" in c.source]
-    assert len(mine) == 2 and all("your receipt: NOT STARTED" in outputs_text(c) for c in mine)
+    none_yet = result_line(Mark.NOT_STARTED, "your receipt", "no exercise")
+    assert len(mine) == 2 and all(none_yet in outputs_text(c) for c in mine)
 
 
 PREDICTIONS = {"13a": 16, "13b": 16, "13c": 3, "13d": 6, "13e": 0}

@@ -23,10 +23,10 @@ import nbformat
 from nbclient import NotebookClient
 
 from lucyshop import IMPL_ENV
-from lucyshop.lab.check.subjects import subjects
+from lucyshop.lab.check.subjects import PG_ROWS, subjects
 from lucyshop.lab.lesson.show import RECORD, record_reference_checkpoint
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.statuses import Status
+from lucyshop.lab.statuses import Mark, Status, result_line
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
 STUBS = "learner"  # what the stored outputs come from: the untouched stubs
@@ -58,7 +58,7 @@ def _texts(notebook: nbformat.NotebookNode) -> list[str]:
 
 def checks_saying(notebook: nbformat.NotebookNode, *, but: str) -> list[str]:
     """Every check's first line in the notebook's outputs whose status is not ``but``."""
-    labels = "|".join(re.escape(row.label) for row in subjects())
+    labels = "|".join(re.escape(row.label) for row in [*subjects(), *PG_ROWS])  # 13d's too
     status = rf"(?!{re.escape(but)}\b)[A-Z][A-Z ]*(?: \(\d+/\d+ checks\))?"  # FAILING (0/8 checks)
     first_line = re.compile(rf"^(?:{labels}): {status}$", re.MULTILINE)
     return [found for text in _texts(notebook) for found in first_line.findall(text)]
@@ -71,9 +71,14 @@ def checks_not_passing(notebook: nbformat.NotebookNode) -> list[str]:
 
 def not_storable(notebook: nbformat.NotebookNode) -> list[str]:
     """Why a run may not be stored: a check that does not say NOT STARTED, any output that
-    says PASSING, an error output. Empty when it may."""
+    says PASSING or holds a result line that passed, an error output. Empty when it may."""
+    passed = result_line(Mark.PASS, "")  # how a result line that passed opens
     found = checks_saying(notebook, but=Status.NOT_STARTED)
-    found += [text.strip().splitlines()[0] for text in _texts(notebook) if Status.PASSING in text]
+    found += [
+        text.strip().splitlines()[0]
+        for text in _texts(notebook)
+        if Status.PASSING in text or any(line.startswith(passed) for line in text.splitlines())
+    ]
     found += [
         f"error: {output.get('ename')}: {output.get('evalue')}"
         for cell in notebook.cells

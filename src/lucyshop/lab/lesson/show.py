@@ -18,7 +18,7 @@ from typing import Any
 from lucyshop.lab.evidence.stats import wilson  # noqa: F401 - the notebooks' lesson.wilson
 from lucyshop.lab.lesson.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.statuses import CaseResult, Status
+from lucyshop.lab.statuses import CaseResult, Mark, result_line
 from lucyshop.models import EmbeddedModel, ModelUnavailable, Reply, ToolCall
 
 STORED = ROOT / "notebooks" / "stored"
@@ -259,21 +259,23 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
 
 
 def receipt_check(mine: Path, leases: Any) -> None:
-    """Check the student's own measured receipt. The kit's is never printed here: it answers
-    the exercise's question, so it sits in a folded cell of its own (``kit_receipt``)."""
+    """Check the student's own measured receipt: a result line (``statuses.result_line``) that
+    says PASS, FAIL once for each problem, or NOT STARTED while there is none, then its
+    headline. The kit's is never printed here: it answers the exercise's question, so it sits
+    in a folded cell of its own (``kit_receipt``)."""
     from lucyshop.lab.exercises.exercise_receipts import headline, receipt_problems
 
     if mine.is_file():
+        subject = f"your receipt ({mine.name})"
         problems = receipt_problems(mine, leases)
-        said = (
-            f"{Status.PASSING}: every figure recomputed"
-            if not problems
-            else f"{Status.FAILING}: {problems}"
-        )
-        say(f"your receipt ({mine.name}): {said}")
+        for problem in problems:
+            say(result_line(Mark.FAIL, subject, problem))
+        if not problems:
+            say(result_line(Mark.PASS, subject, "every figure recomputed"))
         say("\n".join(headline(json.loads(mine.read_text()))))
         return
-    say(f"your receipt: {Status.NOT_STARTED}: no {mine.name} yet (run the optional cell above)")
+    wanted = f"no {mine.name} yet (run the optional cell above)"
+    say(result_line(Mark.NOT_STARTED, "your receipt", wanted))
 
 
 KIT_RECEIPT_HELD = (
