@@ -4,7 +4,7 @@ You own this file and only this file. Every function below is a stub that raises
 ``NotStarted``; the notebook section it names teaches what it must do. Replace the
 ``raise NotStarted(...)`` line with your code, keeping the signature and the docstring.
 
-Check your work at any time:
+Test your work at any time:
 
     make check                          # every function: NOT STARTED / FAILING / PASSING
     make check IMPL=path/to/file.py     # the same for another file
@@ -15,7 +15,7 @@ reference solutions blocked: nothing here may import ``solutions``.
 What you may use: the standard library and the runtime of earlier chapters, which you read
 but never edit: ``lucyshop.store`` (``immediate``, ``migrate``), ``lucyshop.queue``
 (``WorkQueue``), ``lucyshop.approval`` (``open_shop``, ``execute``, ``orders_for``,
-``record_receipt``, ``SpendingPolicy``), and ``lucyshop.validate``, whose checks raise the
+``record_receipt``, ``SpendingPolicy``), and ``lucyshop.validate``, whose validators raise the
 ValueError each docstring's limits ask for (``seconds`` for a duration, ``clock`` for
 ``now``, ``label`` for an owner, ``string``, ``text``, ``json_text``, ``row_id``).
 """
@@ -171,11 +171,11 @@ def claim(
 def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> None:
     """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
 
-    Four checks, each sufficient on its own to refuse: the work is running; it is run by
+    Four comparisons, each sufficient on its own to refuse: the work is running; it is run by
     ``held``'s owner; the lease is at ``held``'s generation; the lease has not expired. Call
     it inside the transaction whose write it guards, so nothing can change in between.
     """
-    raise NotStarted("assert_current", "13b § Check the current holder")
+    raise NotStarted("assert_current", "13b § The current-holder check")
 
 
 def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | None = None) -> int:
@@ -251,7 +251,7 @@ def cancel(
 ) -> dict:
     """The operator's controlled path to stop work, in one transaction.
 
-    Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
+    Confirms that ``actor`` is an operator; advances the lease generation so whoever holds the
     work now is refused at its next transcript, completion or supplier write; finishes the
     work as CANCELED with the reason; revokes the orders never sent (DRAFT and APPROVED) and
     releases the money the APPROVED ones reserved. SENDING and UNKNOWN orders are left for

@@ -5,7 +5,7 @@ You own this file. Each function below is a stub that raises ``NotStarted``; not
 code, keeping the signature and the docstring. Workers on several hosts share one database
 server but not one clock: every time here is the server's (``clock_timestamp()``).
 
-Check your work (a real PostgreSQL server is started for the tests and stopped after):
+Test your work (a real PostgreSQL server is started for the tests and stopped after):
 
     .venv/bin/python -m pytest tests/postgres/test_pg_{claim,assert_current,observe,finish}.py \
         --impl learner
@@ -63,7 +63,7 @@ def claim(connection: Any, owner: str, *, ttl: float = 90) -> PgClaim | None:
 def assert_current(connection: Any, held: PgClaim) -> None:
     """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
 
-    The same four checks as chapter 13's, with the server's clock for the last: the work is
+    The same four comparisons as chapter 13's, with the server's clock for the last: the work is
     running; its lease names ``held``'s owner; at ``held``'s generation; and has not expired
     at ``clock_timestamp()``. Call it inside the transaction whose write it guards: it locks
     the lease row (``FOR SHARE``), so no claim can take the work over before that write

@@ -3,21 +3,19 @@
 You own this file, beside your ``ch13_leases.py``. Each answer is a function that raises
 ``NotStarted``: replace that line with your answer, keeping the signature, and replace the
 "Explain in your own words" paragraph of its docstring with your explanation. Notebook 13c,
-section "Exercise N", says what each one asks. Check your work at any time:
+section "Exercise N", says what each one asks. Test your work at any time:
 
     make check                                                      # a row per exercise
     .venv/bin/python -m pytest tests/exercises/test_exercise_3.py --impl learner -q
     .venv/bin/python learner/exercises.py N [--quick]               # one answer on its own
+    .venv/bin/python learner/exercises.py verify FILE               # recompute a receipt
 
-Each check calls your function, then judges what it returned *and* what the databases hold.
 Exercises 5 and 6 are measurements: you write the ideas (``renew``, ``keep_renewing``,
-``records_message``) and ``lucyshop.lab.exercises.runs`` measures them, writing a receipt to
-``learner/runs/`` that ``.venv/bin/python learner/exercises.py check FILE`` recomputes.
-
-Use the chapter through ``chapter()``, never ``import solutions``: the checks block it. Beside
-the runtime (``lucyshop.store``, ``lucyshop.approval``, ``lucyshop.supplier``, and
-``lucyshop.validate`` for the limits a docstring states), an answer may use what is imported
-below from ``lucyshop.lab.given``, each documented where it lives.
+``records_message``) and ``measure_renewal`` or ``measure_records`` runs them, writing a
+receipt to ``learner/runs/``. Use the chapter through ``chapter()``, never ``import
+solutions``. Beside the runtime (``lucyshop.store``, ``lucyshop.approval``,
+``lucyshop.supplier``, ``lucyshop.validate``), an answer may use what is imported below, each
+documented in ``lucyshop.lab.given``.
 """
 
 from __future__ import annotations
@@ -31,26 +29,33 @@ from types import ModuleType
 from typing import Any
 
 from lucyshop import approval, validate  # noqa: F401  (you may need these)
-from lucyshop.lab.exercises import runs as exercise_runs  # noqa: F401  (measures exercises 5 and 6)
+from lucyshop.lab.exercises.runs import measure_records, measure_renewal  # noqa: F401
 from lucyshop.lab.given import (  # noqa: F401  (given: each documented in lucyshop.lab.given)
     OPERATOR,
     OWNER,
     POLICY,
     RENEWAL_MIGRATIONS,
     VANILLA,
+    HeldTurn,
     NotStarted,
+    attempt,
+    dead_endpoint,
+    lease_row,
+    load_chapter,
+    outcome_row,
     prepare_renewals,
+    rows,
     supplier_process,
+    transcript_rows,
     wait_until,
 )
-from lucyshop.lab.given import exercise_kit as kit
 
 HERE = Path(__file__).resolve()
 
 
 def chapter() -> ModuleType:
     """The chapter-13 functions: ``$LEASES_IMPL``, else the ``ch13_leases.py`` beside this file."""
-    return kit.chapter(HERE)
+    return load_chapter(HERE)
 
 
 # ================================================================ Exercise 1
@@ -115,7 +120,7 @@ def observe_without_fence(
     """A copy of ``observe`` with one fence removed: the holder check before the insert.
 
     Everything else is as the chapter's ``observe``: one immediate transaction, the writer's
-    generation on the row, JSON only. ``now`` is accepted and, with the check gone, unused.
+    generation on the row, JSON only. ``now`` is accepted and, with the holder check gone, unused.
     """
     raise NotStarted("observe_without_fence", "13c § Exercise 3 Remove one fence from a copy")
 
@@ -160,7 +165,7 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
     ``'PermissionError: why'``).
 
     Explain in your own words (replace this paragraph with your answer): what does the
-    session rule protect and what does it not, and which check keeps the account within its
+    session rule protect and what does it not, and what keeps the account within its
     ceiling?
     """
     raise NotStarted(
@@ -211,7 +216,7 @@ def keep_renewing(
 
     The first renewal is at once (it marks where the turn began). Each renewal passes
     ``progress()``, how far the turn has got, and ``bound``. Every attempt, granted or refused,
-    is ``report``-ed as ``{"at", "granted", "progress"}`` with ``"expires"`` or ``"refusal"``.
+    goes to ``report=`` as ``{"at", "granted", "progress"}`` with ``"expires"`` or ``"refusal"``.
     The experiment's workers run this in a thread beside their turns (``--answers``).
     """
     raise NotStarted("keep_renewing", "13c § Exercise 5 Renew the lease, and measure what it costs")
@@ -229,7 +234,7 @@ def exercise_5_renewal(
 ) -> dict:
     """Renew the lease at the pilot median, and measure what renewal buys and what it costs.
 
-    Real model turns, real processes, real time, measured by ``exercise_runs.renewal(out,
+    Real model turns, real processes, real time, measured by ``measure_renewal(out,
     answers=HERE, ...)`` with the Part A experiment's phases and workers, each worker renewing
     with *this file's* ``keep_renewing`` and ``renew``. A pilot of real turns gives the median
     (the lease) and the maximum (the bound: twice it, which is also the safe lease without
@@ -237,7 +242,7 @@ def exercise_5_renewal(
     the median lease for one worker process whose trials interleave three arms (no renewal,
     renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
-    running, one unbounded and one bounded. ``out`` gets the receipt (checked by
+    running, one unbounded and one bounded. ``out`` gets the receipt (verified by
     ``lucyshop.lab.exercises.exercise_receipts``); ``workdir`` (default a temporary directory)
     keeps the shops to read back.
 
@@ -279,7 +284,7 @@ def exercise_6_records(
 ) -> dict:
     """Give the replacement the records: the recovery measurement again, with and without them.
 
-    Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
+    Measured by ``measure_records(out, answers=HERE, message=records_message, ...)``
     (``lucyshop.lab.exercises.runs``). First the records are made for real: a shop
     whose worker sent the order to a real supplier process that committed it and lost the
     reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
@@ -289,7 +294,7 @@ def exercise_6_records(
     ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
     and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
     placed again, looked up with the right key, neither. ``out`` gets the receipt
-    (``lucyshop.lab.exercises.exercise_receipts`` checks it).
+    (``lucyshop.lab.exercises.exercise_receipts`` verifies it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.

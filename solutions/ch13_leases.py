@@ -249,7 +249,7 @@ def claim(
 def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> None:
     """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
 
-    Four checks, each sufficient on its own to refuse: the work is running; it is run by
+    Four comparisons, each sufficient on its own to refuse: the work is running; it is run by
     ``held``'s owner; the lease is at ``held``'s generation; the lease has not expired. Call
     it inside the transaction whose write it guards, so nothing can change in between.
     """
@@ -421,7 +421,7 @@ def cancel(
 ) -> dict:
     """The operator's controlled path to stop work, in one transaction.
 
-    Checks that ``actor`` is an operator; advances the lease generation so whoever holds the
+    Confirms that ``actor`` is an operator; advances the lease generation so whoever holds the
     work now is refused at its next transcript, completion or supplier write; finishes the
     work as CANCELED with the reason; revokes the orders never sent (DRAFT and APPROVED) and
     releases the money the APPROVED ones reserved. SENDING and UNKNOWN orders are left for

@@ -2,14 +2,11 @@
 
     python solutions/exercises.py 1|2|3|4 [--dir DIR]        # one answer, its observations
     python solutions/exercises.py 5|6 [--quick] [--out FILE]  # a measured answer and its receipt
-    python solutions/exercises.py check FILE                  # recompute a receipt's figures
+    python solutions/exercises.py verify FILE                 # recompute a receipt's figures
 
-Every answer uses the chapter functions through ``chapter()`` (``$LEASES_IMPL``, else the
-``ch13_leases.py`` beside this file), never ``import solutions``. Each returns what it
-observed, read back from the shop (and the supplier's ledger), and its docstring ends with
-"What it shows:". Exercises 5 and 6 are measurements: the answers are the ideas (``renew``,
-``keep_renewing``, ``records_message``); ``lucyshop.lab.exercises.runs`` measures them (Part A's
-workers and phases), writing a receipt ``lucyshop.lab.exercises.exercise_receipts`` recomputes.
+Each answer uses the chapter through ``chapter()``, never ``import solutions``, and returns
+what it read back; exercises 5 and 6 are ideas (``renew``, ``keep_renewing``,
+``records_message``) that ``measure_renewal`` and ``measure_records`` run and measure.
 """
 
 from __future__ import annotations
@@ -26,18 +23,23 @@ from types import ModuleType
 from typing import Any
 
 from lucyshop import approval, validate
-from lucyshop.lab.exercises import runs as exercise_runs
-from lucyshop.lab.given import (  # noqa: F401  (given: each documented in lucyshop.lab.given)
+from lucyshop.lab.exercises.runs import measure_records, measure_renewal
+from lucyshop.lab.given import (
     OPERATOR,
     OWNER,
     POLICY,
-    RENEWAL_MIGRATIONS,
     VANILLA,
-    prepare_renewals,
+    HeldTurn,
+    attempt,
+    dead_endpoint,
+    lease_row,
+    load_chapter,
+    outcome_row,
+    rows,
     supplier_process,
+    transcript_rows,
     wait_until,
 )
-from lucyshop.lab.given import exercise_kit as kit
 from lucyshop.store import connect, immediate
 from lucyshop.supplier import SupplierClient, ledger_orders
 
@@ -48,7 +50,7 @@ DEADLINE = 30.0  # the longest any single wait here may take
 
 def chapter() -> ModuleType:
     """The chapter-13 functions: ``$LEASES_IMPL``, else the ``ch13_leases.py`` beside this file."""
-    return kit.chapter(HERE)
+    return load_chapter(HERE)
 
 
 # ================================================================ Exercise 1
@@ -87,7 +89,7 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
     tell the dead execution from the live one. The generation can: the lease row moved to 2,
     so the first execution's completion is refused as *superseded* (its lease has not even
     expired by then: the row carries the new execution's 30 s), and chapter 11's unchanged
-    supplier check refuses it too, because ``worker_id`` is ``lucy-worker#1``, not ``#2``.
+    supplier guard refuses it too, because ``worker_id`` is ``lucy-worker#1``, not ``#2``.
     The one log line that tells the executions apart is the refusal, which names both.
     """
     leases = chapter()
@@ -112,17 +114,17 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
             db, second, {"role": "assistant", "text": "Six tubs of vanilla, ordering now."}
         )
         refused = {
-            "transcript": kit.attempt(
+            "transcript": attempt(
                 lambda: leases.observe(db, first, {"role": "assistant", "text": "late"})
             ),
-            "completion": kit.attempt(
+            "completion": attempt(
                 lambda: leases.finish(db, first, "DONE", {"by": first.worker_id})
             ),
-            "supplier": kit.attempt(
+            "supplier": attempt(
                 lambda: approval.propose(db, first, supplier="dairy", proposal=VANILLA)
             ),
         }
-        current = kit.lease_row(db, work_id)
+        current = lease_row(db, work_id)
         telling = log(
             first,
             f"completion refused; the lease is held by execution {current['worker_id']}: "
@@ -139,11 +141,9 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
             "worker_ids": [first.worker_id, second.worker_id],
             "first_expired_before_second_claim": second.expires - 30 > first.expires,
             "refused": refused,
-            "lease": kit.lease_row(db, work_id),
-            "outcome": kit.outcome_row(db, work_id),
-            "transcript_generations": [
-                row["generation"] for row in kit.transcript_rows(db, work_id)
-            ],
+            "lease": lease_row(db, work_id),
+            "outcome": outcome_row(db, work_id),
+            "transcript_generations": [row["generation"] for row in transcript_rows(db, work_id)],
             "orders": len(approval.orders_for(db, work_id)),
             "log": list(log.lines),
             "telling_line": telling,
@@ -175,7 +175,7 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
 
     What it shows: cancelling is a write to the records, not a message to the worker. It
     finishes the work and moves the generation on, so the worker, still running, finds out only
-    at its next fenced write, and that write is refused (first by the state check: the work is
+    at its next fenced write, and that write is refused (first by the state guard: the work is
     no longer running; the stale generation would refuse it too): its late result never lands.
     When the supplier already has the order, cancelling cannot take it back and must not pretend
     to: the order stays UNKNOWN with its money reserved, nothing holds the authority to send it
@@ -197,13 +197,13 @@ def _cancel_held_turn(leases: ModuleType, directory: Path) -> dict[str, Any]:
     try:
         work_id = leases.enqueue(queue, "delayed-1", "session-a", "Which flavours are there today?")
         held = leases.claim(db, OWNER, ttl=30)
-        turn = kit.HeldTurn(
+        turn = HeldTurn(
             shop,
             lambda wdb: leases.observe(
                 wdb, held, {"role": "user", "text": "Which flavours today?"}
             ),
             lambda wdb: {
-                "completion": kit.attempt(
+                "completion": attempt(
                     lambda: leases.finish(
                         wdb, held, "DONE", {"reply": "Vanilla, chocolate and lemon sorbet."}
                     )
@@ -229,9 +229,9 @@ def _cancel_held_turn(leases: ModuleType, directory: Path) -> dict[str, Any]:
                 **({"error": report["error"]} if "error" in report else {}),
             },
             "work_state": queue.get(work_id)["state"],
-            "lease": kit.lease_row(db, work_id),
-            "outcome": kit.outcome_row(db, work_id),
-            "transcript": kit.transcript_rows(db, work_id),
+            "lease": lease_row(db, work_id),
+            "outcome": outcome_row(db, work_id),
+            "transcript": transcript_rows(db, work_id),
         }
     finally:
         db.close()
@@ -259,16 +259,16 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
                 db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
             )
             supplier.set_faults(delay_next=1, delay_seconds=REPLY_DELAY)
-            turn = kit.HeldTurn(
+            turn = HeldTurn(
                 shop,
                 lambda wdb: approval.execute(wdb, held, order["order_id"], client, policy=POLICY),
                 lambda wdb: {
-                    "send_again": kit.attempt(
+                    "send_again": attempt(
                         lambda: approval.execute(
                             wdb, held, order["order_id"], client, policy=POLICY
                         )
                     ),
-                    "completion": kit.attempt(
+                    "completion": attempt(
                         lambda: leases.finish(wdb, held, "DONE", {"ordered": True})
                     ),
                 },
@@ -289,7 +289,7 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
             report = turn.finish_within(DEADLINE)
             after_cancel = _order_state(db, order["order_id"])
             unreachable = SupplierClient(
-                kit.dead_endpoint(), identity=client.identity, timeout=CLIENT_TIMEOUT
+                dead_endpoint(), identity=client.identity, timeout=CLIENT_TIMEOUT
             )
             while_unreachable = leases.reconcile(db, unreachable)
             after_unreachable = _order_state(db, order["order_id"])
@@ -318,8 +318,8 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
                     "receipt": json.loads(settled["receipt"] or "null"),
                 },
                 "account": approval.account(db),
-                "outcome": kit.outcome_row(db, work_id),
-                "lease": kit.lease_row(db, work_id),
+                "outcome": outcome_row(db, work_id),
+                "lease": lease_row(db, work_id),
                 "ledger": ledger_orders(supplier.database),
             }
         finally:
@@ -335,7 +335,7 @@ def observe_without_fence(
     """A copy of ``observe`` with one fence removed: the holder check before the insert.
 
     Everything else is as the chapter's ``observe``: one immediate transaction, the writer's
-    generation on the row, JSON only. ``now`` is accepted and, with the check gone, unused.
+    generation on the row, JSON only. ``now`` is accepted and, with the holder check gone, unused.
     """
     try:
         text = json.dumps(message, allow_nan=False, sort_keys=True)
@@ -364,7 +364,7 @@ def exercise_3_remove_one_fence(directory: Path) -> dict:
     ``late_write`` and ``stale_completion`` (``''`` when the write went through, else
     ``'PermissionError: why'``).
 
-    What it shows: fences are per write, not per worker. Removing the check from one write
+    What it shows: fences are per write, not per worker. Removing the holder check from one write
     path lets a stale execution put a row into the transcript (generation 1 after generation
     2's, so whoever reads it next reads a conversation the live execution never had) even
     though ``finish`` still refuses the same claim. The completion being safe says nothing
@@ -395,16 +395,16 @@ def _stale_transcript_write(
         leases.observe(
             db, new, {"role": "assistant", "text": "No: pistachio is a nut."}, now=t0 + ttl + 1
         )
-        late = kit.attempt(
+        late = attempt(
             lambda: write(
                 db, old, {"role": "assistant", "text": "Yes, it is nut-free."}, now=t0 + ttl + 2
             )
         )
-        completion = kit.attempt(
+        completion = attempt(
             lambda: leases.finish(db, old, "DONE", {"by": old.worker_id}, now=t0 + ttl + 2)
         )
         leases.finish(db, new, "DONE", {"by": new.worker_id}, now=t0 + ttl + 3)
-        transcript = kit.transcript_rows(db, work_id)
+        transcript = transcript_rows(db, work_id)
         return {
             "shop": str(shop),
             "work_id": work_id,
@@ -413,7 +413,7 @@ def _stale_transcript_write(
             "stale_completion": completion,
             "transcript": transcript,
             "stale_rows": [row for row in transcript if row["generation"] != new.generation],
-            "outcome": kit.outcome_row(db, work_id),
+            "outcome": outcome_row(db, work_id),
         }
     finally:
         db.close()
@@ -444,11 +444,11 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
 
     What it shows: the session rule is a lock on a conversation, not on the account. It
     serialises Anna's two turns (the third claim waits), but Anna's and Ben's turns run at the
-    same time, and both may spend. What stops the overspend is the ceiling check inside
+    same time, and both may spend. What stops the overspend is the ceiling guard inside
     ``approve``'s own transaction: whichever approval takes the write lock first reserves its
     money, and the other finds the account already committed and is refused. Exactly one
     order is reserved and the account never exceeds its ceiling. A shared resource needs its
-    own check at its own write, whatever locks the work.
+    own guard at its own write, whatever locks the work.
     """
     leases = chapter()
     directory = Path(directory)
@@ -478,7 +478,7 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
         try:
             barrier.wait()  # both claim now
             barrier.wait()  # both hold their claims
-            running = kit.rows(
+            running = rows(
                 db,
                 "SELECT w.work_id, w.session_id, l.worker_id, l.expires FROM work w"
                 " JOIN assignment_leases l USING (work_id) WHERE w.state = 'running'"
@@ -490,7 +490,7 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
             for thread in threads:
                 thread.join(DEADLINE)
             _raise_first_failure(results)
-        orders = kit.rows(
+        orders = rows(
             db,
             "SELECT order_id, work_id, amount_cents, status FROM assistant_orders"
             " ORDER BY order_id",
@@ -542,7 +542,7 @@ def _spending_worker(
         result |= {"order_id": order["order_id"], "amount_cents": order["amount_cents"]}
         barrier.wait()
         result["approval"] = (
-            kit.attempt(
+            attempt(
                 lambda: approval.approve(
                     db,
                     order["order_id"],
@@ -553,7 +553,7 @@ def _spending_worker(
             )
             or "APPROVED"
         )
-    except BaseException as error:  # noqa: BLE001 - reported to the parent thread
+    except BaseException as error:  # noqa: BLE001 - kept for the parent thread
         result["error"] = f"{type(error).__name__}: {error}"
         result["exception"] = error
         barrier.abort()
@@ -647,7 +647,7 @@ def keep_renewing(
 
     The first renewal is at once (it marks where the turn began). Each renewal passes
     ``progress()``, how far the turn has got, and ``bound``. Every attempt, granted or refused,
-    is ``report``-ed as ``{"at", "granted", "progress"}`` with ``"expires"`` or ``"refusal"``.
+    goes to ``report=`` as ``{"at", "granted", "progress"}`` with ``"expires"`` or ``"refusal"``.
     The experiment's workers run this in a thread beside their turns (``--answers``).
     """
     tick = time.monotonic()
@@ -676,7 +676,7 @@ def exercise_5_renewal(
 ) -> dict:
     """Renew the lease at the pilot median, and measure what renewal buys and what it costs.
 
-    Real model turns, real processes, real time, measured by ``exercise_runs.renewal(out,
+    Real model turns, real processes, real time, measured by ``measure_renewal(out,
     answers=HERE, ...)`` with the Part A experiment's phases and workers, each worker renewing
     with *this file's* ``keep_renewing`` and ``renew``. A pilot of real turns gives the median
     (the lease) and the maximum (the bound: twice it, which is also the safe lease without
@@ -684,7 +684,7 @@ def exercise_5_renewal(
     the median lease for one worker process whose trials interleave three arms (no renewal,
     renewing every third of the lease, the same bounded by progress); detection of a SIGKILLed
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
-    running, one unbounded and one bounded. ``out`` gets the receipt (checked by
+    running, one unbounded and one bounded. ``out`` gets the receipt (verified by
     ``lucyshop.lab.exercises.exercise_receipts``); ``workdir`` (default a temporary directory)
     keeps the shops to read back.
 
@@ -705,7 +705,7 @@ def exercise_5_renewal(
     step slower than the bound is cut as if it had hung. The bound is a judgement, made from the
     pilot, of how slow a live step can be; a machine slower than the pilot's is what breaks it.
     """
-    return exercise_runs.renewal(
+    return measure_renewal(
         out,
         answers=HERE,
         quick=quick,
@@ -754,7 +754,7 @@ def exercise_6_records(
 ) -> dict:
     """Give the replacement the records: the recovery measurement again, with and without them.
 
-    Measured by ``exercise_runs.records(out, answers=HERE, message=records_message, ...)``
+    Measured by ``measure_records(out, answers=HERE, message=records_message, ...)``
     (``lucyshop.lab.exercises.runs``). First the records are made for real: a shop
     whose worker sent the order to a real supplier process that committed it and lost the
     reply, so the shop's row says UNKNOWN with its money reserved, and the supplier's ledger
@@ -764,7 +764,7 @@ def exercise_6_records(
     ``lookup_order(operation)``). Models: ``backend`` with ``models`` (None: its default),
     and, with ``ollama``, the qwen2.5 models of an Ollama server if one answers. Counts:
     placed again, looked up with the right key, neither. ``out`` gets the receipt
-    (``lucyshop.lab.exercises.exercise_receipts`` checks it).
+    (``lucyshop.lab.exercises.exercise_receipts`` verifies it).
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
@@ -780,7 +780,7 @@ def exercise_6_records(
     back); a re-order under any other key, mistyped or invented (counted on its own), is a
     second order that nobody can recognise as a repeat.
     """
-    return exercise_runs.records(
+    return measure_records(
         out,
         answers=HERE,
         message=records_message,

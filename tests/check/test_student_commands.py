@@ -114,10 +114,12 @@ def test_a_measured_run_by_hand_writes_under_the_students_folder_and_says_where(
     assert written.is_file()
     assert re.search(rf"^receipt written to {re.escape(str(written))}$", done.stdout, re.MULTILINE)
     assert evidence_digest() == before
-    check = by_hand(
-        [sys.executable, str(folder / "exercises.py"), "check", str(written)], timeout=600
+    verified = by_hand(
+        [sys.executable, str(folder / "exercises.py"), "verify", str(written)], timeout=600
     )
-    assert check.returncode == 0 and "receipt check passed" in check.stdout, check.stdout
+    assert verified.returncode == 0 and "receipt verification passed" in verified.stdout, (
+        verified.stdout
+    )
 
 
 def test_the_documented_commands_name_the_venvs_python():

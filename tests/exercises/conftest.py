@@ -167,13 +167,13 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     process, where no sandbox can write; the figures and the receipt made and written here.
     ``exercise_5_renewal`` is never called: a receipt or shop its own run writes earns nothing.
 
-    The same measurement as ``exercise_5_renewal`` (``lucyshop.lab.exercises.runs.renewal``),
-    with the sandbox's pieces. Yields what ``renewal`` returns (the receipt in a directory of
+    The same measurement as ``exercise_5_renewal`` (``runs.measure_renewal``), with the
+    sandbox's pieces. Yields what ``measure_renewal`` returns (the receipt in a directory of
     ours, the shops in the sandbox's scratch), kept while the module runs.
     """
     answers = request.config.stash[IMPL_PATH].parent / EXERCISES
     with trusted_run(request, tmp_path_factory, "renewed") as (leases, shops, kept):
-        yield runs.renewal(
+        yield runs.measure_renewal(
             kept / "receipt.json",
             answers=answers,
             quick=True,
@@ -194,8 +194,8 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     figures and the receipt made and written here. A receipt, shop or ledger the answers'
     own run writes earns nothing: none of them is read.
 
-    The same measurement as ``exercise_6_records`` (``lucyshop.lab.exercises.runs.records``),
-    with the sandbox's pieces. Yields what ``records`` returns (the receipt and the ledger in
+    The same measurement as ``exercise_6_records`` (``runs.measure_records``), with the
+    sandbox's pieces. Yields what ``measure_records`` returns (the receipt and the ledger in
     a directory of ours, the shop in the sandbox's scratch), kept while the module runs.
     """
     chapter_file = request.config.stash[IMPL_PATH]
@@ -208,7 +208,7 @@ def observed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                 raise AssertionError(f"records_message() returned {type(text).__name__}, not text")
             return text
 
-        yield runs.records(
+        yield runs.measure_records(
             kept / "receipt.json",
             answers=chapter_file.parent / EXERCISES,
             message=message,

@@ -242,7 +242,7 @@ def test_the_plain_arm_never_renews_and_the_renewing_arms_do(result, read, query
 
 def test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease(result, read, query):
     hung = result["observations"]["hung"]["unbounded"]
-    assert hung["takeover_by_check"] is None, "no replacement took it over while its renewer ran"
+    assert hung["takeover_in_window"] is None, "no replacement took it over while its renewer ran"
     db = read(Path(result["shops"]["hung"]) / "shop.db")
     later = [
         r

@@ -75,22 +75,7 @@ KEPT = {
     # make check's own sense, in the jail that serves it: a check's start and end in user mode
     (f"{_LAB}sandbox/jail.py", "begin_check"),
     (f"{_LAB}sandbox/jail.py", "end_check"),
-    # exercise 5's receipt fields (its schema and the committed receipts): the moment the
-    # measurement looked whether the hung turn was taken over, and the lease's expiry then
-    (f"{_LAB}exercises/runs.py", "checked_at"),
-    (f"{_LAB}exercises/runs.py", "expires_at_check"),
-    # Part A's receipt hashes experiment/ (re-measured at 16 minutes a run): its words wait for
-    # the next measurement, with the names that only it calls or imports (receipts.report, the
-    # path confinement that experiment/phases.py imports)
-    (f"{_LAB}experiment/receipt.py", "check"),
-    (f"{_LAB}experiment/__main__.py", "checking"),
-    (f"{_LAB}experiment/renewer.py", "report"),  # the callback it hands keep_renewing
-    (f"{_LAB}evidence/receipts.py", "report"),
-    (f"{_LAB}sandbox/remote.py", "checked_file"),
 }
-# Their prose too: a comment that a hook "judges" an event, a docstring, and the line a quick
-# receipt's check prints for its blocker ("not judged on a quick run").
-WAITING_PROSE = (f"{_LAB}experiment/overhead.py", f"{_LAB}experiment/receipt.py")
 # The prose that may use a word in its own sense: each home, and the glossary that defines it.
 GLOSSARY = "src/lucyshop/lab/__init__.py"
 # "judge" as a verb or a suite's name, wherever it is not the judge speaking of itself.
@@ -208,7 +193,7 @@ def stray_prose(root: Path) -> list[str]:
     for path in [*prose_files(root), *kit_tests(root)]:
         rel = path.relative_to(root).as_posix()
         for where, text in prose(path):
-            own = rel in (*HOMES["judge"], GLOSSARY, *WAITING_PROSE)
+            own = rel in (*HOMES["judge"], GLOSSARY)
             hits = [] if own else JUDGE_AS_SOMETHING_ELSE.findall(text)
             if not rel.startswith((*HOMES["verdict"], GLOSSARY, "tests/")):
                 hits += WORDS["verdict"].findall(NAMES_THE_VERDICT.sub("", text))

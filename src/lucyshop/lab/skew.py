@@ -2,7 +2,7 @@
 
     python -m lucyshop.lab.skew run --impl solutions --out evidence/ch13-skew-receipt.json
                                     [--repeats 2]
-    python -m lucyshop.lab.skew check evidence/ch13-skew-receipt.json
+    python -m lucyshop.lab.skew verify evidence/ch13-skew-receipt.json
     python -m lucyshop.lab.skew plot evidence/ch13-skew-receipt.json evidence/ch13-skew.png
 
 Two hosts rarely agree on the time. Here one of two worker processes runs with its wall clock
@@ -434,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     running.add_argument("--repeats", type=int, default=2)
     running.add_argument("--seed", type=int, default=13)
     add_impl_option(running)
-    recomputing = commands.add_parser("check", help="recompute a receipt's figures")
-    recomputing.add_argument("receipt", type=Path)
+    verifying = commands.add_parser("verify", help="recompute a receipt's figures")
+    verifying.add_argument("receipt", type=Path)
     plotting = commands.add_parser("plot", help="draw false takeovers against skew")
     plotting.add_argument("receipt", type=Path)
     plotting.add_argument("out", type=Path)
@@ -457,7 +457,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(receipt["conclusions"].values()) else 1
 
 
-def _recompute(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace) -> int:
     problems = problems_in(json.loads(args.receipt.read_text()))
     print("\n".join(problems) or f"{args.receipt}: every figure follows from its trials")
     return 1 if problems else 0
@@ -480,7 +480,7 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "check": _recompute, "plot": _plot, "worker": _worker}
+COMMANDS = {"run": _run, "verify": _verify, "plot": _plot, "worker": _worker}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,7 +39,7 @@ def _exercise_5(out, workdir):
     outside = _os.path.dirname(PARAMS["outside"])  # its shop.db: the outside database
     hung = _in_scratch(workdir, "hung", lambda path: _os.symlink(outside, path))
     shops = {"false-expiry": fifo_dir, "detection": fifo_dir, "hung": hung}
-    turn = {"takeover_by_check": None, "hung": {"work_id": 1, "hung_at": 0.0}}
+    turn = {"takeover_in_window": None, "hung": {"work_id": 1, "hung_at": 0.0}}
     observations = {"hung": {"unbounded": turn}}  # what the test reads before the shop
     return {"receipt": "/dev/zero", "figures": {}, "observations": observations, "shops": shops}
 

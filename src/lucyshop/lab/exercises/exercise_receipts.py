@@ -1,4 +1,4 @@
-"""Receipts of the measured exercises (13c, exercises 5 and 6): figures derived, and checked.
+"""Receipts of the measured exercises (13c, exercises 5 and 6): figures derived, and verified.
 
 A receipt is ``{"schema", "exercise", "provenance", "settings", "figures", "observations"}``.
 The figures are derived from the raw observations by one function per exercise
@@ -10,7 +10,7 @@ An empty list means the receipt stands.
 
 What the observations of each exercise must hold, and the arithmetic on them, is the
 exercise's own module: ``renewal`` (exercise 5) and ``records`` (exercise 6). This one closes a
-receipt, checks one against them, and is the command line.
+receipt, verifies one against them, and is the command line.
 
 The receipt's shape is ``schemas/exercise5.json`` or ``schemas/exercise6.json``.
 
@@ -55,7 +55,7 @@ def close(
     }
 
 
-# ------------------------------------------------------------------ the check
+# ------------------------------------------------------------------ verifying a receipt
 
 
 def receipt_problems(
@@ -66,7 +66,7 @@ def receipt_problems(
 
     Its figures are recomputed from its observations with ``leases`` (default: the
     implementation ``$LEASES_IMPL`` names) and compared, and the conditions of a sound run
-    checked. Its shape is ``shape_problems``'s (kept apart: importing jsonschema costs seconds,
+    tested. Its shape is ``shape_problems``'s (kept apart: importing jsonschema costs seconds,
     and ``make check`` runs this for every quick receipt).
     """
     receipt_or_path = path
@@ -75,7 +75,7 @@ def receipt_problems(
         receipt = receipts.read_receipt(receipt_or_path)
         exercise = receipt["exercise"]
         if exercise not in FIGURES:
-            return [f"{path}: exercise {exercise!r} has no receipt check (5 or 6)"]
+            return [f"{path}: exercise {exercise!r} has no receipt to verify (5 or 6)"]
         if receipt.get("schema") != SCHEMA:
             again = f"python solutions/exercises.py {exercise} --out {path}"
             return [f"{path} is a schema {receipt.get('schema')!r} receipt, not {SCHEMA}: {again}"]
@@ -83,7 +83,7 @@ def receipt_problems(
         recomputed = FIGURES[exercise](receipt["observations"], receipt["settings"], leases)
         compared = receipts.compare(receipt["figures"], recomputed)
     except (OSError, ValueError, KeyError, TypeError, IndexError, ZeroDivisionError) as error:
-        return [f"{path} is not a receipt this check can read: {type(error).__name__}: {error}"]
+        return [f"{path} is not a receipt this command can read: {type(error).__name__}: {error}"]
     problems = [f"figures.{name}: {why}" for name, why in compared if why]
     try:
         problems += [
@@ -96,6 +96,15 @@ def receipt_problems(
             f"the observations lack what a condition reads: {type(error).__name__}: {error}"
         )
     return problems
+
+
+def verify(path: Path, leases: ModuleType) -> int:
+    """Print a ``FAIL`` line per problem (figures, conditions, shape) and the outcome; 0 when
+    the receipt at ``path`` stands, 1 when it does not."""
+    problems = receipt_problems(path, leases) + shape_problems(path)
+    outcome = f"receipt verification {'FAILED' if problems else 'passed'}: {path}"
+    print("\n".join([*(result_line(Mark.FAIL, problem) for problem in problems), outcome]))
+    return 1 if problems else 0
 
 
 def shape_problems(path: str | os.PathLike) -> list[str]:
@@ -118,12 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("receipt", type=Path)
     add_impl_option(parser)
     args = parser.parse_args(argv)
-    block_for(args.impl)  # the check may use only the implementation named
-    problems = receipt_problems(args.receipt, load_impl(args.impl)) + shape_problems(args.receipt)
-    for problem in problems:
-        print(result_line(Mark.FAIL, problem))
-    print(f"receipt check {'FAILED' if problems else 'passed'}: {args.receipt}")
-    return 1 if problems else 0
+    block_for(args.impl)  # verifying may use only the implementation named
+    return verify(args.receipt, load_impl(args.impl))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ Exercise 6 (records). ``operation``; ``records`` (``order`` with ``operation`` a
 name, each with ``backend``, ``plain`` and ``records`` sample lists (``text``, ``calls``).
 Settings used: ``samples``.
 
-``receipts`` closes and checks a receipt of either exercise; this module holds exercise 6's
-arithmetic alone, as ``renewal`` holds exercise 5's.
+``exercise_receipts`` closes and verifies a receipt of either exercise; this module holds
+exercise 6's arithmetic alone, as ``renewal`` holds exercise 5's.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ trial rows, each with ``arm`` (``plain``, ``renewed``, ``bounded``), ``lease``, 
 ``detection.trials``: rows with ``killed_at``, ``turns`` (each with ``ended`` once it ended),
 ``renewals`` and ``takeover``. ``hung``: ``unbounded`` and ``bounded``, each with ``hung``
 (``claimed_at``, ``hung_at``), ``killed_at``, ``takeover``, ``renewals``, ``attempts``; the
-unbounded one also ``window``, ``checked_at``, ``takeover_by_check`` and
-``lease_expires_at_check``. Settings
+unbounded one also ``window``, ``window_ended_at`` (when the measurement looked whether the
+hung turn was taken over), ``takeover_in_window`` and ``lease_expires_at_window_end``. Settings
 used: ``renew_share``, ``bound_factor``, ``window_factor``, ``scan_seconds``,
 ``pilot_turns``, ``trials_per_arm``, ``detection_trials``.
 
-``receipts`` closes and checks a receipt of either exercise; the arithmetic of each lives in a
-module of its own (this one for exercise 5, ``records`` for exercise 6), so that one
+``exercise_receipts`` closes and verifies a receipt of either exercise; the arithmetic of each
+lives in a module of its own (this one for exercise 5, ``records`` for exercise 6), so that one
 exercise's figures read top to bottom.
 """
 
@@ -128,6 +128,7 @@ def _hung(
 ) -> dict[str, Any]:
     free, capped = hung["unbounded"], hung["bounded"]
     free_hung, capped_hung = free["hung"]["hung_at"], capped["hung"]["hung_at"]
+    window_end = free["window_ended_at"]
     took = capped["takeover"]["took_at"]
     # when progress last grew, by its renewals; a renewer that never renewed shows none after
     # the claim (the conditions then say what it failed to do)
@@ -137,11 +138,11 @@ def _hung(
     return {
         "unbounded": {
             "window": window_factor * bound,
-            "taken_over_within_window": free["takeover_by_check"] is not None,
+            "taken_over_within_window": free["takeover_in_window"] is not None,
             "renewals_after_hang_within_window": count(
-                free["renewals"], lambda row: free_hung < row["renewed_at"] <= free["checked_at"]
+                free["renewals"], lambda row: free_hung < row["renewed_at"] <= window_end
             ),
-            "lease_left_at_window_end": free["lease_expires_at_check"] - free["checked_at"],
+            "lease_left_at_window_end": free["lease_expires_at_window_end"] - window_end,
             "refused_renewals": count(free["attempts"], lambda a: not a["granted"]),
             "took_after_kill": free["takeover"]["took_at"] - free["killed_at"],
         },

@@ -1,16 +1,16 @@
 """The measurements of exercises 5 and 6, run with the answers' own pieces.
 
-Exercise 5 (``renewal``) is the Part A experiment's machinery with a renewer hook: its pilot,
-false-expiry and detection phases (``lucyshop.lab.experiment.phases``) and worker roles
+Exercise 5 (``measure_renewal``) is the Part A experiment's machinery with a renewer hook: its
+pilot, false-expiry and detection phases (``lucyshop.lab.experiment.phases``) and worker roles
 (``worker.py``), each worker given ``--answers PATH`` so that the answers' ``keep_renewing``
 (and through it their ``renew``) keeps its lease, plus a phase of its own: two hung turns.
-The answers' own run loads their files in its workers; the trusted side's run (the exercise
-check) passes the chapter in its sandbox and a directory for the shops, and its workers call
-the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
-Exercise 6 (``records``) is the experiment's recovery phase twice, on the crashed transcript and
-on the same transcript with the answers' records message as its last message. Both write their
-receipt through ``lucyshop.lab.evidence.receipts``; ``lucyshop.lab.exercises.exercise_receipts``
-derives and checks its figures.
+The answers' own run loads their files in its workers; the trusted side's run (the one
+``make check`` grades) passes the chapter in its sandbox and a directory for the shops, and its
+workers call the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
+Exercise 6 (``measure_records``) is the experiment's recovery phase twice, on the crashed
+transcript and on the same transcript with the answers' records message as its last message.
+Both write their receipt through ``lucyshop.lab.evidence.receipts``;
+``lucyshop.lab.exercises.exercise_receipts`` derives and verifies its figures.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _command(answers: Path, exercise: int, quick: bool, out: Path) -> list[str]:
 # ================================================================ exercise 5
 
 
-def renewal(
+def measure_renewal(
     out: Path,
     *,
     answers: Path,
@@ -120,12 +120,12 @@ def renewal(
     trusted side's run passes ``leases``, the chapter in its sandbox, with ``shops`` (a
     directory shared with the sandboxes) and ``open_shop`` (a shop paired with a connection of
     its own): its workers then call the chapter and the renewer in sandboxes of their own,
-    and every report, figure and the receipt are its own observations (``workdir``, never
-    shown to a sandbox, keeps the reports).
+    and every worker's record, figure and the receipt are its own observations (``workdir``,
+    never shown to a sandbox, keeps the records).
     """
     plan = RENEWAL_PLANS["quick" if quick else "full"]
     impl = exercise_kit.chapter_path(answers)
-    leases = exercise_kit.chapter(answers) if leases is None else leases
+    leases = exercise_kit.load_chapter(answers) if leases is None else leases
     chat = open_model(backend, model, seed=seed)
     described = describe(chat)
     del chat  # a missing model fails here; the workers load their own
@@ -270,13 +270,13 @@ def _hung_turns(
             took_file["bounded"], timeout=bound + lease + DEADLINE, proc=scanner
         )
         time.sleep(max(0.0, hung["unbounded"]["hung_at"] + WINDOW_FACTOR * bound - time.time()))
-        checked_at = time.time()
+        window_ended_at = time.time()
         in_window = (
             json.loads(took_file["unbounded"].read_text())
             if took_file["unbounded"].exists()
             else None
         )
-        expires_at_check = db.execute(
+        expires_at_window_end = db.execute(
             "SELECT expires FROM assignment_leases WHERE work_id = ?",
             (hung["unbounded"]["work_id"],),
         ).fetchone()["expires"]
@@ -309,9 +309,9 @@ def _hung_turns(
             }
         result["unbounded"] |= {
             "window": WINDOW_FACTOR * bound,
-            "checked_at": checked_at,
-            "takeover_by_check": in_window,
-            "lease_expires_at_check": expires_at_check,
+            "window_ended_at": window_ended_at,
+            "takeover_in_window": in_window,
+            "lease_expires_at_window_end": expires_at_window_end,
         }
         return result
     finally:
@@ -330,7 +330,7 @@ def refused(log: Path) -> bool:
 # ================================================================ exercise 6
 
 
-def records(
+def measure_records(
     out: Path,
     *,
     answers: Path,
@@ -351,15 +351,15 @@ def records(
     Returns ``receipt`` (its path), ``figures``, ``observations``, ``settings`` and, with a
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
 
-    The answers' own run loads their chapter file here. The trusted side's run (the exercise
-    check) passes ``leases``, the chapter in its sandbox, with ``open_shop`` (the shop paired
-    with a connection of its own), ``kept`` (where the supplier keeps its ledger, out of the
-    sandbox's reach) and a ``message`` that calls into the sandbox: every record, sample and
-    receipt is then its own observation.
+    The answers' own run loads their chapter file here. The trusted side's run (the one
+    ``make check`` grades) passes ``leases``, the chapter in its sandbox, with ``open_shop``
+    (the shop paired with a connection of its own), ``kept`` (where the supplier keeps its
+    ledger, out of the sandbox's reach) and a ``message`` that calls into the sandbox: every
+    record, sample and receipt is then its own observation.
     """
     plan = RECORDS_PLANS["quick" if quick else "full"]
     impl = exercise_kit.chapter_path(answers)
-    leases = exercise_kit.chapter(answers) if leases is None else leases
+    leases = exercise_kit.load_chapter(answers) if leases is None else leases
     record = receipts.provenance(
         command=_command(answers, 6, quick, out),
         code=[impl, answers, HERE, *DRIVERS],

@@ -81,7 +81,7 @@ class Renewer(threading.Thread):
         try:
             with self.log.open("a", encoding="utf-8") as log:
 
-                def report(record: dict[str, Any]) -> None:
+                def write_line(record: dict[str, Any]) -> None:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
 
@@ -93,7 +93,7 @@ class Renewer(threading.Thread):
                     bound=self.bound,
                     progress=lambda: self.progress,
                     stopped=self.stopped,
-                    report=report,
+                    report=write_line,
                 )
         finally:
             db.close()

@@ -1,7 +1,7 @@
 """What the exercise answers are given: the chapter they use, and reading a shop back.
 
 ``learner/exercises.py`` and ``solutions/exercises.py`` both use these, so that an answer is
-only its idea: which chapter file (``chapter``), what a refused write said (``attempt``), and
+only its idea: which chapter file (``load_chapter``), what a refused write said (``attempt``), and
 the rows a shop holds afterwards (``rows``, ``lease_row``, ``outcome_row``, ``transcript_rows``),
 a worker's turn held between two writes (``HeldTurn``) and an address nobody answers
 (``dead_endpoint``, on a port from ``free_port``). The tests take these two from here too.
@@ -34,7 +34,7 @@ def chapter_path(answers: str | os.PathLike) -> Path:
     return impl_path(chosen_impl(otherwise=Path(answers).with_name(CHAPTER)))
 
 
-def chapter(answers: str | os.PathLike) -> ModuleType:
+def load_chapter(answers: str | os.PathLike) -> ModuleType:
     """The chapter-13 functions of ``chapter_path(answers)``, loaded once per process."""
     path = chapter_path(answers)
     if path not in _LOADED:
@@ -49,7 +49,7 @@ def attempt(write: Callable[[], Any]) -> str:
         write()
     except NotStarted:
         raise
-    except Exception as error:  # noqa: BLE001 - reported, then weighed by the caller
+    except Exception as error:  # noqa: BLE001 - returned as text, weighed by the caller
         return f"{type(error).__name__}: {error}"
     return ""
 
@@ -106,7 +106,7 @@ class HeldTurn(threading.Thread):
                 self.result["error"] = "the turn was never released"
                 return
             self.result["completion"] = self.complete(db)
-        except BaseException as error:  # noqa: BLE001 - reported to the parent thread
+        except BaseException as error:  # noqa: BLE001 - kept for the parent thread
             self.result["error"] = f"{type(error).__name__}: {error}"
             self.result["exception"] = error
         finally:
