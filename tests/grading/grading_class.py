@@ -26,7 +26,7 @@ RENAMES = {
     "problems": "issues",
     "orders": "olist",
     "settled": "fixed",
-    "report": "out",
+    "outcomes": "out",
     "entry": "item",
     "found": "hit",
     "unsent": "still_unsent",

@@ -322,8 +322,8 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     ran = nbformat.v4.new_notebook()
     ran.cells = [
         verdict_cell("percentile: NOT STARTED", "  read notebook 13a § Percentiles of a turn"),
-        verdict_cell("claim: PASSING (42/42 checks)"),
-        verdict_cell("exercise 2: FAILING (0/0 checks)", "  no test ran"),
+        verdict_cell("claim: PASSING (42/42 tests)"),
+        verdict_cell("exercise 2: FAILING (0/0 tests)", "  no test ran"),
         verdict_cell("exercise 7 claim: FAILING", "  test_one_claim: it claimed nothing"),
         printed_cell("PASS  your receipt (exercise5-receipt.json): every figure recomputed\n"),
         nbformat.v4.new_code_cell(
@@ -333,10 +333,10 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
         printed_cell("NOT STARTED  your receipt: no exercise5-receipt.json yet\n"),
     ]
     assert notebooks.not_storable(ran) == [
-        "claim: PASSING (42/42 checks)",
-        "exercise 2: FAILING (0/0 checks)",
+        "claim: PASSING (42/42 tests)",
+        "exercise 2: FAILING (0/0 tests)",
         "exercise 7 claim: FAILING",
-        "claim: PASSING (42/42 checks)",
+        "claim: PASSING (42/42 tests)",
         "PASS  your receipt (exercise5-receipt.json): every figure recomputed",
         "error: KeyError: 'x'",
     ]
@@ -1157,7 +1157,7 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
     leases.claim(db, OWNER, ttl=30, now=later)
     checks = _four_checks(db, held, later)
     kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
-    assert kit.count(False) == ANSWERS["checks_the_old_claim_fails"].value() == 1
+    assert kit.count(False) == ANSWERS["comparisons_the_old_claim_fails"].value() == 1
     assert checks["chapter: whole worker id"] is False  # the chapter refuses it too
     with pytest.raises(PermissionError):
         leases.assert_current(db, held, now=later)
@@ -1168,7 +1168,7 @@ def test_13b_counts_the_refusing_checks_as_its_prose_lists_them(tmp_path):
     leases.cancel(db, other, actor=OPERATOR, policy=POLICY, reason="called", now=later + 2)
     checks = _four_checks(db, holder, later + 3)
     kit = [checks[k] for k in ("running", "owner label", "lease generation", "not expired")]
-    assert kit.count(False) == ANSWERS["checks_refusing_the_cancelled_holder"].value() == 4
+    assert kit.count(False) == ANSWERS["comparisons_refusing_the_cancelled_holder"].value() == 4
 
 
 def answers_shown_above(notebook: Path) -> list[tuple[str, int, int]]:

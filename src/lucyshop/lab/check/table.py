@@ -150,7 +150,7 @@ def table_lines(rows: list[Row]) -> list[str]:
 def row_text(row: Row, *, ran: bool = True) -> str:
     """One row as a notebook's check cell shows it: its status (with its count when its tests
     ran), then every failing test."""
-    text = f"{row.label}: {row.status}" + (f" ({row.passed}/{row.total} checks)" if ran else "")
+    text = f"{row.label}: {row.status}" + (f" ({row.passed}/{row.total} tests)" if ran else "")
     if row.status == Status.PASSING:
         return text
     lines = [text] + ([f"  {row.message}"] if not row.failures else [])

@@ -257,8 +257,8 @@ ANSWERS: dict[str, Answer] = {
         lambda: 0 if _event(KILLED.tag, "competing claim")["got"] is None else 1,
         source="the reference's run",
     ),
-    "checks_the_old_claim_fails": Answer(
-        _label("checks the old claim fails, of 4"),
+    "comparisons_the_old_claim_fails": Answer(
+        _label("comparisons the old claim fails, of 4"),
         # the kit's four, as 13b's prose lists them: the work is running (yes); the owner
         # label before "#" in the work row's worker id is held.owner (the same label: yes); the
         # lease row's generation is held.generation (2 against 1: no); the lease has not
@@ -285,9 +285,9 @@ ANSWERS: dict[str, Answer] = {
         _const(3),  # observe the tool result, observe the reply, finish
         source="the rule",
     ),
-    "checks_refusing_the_quote": Answer(
-        _label("checks refusing the quote, of 4"),
-        # the current writer's claim, checked against its own row: every check holds
+    "comparisons_refusing_the_quote": Answer(
+        _label("comparisons refusing the quote, of 4"),
+        # the current writer's claim, compared with its own row: every comparison holds
         _const(0),
         source="the rule",
     ),
@@ -306,8 +306,8 @@ ANSWERS: dict[str, Answer] = {
         _const(900),  # nobody knows whether the supplier accepted: all of it stays reserved
         source="the rule",
     ),
-    "checks_refusing_the_cancelled_holder": Answer(
-        _label("checks refusing the cancelled holder's claim, of 4"),
+    "comparisons_refusing_the_cancelled_holder": Answer(
+        _label("comparisons refusing the cancelled holder's claim, of 4"),
         # after cancel: the work is finished (not running); the work row names the operator's
         # label, not the holder's; the lease is at generation 2, not 1; the lease ended at the
         # cancel's moment, so it has expired by any later now. All four refuse.

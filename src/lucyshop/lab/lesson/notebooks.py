@@ -59,7 +59,7 @@ def _texts(notebook: nbformat.NotebookNode) -> list[str]:
 def checks_saying(notebook: nbformat.NotebookNode, *, but: str) -> list[str]:
     """Every check's first line in the notebook's outputs whose status is not ``but``."""
     labels = "|".join(re.escape(row.label) for row in [*subjects(), *PG_ROWS])  # 13d's too
-    status = rf"(?!{re.escape(but)}\b)[A-Z][A-Z ]*(?: \(\d+/\d+ checks\))?"  # FAILING (0/8 checks)
+    status = rf"(?!{re.escape(but)}\b)[A-Z][A-Z ]*(?: \(\d+/\d+ tests\))?"  # FAILING (0/8 tests)
     first_line = re.compile(rf"^(?:{labels}): {status}$", re.MULTILINE)
     return [found for text in _texts(notebook) for found in first_line.findall(text)]
 

@@ -22,7 +22,7 @@ from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, Submission
 from lucyshop.lab.loader import IMPLEMENTATIONS
 
 MIN_SHARED = 40  # fingerprints; one short function gives about 16
-LISTED = 0.3  # pairs at or above this are listed in the report, flagged or not
+LISTED = 0.3  # pairs at or above this are listed in the similarity report, flagged or not
 CLASS, ARCHIVE, REFERENCE = "class", "archive", "reference"
 Block = tuple[int, int, int, int]  # first and last line in a, first and last line in b
 
