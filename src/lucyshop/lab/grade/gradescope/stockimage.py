@@ -232,7 +232,7 @@ def prove(args: argparse.Namespace) -> tuple[dict[str, Any], Found]:
 
 
 def evidence(args: argparse.Namespace, record: dict[str, Any], found: Found) -> dict[str, Any]:
-    """The evidence document: the pass conditions, the figures, the kit's commit and the provenance."""
+    """The evidence document: the pass conditions, the figures, the kit's commit, the provenance."""
     setup, run, kernel = found.setup, found.run, found.kernel
     peak = kernel.get("peak_bytes") or (run.peak_tree_rss_bytes if run else None)
     conditions = {
