@@ -28,12 +28,11 @@ Words used across the lab:
   ``check.run(path, only=row)``; a soak invariant's outcome a ``Finding``.
 - **check** (``lab.check``): ``make check``, and one run of it on one chapter file, *a check*;
   ``make grade`` runs one per hand-in, and a notebook's ``check("claim")`` is a check of one
-  row. Other tests are not checks: a checkpoint case's expectations, the judge's rule for a
-  case, a receipt's problems, a soak invariant's finding. Two uses keep the word, always so
-  named: the chapter's **current-holder check** (the re-read of the holder inside every
-  write), the book's term; and a **receipt check**, a receipt recomputed by a ``check FILE``
-  command (``learner/exercises.py``'s, which the learner is taught, the experiment's, the
-  skew's).
+  row. Nothing else is a check: a test *tests*, a checkpoint case has *expectations*, the
+  judge *confirms* a case, a receipt is *verified* (``verify FILE``), a soak invariant
+  *finds*. One use keeps the word, always so named: the chapter's **current-holder check**
+  (also the **holder check**), the re-read of the holder inside every controlled write, the
+  book's term.
 - **report**: what a command writes at the end of a run for a person to read: the soak's
   (``lab.soak.report``), ``make bench``'s ``bench.json``, the grade's similarity report,
   ``lucyshop status``'s four signals. What a child process writes back for its parent is its
