@@ -282,18 +282,40 @@ def stray_check_and_report(root: Path) -> list[str]:
 
 def renamed_imports(path: Path) -> list[str]:
     """``file:line: what as other`` for each module or name of the kit (``lucyshop...``)
-    imported under another name. ``import a.b.c as c`` keeps the name, so it is not one."""
+    imported under another name. ``import a.b.c as c`` keeps the name, so it is not one. A
+    notebook is read cell by cell (``file:cell N:line``)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for where, source in code_sources(path):
+        found += [line.replace(path.name, where, 1) for line in _renamed_in(path.name, source)]
+    return found
+
+
+def code_sources(path: Path) -> list[tuple[str, str]]:
+    """``(where, source)``: a Python file whole, a notebook's code cells one by one (a cell
+    that is an IPython magic or a shell line is not Python)."""
+    if path.suffix != ".ipynb":
+        return [(path.name, path.read_text(encoding="utf-8"))]
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [
+        (f"{path.name}:cell {i}", "".join(cell["source"]))
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "code"
+        and not "".join(cell["source"]).lstrip().startswith(("%", "!"))
+    ]
+
+
+def _renamed_in(name: str, source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lucyshop"):
             found += [
-                f"{path.name}:{node.lineno}: {node.module}.{a.name} as {a.asname}"
+                f"{name}:{node.lineno}: {node.module}.{a.name} as {a.asname}"
                 for a in node.names
                 if a.asname and a.asname != a.name
             ]
         elif isinstance(node, ast.Import):
             found += [
-                f"{path.name}:{node.lineno}: {a.name} as {a.asname}"
+                f"{name}:{node.lineno}: {a.name} as {a.asname}"
                 for a in node.names
                 if a.name.startswith("lucyshop") and a.asname not in (None, a.name.split(".")[-1])
             ]
@@ -364,8 +386,10 @@ def test_no_status_word_is_a_bare_string():
 
 def test_every_module_of_the_kit_is_imported_under_its_own_name():
     tests = [p for p in (ROOT / "tests").rglob("*.py") if HAND_INS not in p.parents]
-    found = [line for path in [*lab_code(ROOT), *sorted(tests)] for line in renamed_imports(path)]
-    assert found == []
+    answers = [*sorted((ROOT / "learner").glob("*.py")), *sorted((ROOT / "solutions").glob("*.py"))]
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    kit = [*lab_code(ROOT), *answers, *notebooks, *sorted(tests)]
+    assert [line for path in kit for line in renamed_imports(path)] == []
 
 
 def test_no_test_swaps_an_attribute_by_hand():
@@ -491,6 +515,21 @@ def test_a_planted_import_under_another_name_is_found(tmp_path):
         "shop.py:4: lucyshop.lab.grade.similar.fingerprints as similarity",
         "shop.py:5: lucyshop.lab.sandbox.relay.INSIDE as RELAY_INSIDE",
     ]
+
+
+def test_a_planted_import_under_another_name_in_a_notebook_is_found(tmp_path):
+    cells = [
+        {"cell_type": "markdown", "source": ["from lucyshop.lab.lesson import show as lesson"]},
+        {"cell_type": "code", "source": ["%matplotlib inline"]},
+        {"cell_type": "code", "source": ["import matplotlib.pyplot as plt\n"]},
+        {
+            "cell_type": "code",
+            "source": ["x = 1\n", "from lucyshop.lab.lesson import show as lesson"],
+        },
+    ]
+    notebook = tmp_path / "13x.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert renamed_imports(notebook) == ["13x.ipynb:cell 3:2: lucyshop.lab.lesson.show as lesson"]
 
 
 def test_a_planted_bare_status_is_found(tmp_path):
