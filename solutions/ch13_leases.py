@@ -386,7 +386,7 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
         " AND o.supplier = ? ORDER BY o.order_id",
         (supplier.identity,),
     ).fetchall()
-    outcomes = []
+    settlements = []
     for row in rows:
         entry = {
             "order_id": row["order_id"],
@@ -396,18 +396,18 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
         try:
             found = supplier.lookup(row["operation"])
         except ConnectionError as error:
-            outcomes.append(
+            settlements.append(
                 entry | {"after": row["status"], "note": f"supplier unavailable: {error}"}
             )
             continue
         if found is None:
-            outcomes.append(
+            settlements.append(
                 entry | {"after": row["status"], "note": "the supplier never saw this operation"}
             )
             continue
         settled = record_receipt(db, row["order_id"], found)
-        outcomes.append(entry | {"after": settled["status"], "note": "settled by lookup"})
-    return outcomes
+        settlements.append(entry | {"after": settled["status"], "note": "settled by lookup"})
+    return settlements
 
 
 def cancel(

@@ -342,7 +342,7 @@ def test_a_notebook_check_of_a_stub_answers_from_its_syntax_without_running_a_te
 
 def test_a_notebook_check_of_a_written_function_runs_its_tests():
     text = check_row("percentile", "solutions")
-    assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 checks\)", text), text
+    assert re.fullmatch(r"percentile: PASSING \((\d+)/\1 tests\)", text), text
 
 
 def suites_run_by_a_check(chapter, monkeypatch, *, measured: bool) -> tuple:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.exercises.exercise_receipts import receipt_problems
+from lucyshop.lab.given import prepare_renewals
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
 
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.timeout(900)
 def renewal_shop(exercises, tmp_path):
     leases = exercises.chapter()
     db, queue = leases.open_worker_shop(tmp_path / "shop.db")
-    exercises.prepare_renewals(db)
+    prepare_renewals(db)
     leases.enqueue(queue, "s-1", "session-a", "a long turn")
     yield leases, db
     db.close()
@@ -144,7 +145,7 @@ class Held:
 def live(exercises, tmp_path):
     leases = exercises.chapter()
     db, queue = leases.open_worker_shop(tmp_path / "live.db")
-    exercises.prepare_renewals(db)
+    prepare_renewals(db)
     leases.enqueue(queue, "r-1", "session-a", "a long turn")
     held = leases.claim(db, "till", ttl=5)
     yield Held(str(tmp_path / "live.db"), held, 5.0), db

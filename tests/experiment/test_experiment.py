@@ -120,12 +120,16 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
 def test_a_blocker_whose_audit_events_cost_more_than_two_percent_fails_a_full_receipt(
     quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Turns timed alike, but each raising a million audited opens: the mechanism fails."""
+    """Turns timed alike, but each raising a million audited opens that the blocker makes
+    10 us dearer each: the mechanism fails."""
     receipt = json.loads(quick_receipt.read_text())
     receipt["settings"]["quick"] = False
     overhead = receipt["provenance"]["blocker_overhead"]
-    for turn in overhead["blocked"]:
-        turn["events"] = {"open": 1_000_000}
+    probes = overhead["probe_seconds"]
+    probes["plain"]["open"] = 1e-6
+    probes["blocked"]["open"] = 11e-6
+    for turn, plain in zip(overhead["blocked"], overhead["plain"], strict=True):
+        turn["seconds"], turn["events"] = plain["seconds"], {"open": 1_000_000}
     overhead.update(summary(overhead))
     costly = tmp_path / "costly.json"
     costly.write_text(json.dumps(receipt))

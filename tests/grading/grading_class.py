@@ -26,7 +26,7 @@ RENAMES = {
     "problems": "issues",
     "orders": "olist",
     "settled": "fixed",
-    "outcomes": "out",
+    "settlements": "out",
     "entry": "item",
     "found": "hit",
     "unsent": "still_unsent",
