@@ -927,13 +927,6 @@ PROSE_CLAIMS = [
     ),
     (
         "13a",
-        "No model's row is free of red",
-        lambda r: all(
-            row["placed_again"] > 0 for row in r["leases"]["figures"]["recovery"].values()
-        ),
-    ),
-    (
-        "13a",
         "The dots fall along the line",
         lambda r: abs(r["leases"]["figures"]["detection"]["difference_from_kill_moments"]) < 0.1,
     ),
