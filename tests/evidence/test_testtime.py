@@ -92,7 +92,10 @@ def test_a_loaded_run_records_its_burners_and_the_load_it_ran_under(tmp_path, mo
 def fake_suite(returncode: int, summary: str, ran: list):
     def run(command, **options):
         ran.append((command, options["env"][IMPL_ENV]))
-        return subprocess.CompletedProcess(command, returncode, f"F.\n{summary}\n", "")
+        failed = (
+            "FAILED tests/check/test_claim.py::test_one - assert 1 == 2\n" if returncode else ""
+        )
+        return subprocess.CompletedProcess(command, returncode, f"F.\n{failed}{summary}\n", "")
 
     return run
 
@@ -117,6 +120,7 @@ def test_the_command_writes_the_entry_and_fails_with_the_suite(tmp_path, capsys,
     assert entry["exit_status"] == 1 and entry["passed"] is False
     assert entry["summary"] == "1 failed, 1 passed in 0.5s" and entry["pytest_seconds"] == 0.5
     assert entry["counts"] == {"passed": 1, "failed": 1, "errors": 0}
+    assert entry["failures"] == ["tests/check/test_claim.py::test_one"]
     assert ran == [(testtime.pytest_command(["-k", "claim"]), "solutions")]
     assert receipts.validate(out, "testtime") == []
 
@@ -176,6 +180,16 @@ def test_a_run_whose_provenance_is_broken_breaks_the_schema(monkeypatch):
     lost = {key: value for key, value in entry.items() if key != "environment"}
     found = receipts.validate({"quiet": lost}, "testtime")
     assert any("'environment' is a required" in line for line in found)
+
+
+def test_failures_are_the_ids_the_short_summary_names():
+    output = (
+        "tests/a.py::test_x FAILED\n"
+        "FAILED tests/a.py::test_x[one-two] - AssertionError: no - really\n"
+        "ERROR tests/b.py::test_y - RuntimeError\n"
+        "FAILED\n"
+    )
+    assert testtime.failures(output) == ["tests/a.py::test_x[one-two]", "tests/b.py::test_y"]
 
 
 def test_counts_read_every_word_pytest_prints():

@@ -36,6 +36,7 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import ROOT
 
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|errors?|skipped|deselected)\b.*?)\s*=*$")
+FAILURE = re.compile(r"^(FAILED|ERROR) \S")
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed|warnings?)")
 DEADLINE_SECONDS = 3600.0
 SAMPLE_SECONDS = 5.0  # how often the load average is read while the suite runs
@@ -63,6 +64,14 @@ def _summary(output: str) -> str:
         if match := SUMMARY.match(line.strip()):
             return match.group(1)
     return ""
+
+
+def failures(output: str) -> list[str]:
+    """The ids pytest's short summary names as failed or in error, so a receipt of a run that did
+    not pass says which tests did not (the log that held them is overwritten by the next run)."""
+    return [
+        line.split(" ", 1)[1].split(" - ")[0] for line in output.splitlines() if FAILURE.match(line)
+    ]
 
 
 def counts(summary: str) -> dict[str, int]:
@@ -174,6 +183,7 @@ def measure(
         "passed": done.returncode == 0,
         "summary": summary,
         "counts": counts(summary),
+        "failures": failures(done.stdout),
         "burners": len(pids),
         "settle_seconds": settle if pids else 0.0,
         "load_average_during": sampler.summary(),
