@@ -36,6 +36,9 @@ def readme() -> str:
 def timed_run(timed: dict) -> str:
     """One ``make test-time`` run: the quiet one dated, the one beside burners with its load."""
     passed = f"{timed['counts']['passed']:,} tests in {timed['pytest_seconds']:.0f} s"
+    failed = timed["counts"]["failed"] + timed["counts"]["errors"]
+    if failed:  # the README must say so, and name them
+        passed += f" and failed {failed} ({', '.join(timed['failures'])})"
     if not timed["burners"]:
         return f"{passed} of pytest on {timed['provenance']['started_utc'][:10]}"
     load = timed["load_average_during"]

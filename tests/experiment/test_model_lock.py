@@ -16,9 +16,7 @@ def request_of(tmp_path, *, worker: bool) -> SimpleNamespace:
     return SimpleNamespace(config=config, getfixturevalue=lambda _name: factory)
 
 
-def test_a_second_worker_waits_for_the_first_and_gives_up_at_the_deadline(
-    tmp_path, monkeypatch
-):
+def test_a_second_worker_waits_for_the_first_and_gives_up_at_the_deadline(tmp_path, monkeypatch):
     monkeypatch.setattr(model_lock, "WAIT", 0.5)
     first, second = (request_of(tmp_path, worker=True) for _ in range(2))
     with (
