@@ -356,8 +356,10 @@ def claim_seconds(impl, db, owner: str) -> float:
 
 def test_a_claim_near_capacity_costs_about_what_it_costs_on_a_small_shop(impl, db, tmp_path):
     """A claim must not sort the eligible set: with 9,900 items queued (and as many finished) it
-    takes at most 3x a claim with 200. A ratio measured here, both shops interleaved, never a
-    wall-clock limit."""
+    takes at most 8x a claim with 200. A ratio measured here, both shops interleaved, never a
+    wall-clock limit. On a quiet machine the reference measures about 1x and the sorting claim
+    (mutant claim_sorts_the_queue) about 29x; while a class was graded beside it the reference
+    once measured 3.2x, which the 3x bound this test had before failed."""
     small, _queue = sandboxed_shop(impl, tmp_path / "small.db")
     try:
         fill(small, SMALL_SHOP)
@@ -374,7 +376,7 @@ def test_a_claim_near_capacity_costs_about_what_it_costs_on_a_small_shop(impl, d
     finally:
         small.close()
     small_ms, big_ms = (1000 * statistics.median(times[k]) for k in ("small", "big"))
-    assert big_ms <= 3 * small_ms, (
+    assert big_ms <= 8 * small_ms, (
         f"a claim with {NEAR_CAPACITY} items queued took {big_ms / small_ms:.1f}x a claim with "
         f"{SMALL_SHOP} (medians of {ROUNDS}: {big_ms:.2f} ms vs {small_ms:.2f} ms): the claim "
         "sorts or scans the queue; walk the work_open index and stop at the first eligible item"
