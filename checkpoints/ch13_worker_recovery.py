@@ -325,7 +325,7 @@ def cancel(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
             "SELECT status FROM outcomes WHERE work_id = ?", (shop.work_id,)
         ).fetchone()[0]
         expect("outcome", outcome, "CANCELED")
-        after = [approval.get_order(shop.db, o["order_id"])["status"] for o in (sent, unsent)]
+        after = [approval.get_order(shop.db, o["id"])["status"] for o in (sent, unsent)]
         expect("sent order left for reconcile, unsent one revoked", after, ["UNKNOWN", "REVOKED"])
         expect(
             "reservation kept for the uncertain order",

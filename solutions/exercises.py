@@ -40,7 +40,7 @@ from lucyshop.lab.given import (
     transcript_rows,
     wait_until,
 )
-from lucyshop.store import connect, immediate
+from lucyshop.store import connect
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 HERE = Path(__file__).resolve()
@@ -256,16 +256,16 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
             held = leases.claim(db, OWNER, ttl=30)
             order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
             approval.approve(
-                db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+                db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
             )
             supplier.set_faults(delay_next=1, delay_seconds=REPLY_DELAY)
             turn = HeldTurn(
                 shop,
-                lambda wdb: approval.execute(wdb, held, order["order_id"], client, policy=POLICY),
+                lambda wdb: approval.execute(wdb, held, order["id"], client, policy=POLICY),
                 lambda wdb: {
                     "send_again": attempt(
                         lambda: approval.execute(
-                            wdb, held, order["order_id"], client, policy=POLICY
+                            wdb, held, order["id"], client, policy=POLICY
                         )
                     ),
                     "completion": attempt(
@@ -279,7 +279,7 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
                 timeout=DEADLINE,
                 what="the supplier to accept the order",
             )
-            at_cancel = approval.get_order(db, order["order_id"])["status"]
+            at_cancel = approval.get_order(db, order["id"])["status"]
             cancelled = leases.cancel(
                 db, work_id, actor=OPERATOR, policy=POLICY, reason="the customer called to cancel"
             )
@@ -287,14 +287,14 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
                 raise TimeoutError("the worker's send never returned")
             turn.release.set()
             report = turn.finish_within(DEADLINE)
-            after_cancel = _order_state(db, order["order_id"])
+            after_cancel = _order_state(db, order["id"])
             unreachable = SupplierClient(
                 dead_endpoint(), identity=client.identity, timeout=CLIENT_TIMEOUT
             )
             while_unreachable = leases.reconcile(db, unreachable)
-            after_unreachable = _order_state(db, order["order_id"])
+            after_unreachable = _order_state(db, order["id"])
             reconciled = leases.reconcile(db, client)
-            settled = approval.get_order(db, order["order_id"])
+            settled = approval.get_order(db, order["id"])
             return {
                 "shop": str(shop),
                 "ledger_file": str(supplier.database),
@@ -341,7 +341,7 @@ def observe_without_fence(
         text = json.dumps(message, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as error:
         raise ValueError(f"the message must be JSON (no NaN or infinity): {error}") from None
-    with immediate(db):
+    with db.immediate():
         # The fence that was here: assert_current(db, held, now)
         cursor = db.execute(
             "INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, ?)",
@@ -492,8 +492,8 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
             _raise_first_failure(results)
         orders = rows(
             db,
-            "SELECT order_id, work_id, amount_cents, status FROM assistant_orders"
-            " ORDER BY order_id",
+            "SELECT id, work_id, amount_cents, status FROM assistant_orders"
+            " ORDER BY id",
         )
         return {
             "shop": str(shop),
@@ -539,13 +539,13 @@ def _spending_worker(
         result |= {"work_id": held.work_id, "session": held.session_id, "worker_id": held.worker_id}
         barrier.wait()
         order = approval.propose(db, held, supplier="dairy", proposal=PROPOSALS[held.session_id])
-        result |= {"order_id": order["order_id"], "amount_cents": order["amount_cents"]}
+        result |= {"order_id": order["id"], "amount_cents": order["amount_cents"]}
         barrier.wait()
         result["approval"] = (
             attempt(
                 lambda: approval.approve(
                     db,
-                    order["order_id"],
+                    order["id"],
                     actor=OPERATOR,
                     digest=order["digest"],
                     policy=CEILING_POLICY,
@@ -591,7 +591,7 @@ def renew(
         raise ValueError(f"progress is a whole number from 0: {progress!r}")
     bound = None if bound is None else validate.seconds(bound, "bound", positive=True)
     now = time.time() if now is None else float(now)
-    with immediate(db):
+    with db.immediate():
         leases.assert_current(db, held, now)
         last = db.execute(
             "SELECT progress, progressed_at FROM lease_renewals"

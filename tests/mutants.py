@@ -126,7 +126,7 @@ MUTANTS = [
     # read the same item as eligible.
     Mutant(
         "claim_not_in_one_transaction",
-        "    now = _clock(now)\n    with immediate(db):\n        # Oldest first",
+        "    now = _clock(now)\n    with db.immediate():\n        # Oldest first",
         "    now = _clock(now)\n    if True:\n        # Oldest first",
         needs_contention=True,
     ),
@@ -159,7 +159,7 @@ MUTANTS.append(
     Mutant(
         "observe_check_in_its_own_transaction",
         "        assert_current(db, held, now)\n        cursor = db.execute(",
-        "        assert_current(db, held, now)\n    with immediate(db):\n"
+        "        assert_current(db, held, now)\n    with db.immediate():\n"
         "        cursor = db.execute(",
         checkpoint_case=FENCE,
     )
@@ -169,7 +169,7 @@ MUTANTS.append(
         "finish_check_in_its_own_transaction",
         "        assert_current(db, held, now)\n        db.execute(\n"
         '            "INSERT INTO outcomes',
-        "        assert_current(db, held, now)\n    with immediate(db):\n        db.execute(\n"
+        "        assert_current(db, held, now)\n    with db.immediate():\n        db.execute(\n"
         '            "INSERT INTO outcomes',
         checkpoint_case=FENCE,
     )

@@ -30,7 +30,6 @@ from lucyshop.approval import (
     record_receipt,
 )
 from lucyshop.queue import WorkQueue
-from lucyshop.store import migrate
 
 # ------------------------------------------------------------------ checking arguments
 
@@ -210,7 +209,7 @@ MAX_TTL = 3600.0
 def open_worker_shop(path: str | Path) -> tuple[sqlite3.Connection, WorkQueue]:
     """Open a shop file at the chapter-11 schema plus ``LEASE_MIGRATIONS`` (line ``"leases"``)."""
     conn, queue = open_shop(path)
-    migrate(conn, "leases", LEASE_MIGRATIONS)
+    conn.migrate("leases", LEASE_MIGRATIONS)
     return conn, queue
 
 
@@ -418,7 +417,7 @@ def recover_once(
     done: list[dict] = []
     notes: list[str] = []
     todo = [
-        o["order_id"]
+        o["id"]
         for o in orders_for(db, mine.work_id)
         if o["status"] in {"APPROVED", *UNCERTAIN}
     ]
@@ -431,7 +430,7 @@ def recover_once(
     if not any(o["status"] in CONCLUSIVE for o in final):
         notes.append("nothing approved to continue; an operator must decide")
     notes.extend(
-        f"order {o['order_id']} still {o['status']}" for o in final if o["status"] in UNCERTAIN
+        f"order {o['id']} still {o['status']}" for o in final if o["status"] in UNCERTAIN
     )
     verdict = "DONE" if not notes else "BLOCKED"
     why = "; ".join(notes)
@@ -453,8 +452,8 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     pending = [
         dict(r)
         for r in db.execute(
-            "SELECT order_id, operation, status, work_id, supplier FROM assistant_orders"
-            " ORDER BY order_id"
+            "SELECT id, operation, status, work_id, supplier FROM assistant_orders"
+            " ORDER BY id"
         ).fetchall()
         if r["work_id"] in finished
         and r["status"] in UNCERTAIN
@@ -462,7 +461,7 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     ]
     lines = []
     for order in pending:
-        line = {"order_id": order["order_id"], "operation": order["operation"]}
+        line = {"order_id": order["id"], "operation": order["operation"]}
         line["before"] = order["status"]
         try:
             receipt = supplier.lookup(order["operation"])
@@ -472,7 +471,7 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
         if receipt is None:
             lines.append(line | {"after": order["status"], "note": "unknown to the supplier"})
         else:
-            after = record_receipt(db, order["order_id"], receipt)["status"]
+            after = record_receipt(db, order["id"], receipt)["status"]
             lines.append(line | {"after": after, "note": "settled from the supplier's receipt"})
     return lines
 
@@ -520,8 +519,8 @@ def cancel(
         )
         revoked, freed, left = [], 0, []
         for o in db.execute(
-            "SELECT order_id, operation, status, amount_cents FROM assistant_orders"
-            " WHERE work_id = ? ORDER BY order_id",
+            "SELECT id, operation, status, amount_cents FROM assistant_orders"
+            " WHERE work_id = ? ORDER BY id",
             (work_id,),
         ).fetchall():
             if o["status"] in ("DRAFT", "APPROVED"):
@@ -529,8 +528,8 @@ def cancel(
                 freed += o["amount_cents"] if o["status"] == "APPROVED" else 0
                 db.execute(
                     "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ?"
-                    " WHERE order_id = ?",
-                    (actor, at, o["order_id"]),
+                    " WHERE id = ?",
+                    (actor, at, o["id"]),
                 )
             elif o["status"] in UNCERTAIN:
                 left.append(o["operation"])

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from lucyshop import proposal as proposals
 from lucyshop import validate
 from lucyshop.queue import QUEUE_MIGRATIONS, WorkQueue
-from lucyshop.store import connect, immediate, migrate
+from lucyshop.store import ShopConnection, connect
 
 DEFAULT_LIMIT_CENTS = 100_000
 STATUSES = ("DRAFT", "APPROVED", "SENDING", "UNKNOWN", "ACCEPTED", "REJECTED", "REVOKED")
@@ -44,7 +44,7 @@ APPROVAL_MIGRATIONS = {
         )""",
         f"INSERT INTO spending_account(account_id, limit_cents) VALUES (1, {DEFAULT_LIMIT_CENTS})",
         f"""CREATE TABLE assistant_orders(
-            order_id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            id               INTEGER PRIMARY KEY AUTOINCREMENT,
             work_id          INTEGER NOT NULL REFERENCES work(work_id),
             operation        TEXT NOT NULL UNIQUE,
             supplier         TEXT NOT NULL,
@@ -122,11 +122,11 @@ class SpendingPolicy:
                 raise ValueError(f"{name} must be a whole number of cents >= 0: {value!r}")
 
 
-def open_shop(path: str | Path) -> tuple[sqlite3.Connection, WorkQueue]:
-    """Open (creating if needed) a shop file at the chapter-11 schema."""
+def open_shop(path: str | Path) -> tuple[ShopConnection, WorkQueue]:
+    """Open (creating if needed) a shop file at the chapter-11 schema: the shop and its queue."""
     db = connect(path)
-    migrate(db, "queue", QUEUE_MIGRATIONS)
-    migrate(db, "approval", APPROVAL_MIGRATIONS)
+    db.migrate("queue", QUEUE_MIGRATIONS)
+    db.migrate("approval", APPROVAL_MIGRATIONS)
     return db, WorkQueue(db)
 
 
@@ -166,18 +166,18 @@ def account(db: sqlite3.Connection) -> dict[str, int]:
 
 def get_order(db: sqlite3.Connection, order_id: int) -> dict[str, Any]:
     validate.row_id(order_id, "order_id")
-    row = db.execute("SELECT * FROM assistant_orders WHERE order_id = ?", (order_id,)).fetchone()
+    row = db.execute("SELECT * FROM assistant_orders WHERE id = ?", (order_id,)).fetchone()
     if row is None:
         raise ValueError(f"there is no order {order_id!r}")
     return dict(row)
 
 
 def orders_for(db: sqlite3.Connection, work_id: int) -> list[dict[str, Any]]:
-    """Every order row of the work item ``work_id``, oldest first (by ``order_id``): each a
+    """Every order row of the work item ``work_id``, oldest first (by ``id``): each a
     dict of ``assistant_orders``' columns (``status``, ``operation``, ``amount_cents``, ...).
     Empty when the work has no order; it reads only, so any connection will do."""
     rows = db.execute(
-        "SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY order_id", (work_id,)
+        "SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY id", (work_id,)
     )
     return [dict(r) for r in rows]
 
@@ -190,7 +190,7 @@ def propose(
     text = proposals.canonical(proposal)
     validate.label(supplier, "an order's supplier identity")
     operation = proposals.operation_id(held.work_id, supplier, proposal)
-    with immediate(db):
+    with db.immediate():
         require_holder(db, held, now)
         db.execute(
             "INSERT INTO assistant_orders(work_id, operation, supplier, proposal, digest,"
@@ -228,7 +228,7 @@ def approve(
     now = validate.clock(now)
     validate.seconds(ttl, "an approval's ttl", positive=True, most=86_400)
     validate.string(actor, "actor")
-    with immediate(db):
+    with db.immediate():
         order = get_order(db, order_id)
         if actor not in policy.operators:
             raise PermissionError(f"{actor!r} is not an operator and cannot approve orders")
@@ -244,7 +244,7 @@ def approve(
         db.execute(
             "UPDATE assistant_orders SET status = 'APPROVED', approved_by = ?,"
             " approval_expires = ?,"
-            " updated = ? WHERE order_id = ?",
+            " updated = ? WHERE id = ?",
             (actor, now + ttl, now, order_id),
         )
         db.execute(
@@ -265,7 +265,7 @@ def revoke(
     """Withdraw a DRAFT or APPROVED order; an approved one gives its reservation back."""
     now = validate.clock(now)
     validate.string(actor, "actor")
-    with immediate(db):
+    with db.immediate():
         order = get_order(db, order_id)
         if actor not in policy.operators:
             raise PermissionError(f"{actor!r} is not an operator and cannot revoke orders")
@@ -280,7 +280,7 @@ def revoke(
             )
         db.execute(
             "UPDATE assistant_orders SET status = 'REVOKED', revoked_by = ?, updated = ?"
-            " WHERE order_id = ?",
+            " WHERE id = ?",
             (actor, now, order_id),
         )
         return get_order(db, order_id)
@@ -296,7 +296,7 @@ def record_receipt(
     answer twice changes nothing; a contradicting answer is refused.
     """
     now = validate.clock(now)
-    with immediate(db):
+    with db.immediate():
         order = get_order(db, order_id)
         status = _check_receipt(order, receipt)
         if order["status"] in CONCLUSIVE:
@@ -314,7 +314,7 @@ def record_receipt(
             (order["amount_cents"], spent),
         )
         db.execute(
-            "UPDATE assistant_orders SET status = ?, receipt = ?, updated = ? WHERE order_id = ?",
+            "UPDATE assistant_orders SET status = ?, receipt = ?, updated = ? WHERE id = ?",
             (status, json.dumps(receipt, sort_keys=True), now, order_id),
         )
         return get_order(db, order_id)
@@ -361,7 +361,7 @@ def execute(
         if found is not None:
             record_receipt(db, order_id, found)
             return found
-    with immediate(db):
+    with db.immediate():
         now = now if injected else time.time()
         order = get_order(db, order_id)
         left = require_holder(db, held, now)
@@ -382,7 +382,7 @@ def execute(
                 f"({left:.2f}s)"
             )
         db.execute(
-            "UPDATE assistant_orders SET status = 'SENDING', updated = ? WHERE order_id = ?",
+            "UPDATE assistant_orders SET status = 'SENDING', updated = ? WHERE id = ?",
             (now, order_id),
         )
     try:
@@ -410,11 +410,11 @@ def _within_ceiling(
 
 
 def _unknown(db: sqlite3.Connection, order: dict, why: str, now: float) -> dict[str, Any]:
-    with immediate(db):
+    with db.immediate():
         db.execute(
-            "UPDATE assistant_orders SET status = 'UNKNOWN', updated = ? WHERE order_id = ?"
+            "UPDATE assistant_orders SET status = 'UNKNOWN', updated = ? WHERE id = ?"
             " AND status IN ('SENDING', 'UNKNOWN')",
-            (now, order["order_id"]),
+            (now, order["id"]),
         )
     return {"operation": order["operation"], "status": "UNKNOWN", "reason": why}
 

@@ -7,13 +7,11 @@ not in Python, so no caller (a student's function included) can move finished wo
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from dataclasses import dataclass
 from typing import Literal
 
 from lucyshop import validate
-from lucyshop.store import immediate
+from lucyshop.store import ShopConnection
 from lucyshop.validate import MAX_ID, MAX_TEXT
 
 DEFAULT_CAPACITY = 10_000
@@ -50,67 +48,57 @@ QUEUE_MIGRATIONS = {
 Status = Literal["accepted", "duplicate", "conflict", "refused"]
 
 
-@dataclass(frozen=True)
-class Admission:
-    """What admission decided; ``work_id`` is set for accepted and duplicate work."""
-
-    status: Status
-    work_id: int | None = None
-    reason: str = ""
-
-
 class WorkQueue:
-    """Admits work into the ``work`` table of one shop file."""
+    """Admits work into the ``work`` table of one shop file (``store``, the shop itself)."""
 
-    def __init__(self, db: sqlite3.Connection, *, capacity: int = DEFAULT_CAPACITY) -> None:
-        self.db = db
+    def __init__(self, store: ShopConnection, *, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.store = store
         self.capacity = capacity
 
-    def admit(self, source_id: str, session_id: str, text: str) -> Admission:
-        """Accept new work once per source id.
+    def admit(self, source_id: str, session_id: str, text: str) -> Status:
+        """Accept new work once per source id, and say how it went.
 
-        The same source with the same content is a ``duplicate`` (a retried delivery); the
-        same source with other content is a ``conflict`` (two different requests claiming
-        one identity). Invalid input and a full queue are ``refused`` and write nothing.
+        ``accepted``: new work. The same source with the same content is a ``duplicate`` (a
+        retried delivery); the same source with other content is a ``conflict`` (two different
+        requests claiming one identity). Invalid input and a full queue are ``refused`` and
+        write nothing; ``refusal(...)`` says why. The work's id is the row's ``work_id``, read
+        by its ``source_id``.
         """
-        problem = _invalid(source_id, session_id, text)
-        if problem:
-            return Admission("refused", reason=problem)
-        with immediate(self.db):
-            row = self.db.execute(
-                "SELECT work_id, session_id, text FROM work WHERE source_id = ?", (source_id,)
+        if refusal(source_id, session_id, text):
+            return "refused"
+        with self.store.immediate() as connection:
+            row = connection.execute(
+                "SELECT session_id, text FROM work WHERE source_id = ?", (source_id,)
             ).fetchone()
             if row is not None:
                 same = (row["session_id"], row["text"]) == (session_id, text)
-                if same:
-                    return Admission("duplicate", row["work_id"])
-                return Admission("conflict", row["work_id"], "source id already holds other work")
-            waiting = self.db.execute(
+                return "duplicate" if same else "conflict"
+            waiting = connection.execute(
                 "SELECT count(*) FROM work WHERE state != 'finished'"
             ).fetchone()[0]
             if waiting >= self.capacity:
-                return Admission("refused", reason=f"queue is at capacity ({self.capacity})")
-            cursor = self.db.execute(
+                return "refused"
+            connection.execute(
                 "INSERT INTO work(source_id, session_id, text, created) VALUES (?, ?, ?, ?)",
                 (source_id, session_id, text, time.time()),
             )
-            return Admission("accepted", int(cursor.lastrowid))
+            return "accepted"
 
     def get(self, work_id: int) -> dict | None:
-        row = self.db.execute("SELECT * FROM work WHERE work_id = ?", (work_id,)).fetchone()
+        row = self.store.execute("SELECT * FROM work WHERE work_id = ?", (work_id,)).fetchone()
         return None if row is None else dict(row)
 
     def counts(self) -> dict[str, int]:
         """Work items per state, every state present."""
         counts = {"pending": 0, "running": 0, "finished": 0}
-        for state, n in self.db.execute("SELECT state, count(*) FROM work GROUP BY state"):
+        for state, n in self.store.execute("SELECT state, count(*) FROM work GROUP BY state"):
             counts[state] = n
         return counts
 
 
-def _invalid(source_id: object, session_id: object, text: object) -> str:
-    """Why this admission is refused, or "": ids are labels (no control characters), text is
-    free text; each within its limit."""
+def refusal(source_id: object, session_id: object, text: object) -> str:
+    """Why admitting this would be refused for its input, or "": ids are labels (no control
+    characters), text is free text; each within its limit."""
     try:
         validate.label(source_id, "source_id", most=MAX_ID)
         validate.label(session_id, "session_id", most=MAX_ID)

@@ -1,6 +1,10 @@
 """The shop's SQLite file: one connection per process, explicit transactions, versioned schema.
 
-Every durable decision in the kit is made inside ``immediate(db)``: ``BEGIN IMMEDIATE`` takes
+The chapters speak to a shop as ``db``: ``db.immediate()``, ``db.migrate(line, migrations)``
+and ``db.connection`` (the plain connection a current-holder check reads through). Here the
+shop *is* its connection, so ``db.connection`` is ``db`` itself.
+
+Every durable decision in the kit is made inside ``db.immediate()``: ``BEGIN IMMEDIATE`` takes
 the write lock *before* the first read, so what a transaction reads cannot change under it
 before it writes. That is what makes a claim, a fence check and the write it guards atomic.
 """
@@ -20,13 +24,78 @@ RETRY_S = 0.002  # a waiting writer retries BEGIN IMMEDIATE about this often, wh
 Migrations = Mapping[int, Sequence[str]]
 
 
-class ShopConnection(sqlite3.Connection):
-    """A connection that remembers its busy timeout: ``immediate`` spends it waiting fairly."""
+class Transactions:
+    """The book's interface to a shop: ``immediate()``, ``migrate(...)`` and ``connection``.
+
+    Mixed into the kit's connection and into the sandbox's stand-in for one, so that both
+    answer the calls the chapters make with one implementation.
+    """
 
     busy_timeout_ms: int = BUSY_TIMEOUT_MS
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The connection to read and write through: this shop is its own connection."""
+        return self  # type: ignore[return-value]
 
-def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    @contextmanager
+    def immediate(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: commit on success, roll back and re-raise on any exception.
+
+        Nesting is refused rather than silently joined: a caller who thinks they own a
+        transaction that is really someone else's would commit half of their work.
+        """
+        db: sqlite3.Connection = self  # type: ignore[assignment]
+        if db.in_transaction:
+            raise RuntimeError("immediate() is already inside a transaction; nesting is refused")
+        _begin_immediate(db)
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def migrate(self, line: str, migrations: Migrations) -> int:
+        """Apply each version of ``line`` above the recorded one, each in its own transaction.
+
+        Idempotent: a second call applies nothing. A file recorded at a version this code does
+        not know is refused, because older code writing to a newer schema loses data quietly.
+        Returns the version the file is at afterwards.
+        """
+        db: sqlite3.Connection = self  # type: ignore[assignment]
+        if not isinstance(line, str) or not line:
+            raise ValueError("a migration line needs a non-empty name")
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in migrations):
+            raise ValueError(f"migration versions are whole numbers from 1: {list(migrations)!r}")
+        newest = max(migrations, default=0)
+        current = schema_version(db, line)
+        if current > newest:
+            raise RuntimeError(
+                f"{line!r} schema is at version {current}, newer than this code knows "
+                f"({newest}); refusing to open it"
+            )
+        for version in sorted(v for v in migrations if v > current):
+            with self.immediate():
+                # Re-read under the write lock: another process may have migrated meanwhile.
+                if schema_version(db, line) >= version:
+                    continue
+                for statement in migrations[version]:
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO schema_versions(line, version) VALUES (?, ?)"
+                    " ON CONFLICT(line) DO UPDATE SET version = excluded.version",
+                    (line, version),
+                )
+        return max(current, newest)
+
+
+class ShopConnection(Transactions, sqlite3.Connection):
+    """A shop: a connection that remembers its busy timeout, which ``immediate`` spends
+    waiting fairly for the write lock."""
+
+
+def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ShopConnection:
     """Open a shop file in autocommit mode (no hidden transactions), WAL, synchronous=FULL."""
     db = sqlite3.connect(
         str(path), isolation_level=None, timeout=busy_timeout_ms / 1000, factory=ShopConnection
@@ -42,24 +111,6 @@ def connect(path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqli
         db.close()  # a corrupt or foreign file: do not leave the handle open
         raise
     return db
-
-
-@contextmanager
-def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: commit on success, roll back and re-raise on any exception.
-
-    Nesting is refused rather than silently joined: a caller who thinks they own a
-    transaction that is really someone else's would commit half of their work.
-    """
-    if db.in_transaction:
-        raise RuntimeError("immediate() is already inside a transaction; nesting is refused")
-    _begin_immediate(db)
-    try:
-        yield db
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 class WriteLockTimeout(sqlite3.OperationalError):
@@ -110,36 +161,3 @@ def schema_version(db: sqlite3.Connection, line: str) -> int:
     )
     row = db.execute("SELECT version FROM schema_versions WHERE line = ?", (line,)).fetchone()
     return 0 if row is None else int(row[0])
-
-
-def migrate(db: sqlite3.Connection, line: str, migrations: Migrations) -> int:
-    """Apply each version of ``line`` above the recorded one, each in its own transaction.
-
-    Idempotent: a second call applies nothing. A file recorded at a version this code does
-    not know is refused, because older code writing to a newer schema loses data quietly.
-    Returns the version the file is at afterwards.
-    """
-    if not isinstance(line, str) or not line:
-        raise ValueError("a migration line needs a non-empty name")
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in migrations):
-        raise ValueError(f"migration versions are whole numbers from 1: {list(migrations)!r}")
-    newest = max(migrations, default=0)
-    current = schema_version(db, line)
-    if current > newest:
-        raise RuntimeError(
-            f"{line!r} schema is at version {current}, newer than this code knows ({newest}); "
-            "refusing to open it"
-        )
-    for version in sorted(v for v in migrations if v > current):
-        with immediate(db):
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            if schema_version(db, line) >= version:
-                continue
-            for statement in migrations[version]:
-                db.execute(statement)
-            db.execute(
-                "INSERT INTO schema_versions(line, version) VALUES (?, ?)"
-                " ON CONFLICT(line) DO UPDATE SET version = excluded.version",
-                (line, version),
-            )
-    return max(current, newest)

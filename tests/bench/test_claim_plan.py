@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from lucyshop.lab.loader import impl_path, load_impl
-from lucyshop.store import immediate
 
 
 @pytest.fixture
@@ -35,7 +34,7 @@ def plans_of_a_claim(leases, db) -> dict[str, list[str]]:
 def test_the_claim_plan_uses_the_open_work_index_and_no_temp_b_tree(reference, tmp_path, analyzed):
     db, _queue = reference.open_worker_shop(tmp_path / "shop.db")
     try:
-        with immediate(db):
+        with db.immediate():
             db.executemany(
                 "INSERT INTO work(source_id, session_id, text, created, state)"
                 " VALUES (?, ?, ?, 0, ?)",

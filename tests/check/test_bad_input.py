@@ -86,7 +86,7 @@ def world(tmp_path, shared_supplier, garbage_supplier, hanging) -> Iterator[Worl
     held = LEASES.claim(db, "ann", ttl=600)
     order = approval.propose(db, held, supplier=supplier.identity, proposal=VANILLA)
     order = approval.approve(
-        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
     )
     done = LEASES.claim(db, "bob", ttl=600)
     LEASES.finish(db, done, "DONE", {"said": "hello"})
@@ -215,7 +215,7 @@ def execute_against(endpoint_of: Callable[[World], str], timeout: float) -> Call
         client = SupplierClient(endpoint_of(w), identity=w.supplier.identity, timeout=timeout)
         receipt = within(
             timeout * 2 + 1,
-            lambda: approval.execute(w.db, w.held, w.order["order_id"], client, policy=POLICY),
+            lambda: approval.execute(w.db, w.held, w.order["id"], client, policy=POLICY),
         )
         assert receipt["status"] == "UNKNOWN", receipt
         return receipt
@@ -320,7 +320,7 @@ def approve_with(**changes: Any) -> Callable[[World], Any]:
 
     def act(w: World) -> Any:
         arguments = {
-            "order_id": w.order["order_id"],
+            "order_id": w.order["id"],
             "actor": OPERATOR,
             "digest": w.order["digest"],
             "policy": POLICY,

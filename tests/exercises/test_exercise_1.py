@@ -51,7 +51,7 @@ def test_every_other_write_of_the_old_execution_is_refused_too(result, read, que
     )
     assert all(row["generation"] == 2 for row in generations)
     assert (
-        query(db, "SELECT order_id FROM assistant_orders WHERE work_id = ?", result["work_id"])
+        query(db, "SELECT id FROM assistant_orders WHERE work_id = ?", result["work_id"])
         == []
     )
 

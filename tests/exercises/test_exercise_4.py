@@ -36,7 +36,7 @@ def test_each_order_fits_but_together_they_exceed_the_ceiling(result, read, quer
 def test_only_the_affordable_order_is_reserved(result, read, query):
     db = read(result["shop"])
     orders = query(
-        db, "SELECT order_id, amount_cents, status FROM assistant_orders ORDER BY order_id"
+        db, "SELECT id, amount_cents, status FROM assistant_orders ORDER BY id"
     )
     approved = [o for o in orders if o["status"] == "APPROVED"]
     assert sorted(o["status"] for o in orders) == ["APPROVED", "DRAFT"]
@@ -46,4 +46,4 @@ def test_only_the_affordable_order_is_reserved(result, read, query):
     approvals = sorted(worker["approval"].split(":")[0] for worker in result["workers"].values())
     assert approvals == ["APPROVED", "PermissionError"]
     refused = next(w for w in result["workers"].values() if w["approval"] != "APPROVED")
-    assert refused["order_id"] != approved[0]["order_id"]
+    assert refused["order_id"] != approved[0]["id"]

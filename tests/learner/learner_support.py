@@ -56,7 +56,7 @@ def approved_order(
     """Propose six vanilla tubs for the held work and record the operator's approval."""
     order = propose(db, held, supplier=supplier, proposal=VANILLA, now=now)
     return approve(
-        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now
+        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now
     )
 
 

@@ -57,7 +57,7 @@ class Scripted:
 def approve_other(db, held, policy, proposal):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=T + 1)
     return approve(
-        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=T + 1
+        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=T + 1
     )
 
 
@@ -67,13 +67,13 @@ def unknown_order(db, held, policy, proposal=OAT):
     execute(
         db,
         held,
-        order["order_id"],
+        order["id"],
         Scripted(ConnectionError("reply lost")),
         policy=policy,
         now=T + 2,
     )
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
-    return get_order(db, order["order_id"])
+    assert get_order(db, order["id"])["status"] == "UNKNOWN"
+    return get_order(db, order["id"])
 
 
 def sending_order(db, held, policy, proposal=CHOCOLATE):
@@ -83,13 +83,13 @@ def sending_order(db, held, policy, proposal=CHOCOLATE):
         execute(
             db,
             held,
-            order["order_id"],
+            order["id"],
             Scripted(RuntimeError("crashed while sending")),
             policy=policy,
             now=T + 2,
         )
-    assert get_order(db, order["order_id"])["status"] == "SENDING"
-    return get_order(db, order["order_id"])
+    assert get_order(db, order["id"])["status"] == "SENDING"
+    return get_order(db, order["id"])
 
 
 def outcome(db, work_id):
@@ -157,7 +157,7 @@ def test_the_holder_cannot_send_after_a_cancel(impl, db, held, policy):
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "the holder's approval.execute after a cancel"):
-        execute(db, held, order["order_id"], Scripted(), policy=policy, now=T + 2)
+        execute(db, held, order["id"], Scripted(), policy=policy, now=T + 2)
     assert snapshot(db) == before, "a refused send changes nothing"
 
 
@@ -169,9 +169,9 @@ def test_approved_and_draft_orders_are_revoked_and_their_money_released(impl, db
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
 
     for order in (approved, draft):
-        after = get_order(db, order["order_id"])
+        after = get_order(db, order["id"])
         assert (after["status"], after["revoked_by"]) == ("REVOKED", OPERATOR), (
-            f"an unsent order is revoked by the operator: order {order['order_id']} "
+            f"an unsent order is revoked by the operator: order {order['id']} "
             f"{after['status']} revoked by {after['revoked_by']!r}"
         )
     money = account(db)
@@ -193,12 +193,12 @@ def test_orders_that_may_be_at_the_supplier_are_left_for_reconcile(impl, db, hel
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
 
     for order in (unknown, sending):
-        after = get_order(db, order["order_id"])
+        after = get_order(db, order["id"])
         assert after == order, (
             f"a {order['status']} order may already be at the supplier: the cancel leaves it "
             f"untouched, got {after['status']}"
         )
-    assert get_order(db, approved["order_id"])["status"] == "REVOKED"
+    assert get_order(db, approved["id"])["status"] == "REVOKED"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (reserved, 0), (
         f"only the unsent order's money is released; the uncertain ones keep theirs: {money}"

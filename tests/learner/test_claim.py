@@ -24,7 +24,6 @@ from learner_support import (
 
 from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
-from lucyshop.store import immediate
 
 
 def test_pending_work_is_claimed_at_generation_1(impl, db, add_work):
@@ -339,7 +338,7 @@ def fill(db, pending: int, finished: int = 0) -> None:
         (f"bulk-{n}", f"session-{n}", "one turn", 0.0, "finished" if n < finished else "pending")
         for n in range(finished + pending)
     ]
-    with immediate(db):
+    with db.immediate():
         db.executemany(
             "INSERT INTO work(source_id, session_id, text, created, state) VALUES (?, ?, ?, ?, ?)",
             items,

@@ -42,10 +42,10 @@ def uncertain(impl, db, add_work, policy):
         order = approved_order(db, held, "dairy", policy, now=past + 1)
         if drop is not None:
             drop.set_faults(drop_next=1)  # the supplier commits the order, then loses the reply
-        sent = execute(db, held, order["order_id"], client, policy=policy, now=past + 2)
+        sent = execute(db, held, order["id"], client, policy=policy, now=past + 2)
         assert sent["status"] == "UNKNOWN", sent
         impl.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]}, now=past + 3)
-        return held, get_order(db, order["order_id"])
+        return held, get_order(db, order["id"])
 
     return make
 
@@ -59,7 +59,7 @@ def test_an_order_the_supplier_has_is_settled_by_lookup(impl, db, uncertain, sup
 
     report = impl.reconcile(db, spy)
 
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED", "the lookup found it: ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED", "the lookup found it: ACCEPTED"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (0, VANILLA_CENTS), (
         f"the reservation moved to spent: {money}"
@@ -68,7 +68,7 @@ def test_an_order_the_supplier_has_is_settled_by_lookup(impl, db, uncertain, sup
     assert len(report) == 1, f"one row per uncertain order, got {report}"
     row = report[0]
     assert (row["order_id"], row["operation"], row["before"], row["after"]) == (
-        order["order_id"],
+        order["id"],
         order["operation"],
         "UNKNOWN",
         "ACCEPTED",
@@ -83,16 +83,16 @@ def test_a_rejected_order_releases_its_reservation(impl, db, add_work, policy, s
     oat = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}
     order = propose(db, held, supplier="dairy", proposal=oat, now=past + 1)
     approve(
-        db, order["order_id"], actor="lucy", digest=order["digest"], policy=policy, now=past + 1
+        db, order["id"], actor="lucy", digest=order["digest"], policy=policy, now=past + 1
     )
     supplier.set_faults(drop_next=1)
-    execute(db, held, order["order_id"], supplier.client(), policy=policy, now=past + 2)
+    execute(db, held, order["id"], supplier.client(), policy=policy, now=past + 2)
     impl.finish(db, held, "BLOCKED", {}, now=past + 3)
     assert account(db)["reserved_cents"] == 600, "approval reserved 600 cents"
 
     report = impl.reconcile(db, LookupOnly(supplier.client()))
 
-    assert get_order(db, order["order_id"])["status"] == "REJECTED"
+    assert get_order(db, order["id"])["status"] == "REJECTED"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (0, 0), (
         f"REJECTED releases it: {money}"
@@ -107,12 +107,12 @@ def test_an_operation_the_supplier_never_saw_stays_unknown(impl, db, uncertain, 
 
     report = impl.reconcile(db, spy)
 
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN", (
+    assert get_order(db, order["id"])["status"] == "UNKNOWN", (
         "not found is not proof it will never arrive: the order stays UNKNOWN"
     )
     assert account(db)["reserved_cents"] == VANILLA_CENTS, "its reservation is kept"
     assert ledger_orders(supplier.database) == [], "reconcile placed nothing"
-    assert len(report) == 1 and report[0]["order_id"] == order["order_id"], f"got {report}"
+    assert len(report) == 1 and report[0]["order_id"] == order["id"], f"got {report}"
     assert report[0]["after"] == "UNKNOWN" and report[0]["note"], (
         f"the row says the supplier never saw it: {report[0]}"
     )
@@ -124,7 +124,7 @@ def test_a_supplier_that_is_down_leaves_it_unknown(impl, db, uncertain, supplier
 
     report = impl.reconcile(db, down)
 
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN", "no answer settles nothing"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN", "no answer settles nothing"
     assert account(db)["reserved_cents"] == VANILLA_CENTS, "its reservation is kept"
     assert len(report) == 1 and report[0]["after"] == "UNKNOWN" and report[0]["note"], (
         f"got {report}"
@@ -147,7 +147,7 @@ def test_running_work_is_left_to_its_holder(impl, db, add_work, policy, supplier
     held = impl.claim(db, "till", ttl=30, now=past)
     order = approved_order(db, held, "dairy", policy, now=past + 1)
     supplier.set_faults(drop_next=1)
-    execute(db, held, order["order_id"], supplier.client(), policy=policy, now=past + 2)
+    execute(db, held, order["id"], supplier.client(), policy=policy, now=past + 2)
     before = snapshot(db)
     report = impl.reconcile(db, LookupOnly(supplier.client()))
     assert report == [], f"only finished work is reconciled, got {report}"

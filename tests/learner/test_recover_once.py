@@ -90,7 +90,7 @@ def test_an_approved_order_is_continued_to_accepted(impl, db, crashed, supplier,
     stored = outcome(db, held.work_id)
     assert (stored["generation"], stored["status"]) == (2, "DONE"), f"the outcome row: {stored}"
     assert work(db, held.work_id)["state"] == "finished"
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (0, VANILLA_CENTS), (
         f"the reservation moved to spent: {money}"
@@ -118,7 +118,7 @@ def test_an_order_already_sent_is_looked_up_not_sent_again(
 ):
     held, order = crashed()
     supplier.set_faults(drop_next=1)  # the supplier commits, then the reply is lost
-    sent = execute(db, held, order["order_id"], supplier.client(), policy=policy, now=past + 2)
+    sent = execute(db, held, order["id"], supplier.client(), policy=policy, now=past + 2)
     assert sent["status"] == "UNKNOWN", sent
     client = Spy(supplier.client())
 
@@ -129,7 +129,7 @@ def test_an_order_already_sent_is_looked_up_not_sent_again(
         f"an uncertain order is looked up by its operation id, never sent again: "
         f"lookups {client.lookups}, orders {client.orders}"
     )
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED"
     assert len(ledger_orders(supplier.database)) == 1, "still one order at the supplier"
 
 
@@ -167,7 +167,7 @@ def test_a_proposal_nobody_approved_is_not_sent(impl, db, add_work, supplier, po
     )
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
     assert got.status == "BLOCKED", f"a DRAFT is not approved: BLOCKED, got {got}"
-    assert get_order(db, draft["order_id"])["status"] == "DRAFT"
+    assert get_order(db, draft["id"])["status"] == "DRAFT"
     assert ledger_orders(supplier.database) == [], "nothing was sent"
     assert outcome(db, work_id)["status"] == "BLOCKED"
 
@@ -179,7 +179,7 @@ def test_a_supplier_that_is_down_leaves_the_order_unknown_and_blocked(impl, db, 
     got = impl.recover_once(db, owner="rescuer", supplier=down, policy=policy)
 
     assert (got.status, got.generation) == ("BLOCKED", 2), f"no answer: BLOCKED, got {got}"
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN", "the order may or may not exist"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN", "the order may or may not exist"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (VANILLA_CENTS, 0), (
         f"the reservation is kept until the order is known: {money}"

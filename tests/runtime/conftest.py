@@ -16,7 +16,6 @@ import pytest
 
 from lucyshop.approval import SpendingPolicy, account, open_shop
 from lucyshop.lab.given.orders import POLICY
-from lucyshop.store import immediate
 
 SUPPLIER = "dairy"
 _sources = itertools.count(1)
@@ -44,7 +43,7 @@ def make_running(
     now = time.time() if now is None else now
     admission = queue.admit(f"source-{next(_sources)}", session_id, text)
     assert admission.status == "accepted", admission
-    with immediate(db):
+    with db.immediate():
         db.execute(
             "UPDATE work SET state = 'running', worker_id = ? WHERE work_id = ?",
             (worker_id, admission.work_id),
@@ -57,7 +56,7 @@ def make_running(
 
 
 def orders_table(db) -> list[dict[str, Any]]:
-    return [dict(r) for r in db.execute("SELECT * FROM assistant_orders ORDER BY order_id")]
+    return [dict(r) for r in db.execute("SELECT * FROM assistant_orders ORDER BY id")]
 
 
 def read_back(db) -> tuple[list[dict[str, Any]], dict[str, int]]:

@@ -34,7 +34,7 @@ LIMIT = 100_000  # the account's own limit in a fresh shop
 
 
 def orders(db) -> list[dict]:
-    return [dict(r) for r in db.execute("SELECT * FROM assistant_orders ORDER BY order_id")]
+    return [dict(r) for r in db.execute("SELECT * FROM assistant_orders ORDER BY id")]
 
 
 def money(reserved=0, spent=0) -> dict[str, int]:
@@ -49,7 +49,7 @@ def approved(db, held, policy, proposal=VANILLA, *, ttl=600.0, now=None, supplie
     order = draft(db, held, proposal, supplier=supplier, now=now)
     return approve(
         db,
-        order["order_id"],
+        order["id"],
         actor=OPERATOR,
         digest=order["digest"],
         policy=policy,
@@ -61,7 +61,7 @@ def approved(db, held, policy, proposal=VANILLA, *, ttl=600.0, now=None, supplie
 def set_status(db, order_id, *statuses):
     """Walk an order through status moves with raw SQL (the trigger still vets each one)."""
     for status in statuses:
-        db.execute("UPDATE assistant_orders SET status = ? WHERE order_id = ?", (status, order_id))
+        db.execute("UPDATE assistant_orders SET status = ? WHERE id = ?", (status, order_id))
 
 
 def receipt_for(order, status="ACCEPTED"):
@@ -255,14 +255,14 @@ def test_an_operator_approves_by_digest_until_the_ttl_and_the_money_is_reserved(
     now = time.time()
     result = approve(
         db,
-        order["order_id"],
+        order["id"],
         actor=OPERATOR,
         digest=order["digest"],
         policy=policy,
         ttl=120,
         now=now,
     )
-    row = get_order(db, order["order_id"])
+    row = get_order(db, order["id"])
     assert result == row
     assert (row["status"], row["approved_by"]) == ("APPROVED", OPERATOR)
     assert row["approval_expires"] == pytest.approx(now + 120)
@@ -290,15 +290,15 @@ def test_approval_is_refused_to_someone_not_on_the_allowlist(
 ):
     db, _ = ch11_shop
     order = draft(db, hold())
-    refused_approval(order["order_id"], actor="assistant", policy=policy, match="not an operator")
-    assert get_order(db, order["order_id"])["status"] == "DRAFT"
+    refused_approval(order["id"], actor="assistant", policy=policy, match="not an operator")
+    assert get_order(db, order["id"])["status"] == "DRAFT"
 
 
 def test_approval_of_another_digest_is_refused(ch11_shop, hold, policy, refused_approval):
     db, _ = ch11_shop
     order = draft(db, hold())
     other = digest({**VANILLA, "quantity": 60})
-    refused_approval(order["order_id"], digest=other, policy=policy, match="digest")
+    refused_approval(order["id"], digest=other, policy=policy, match="digest")
 
 
 @pytest.mark.parametrize("status", ["APPROVED", "REVOKED"])
@@ -306,15 +306,15 @@ def test_only_a_draft_can_be_approved(ch11_shop, hold, policy, refused_approval,
     db, _ = ch11_shop
     order = approved(db, hold(), policy)
     if status == "REVOKED":
-        revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
-    refused_approval(order["order_id"], policy=policy, match="only a DRAFT")
+        revoke(db, order["id"], actor=OPERATOR, policy=policy)
+    refused_approval(order["id"], policy=policy, match="only a DRAFT")
 
 
 def test_an_order_above_the_automatic_ceiling_is_refused(ch11_shop, hold, refused_approval):
     db, _ = ch11_shop
     strict = SpendingPolicy({OPERATOR}, total_cents=10_000, automatic_order_cents=VANILLA_CENTS - 1)
     order = draft(db, hold())
-    refused_approval(order["order_id"], policy=strict, match="automatic order ceiling")
+    refused_approval(order["id"], policy=strict, match="automatic order ceiling")
 
 
 def test_an_order_exactly_at_both_ceilings_is_approved(ch11_shop, hold):
@@ -334,7 +334,7 @@ def test_two_orders_that_each_fit_but_together_exceed_the_account_are_refused(
     held = hold()
     approved(db, held, tight)
     second = draft(db, held, {**VANILLA, "sku": "chocolate-tub"})
-    refused_approval(second["order_id"], policy=tight, match="account ceiling")
+    refused_approval(second["id"], policy=tight, match="account ceiling")
     assert account(db) == money(reserved=VANILLA_CENTS)
 
 
@@ -343,10 +343,10 @@ def test_money_already_spent_counts_against_the_account_ceiling(ch11_shop, hold,
     tight = SpendingPolicy({OPERATOR}, total_cents=5_000, automatic_order_cents=5_000)
     held = hold()
     first = approved(db, held, tight)
-    set_status(db, first["order_id"], "SENDING")
-    record_receipt(db, first["order_id"], receipt_for(first))
+    set_status(db, first["id"], "SENDING")
+    record_receipt(db, first["id"], receipt_for(first))
     second = draft(db, held, {**VANILLA, "sku": "chocolate-tub"})
-    refused_approval(second["order_id"], policy=tight, match="account ceiling")
+    refused_approval(second["id"], policy=tight, match="account ceiling")
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
@@ -356,7 +356,7 @@ def test_the_accounts_own_limit_caps_a_more_generous_policy(
     db, _ = ch11_shop
     db.execute("UPDATE spending_account SET limit_cents = ?", (VANILLA_CENTS - 1,))
     order = draft(db, hold())
-    refused_approval(order["order_id"], policy=policy, match="account ceiling")
+    refused_approval(order["id"], policy=policy, match="account ceiling")
 
 
 @pytest.mark.parametrize("ttl", [0, -5, float("nan"), float("inf"), 86_401, "600", None])
@@ -365,7 +365,7 @@ def test_an_approval_needs_a_ttl_above_zero_and_at_most_a_day(
 ):
     db, _ = ch11_shop
     order = draft(db, hold())
-    refused_approval(order["order_id"], policy=policy, ttl=ttl, error=ValueError, match="86400")
+    refused_approval(order["id"], policy=policy, ttl=ttl, error=ValueError, match="86400")
 
 
 def test_approving_an_order_that_does_not_exist_is_a_value_error(ch11_shop, policy, snapshot):
@@ -382,8 +382,8 @@ def test_approving_an_order_that_does_not_exist_is_a_value_error(ch11_shop, poli
 def test_revoking_an_approved_order_releases_its_reservation(ch11_shop, hold, policy):
     db, _ = ch11_shop
     order = approved(db, hold(), policy)
-    revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
-    row = get_order(db, order["order_id"])
+    revoke(db, order["id"], actor=OPERATOR, policy=policy)
+    row = get_order(db, order["id"])
     assert (row["status"], row["revoked_by"]) == ("REVOKED", OPERATOR)
     assert account(db) == money()
 
@@ -391,8 +391,8 @@ def test_revoking_an_approved_order_releases_its_reservation(ch11_shop, hold, po
 def test_revoking_a_draft_leaves_the_account_alone(ch11_shop, hold, policy):
     db, _ = ch11_shop
     order = draft(db, hold())
-    revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
-    assert get_order(db, order["order_id"])["status"] == "REVOKED"
+    revoke(db, order["id"], actor=OPERATOR, policy=policy)
+    assert get_order(db, order["id"])["status"] == "REVOKED"
     assert account(db) == money()
 
 
@@ -401,7 +401,7 @@ def test_only_an_operator_may_revoke(ch11_shop, hold, policy, snapshot):
     order = approved(db, hold(), policy)
     before = snapshot()
     with pytest.raises(PermissionError, match="not an operator"):
-        revoke(db, order["order_id"], actor="assistant", policy=policy)
+        revoke(db, order["id"], actor="assistant", policy=policy)
     assert snapshot() == before
 
 
@@ -411,10 +411,10 @@ def test_an_order_that_may_be_at_the_supplier_cannot_be_revoked(
 ):
     db, _ = ch11_shop
     order = approved(db, hold(), policy)
-    set_status(db, order["order_id"], *statuses)
+    set_status(db, order["id"], *statuses)
     before = snapshot()
     with pytest.raises(PermissionError, match="may already be at the supplier"):
-        revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
+        revoke(db, order["id"], actor=OPERATOR, policy=policy)
     assert snapshot() == before
 
 
@@ -426,15 +426,15 @@ def sent(ch11_shop, hold, policy):
     """An approved order marked SENDING, as execute leaves it just before the request."""
     db, _ = ch11_shop
     order = approved(db, hold(), policy)
-    set_status(db, order["order_id"], "SENDING")
-    return get_order(db, order["order_id"])
+    set_status(db, order["id"], "SENDING")
+    return get_order(db, order["id"])
 
 
 def test_an_accepted_receipt_moves_the_reservation_to_spent(ch11_shop, sent):
     db, _ = ch11_shop
     receipt = receipt_for(sent)
-    record_receipt(db, sent["order_id"], receipt)
-    row = get_order(db, sent["order_id"])
+    record_receipt(db, sent["id"], receipt)
+    row = get_order(db, sent["id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
     assert account(db) == money(spent=VANILLA_CENTS)
@@ -442,34 +442,34 @@ def test_an_accepted_receipt_moves_the_reservation_to_spent(ch11_shop, sent):
 
 def test_a_rejected_receipt_releases_the_reservation(ch11_shop, sent):
     db, _ = ch11_shop
-    record_receipt(db, sent["order_id"], receipt_for(sent, "REJECTED"))
-    assert get_order(db, sent["order_id"])["status"] == "REJECTED"
+    record_receipt(db, sent["id"], receipt_for(sent, "REJECTED"))
+    assert get_order(db, sent["id"])["status"] == "REJECTED"
     assert account(db) == money()
 
 
 def test_an_unknown_order_is_settled_by_its_receipt(ch11_shop, sent):
     db, _ = ch11_shop
-    set_status(db, sent["order_id"], "UNKNOWN")
-    record_receipt(db, sent["order_id"], receipt_for(sent))
-    assert get_order(db, sent["order_id"])["status"] == "ACCEPTED"
+    set_status(db, sent["id"], "UNKNOWN")
+    record_receipt(db, sent["id"], receipt_for(sent))
+    assert get_order(db, sent["id"])["status"] == "ACCEPTED"
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_the_same_receipt_twice_changes_nothing(ch11_shop, sent, snapshot):
     db, _ = ch11_shop
-    record_receipt(db, sent["order_id"], receipt_for(sent))
+    record_receipt(db, sent["id"], receipt_for(sent))
     before = snapshot()
-    record_receipt(db, sent["order_id"], receipt_for(sent))
+    record_receipt(db, sent["id"], receipt_for(sent))
     assert snapshot() == before
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
 def test_a_contradicting_receipt_is_refused(ch11_shop, sent, snapshot):
     db, _ = ch11_shop
-    record_receipt(db, sent["order_id"], receipt_for(sent))
+    record_receipt(db, sent["id"], receipt_for(sent))
     before = snapshot()
     with pytest.raises(RuntimeError, match="the supplier now says REJECTED"):
-        record_receipt(db, sent["order_id"], receipt_for(sent, "REJECTED"))
+        record_receipt(db, sent["id"], receipt_for(sent, "REJECTED"))
     assert snapshot() == before
 
 
@@ -488,7 +488,7 @@ def test_a_receipt_for_another_operation_or_not_a_receipt_is_a_value_error(
     db, _ = ch11_shop
     before = snapshot()
     with pytest.raises(ValueError):
-        record_receipt(db, sent["order_id"], receipt)
+        record_receipt(db, sent["id"], receipt)
     assert snapshot() == before
 
 
@@ -497,7 +497,7 @@ def test_a_receipt_must_be_conclusive(ch11_shop, sent, snapshot, status):
     db, _ = ch11_shop
     before = snapshot()
     with pytest.raises(ValueError, match="ACCEPTED or REJECTED"):
-        record_receipt(db, sent["order_id"], {"operation": sent["operation"], "status": status})
+        record_receipt(db, sent["id"], {"operation": sent["operation"], "status": status})
     assert snapshot() == before
 
 
@@ -507,10 +507,10 @@ def test_a_receipt_for_an_order_never_sent_is_refused(ch11_shop, hold, policy, s
     held = hold()
     order = draft(db, held) if status == "DRAFT" else approved(db, held, policy)
     if status == "REVOKED":
-        revoke(db, order["order_id"], actor=OPERATOR, policy=policy)
+        revoke(db, order["id"], actor=OPERATOR, policy=policy)
     before = snapshot()
     with pytest.raises(PermissionError, match="never sent"):
-        record_receipt(db, order["order_id"], receipt_for(order))
+        record_receipt(db, order["id"], receipt_for(order))
     assert snapshot() == before
 
 
@@ -528,10 +528,10 @@ def test_the_database_refuses_an_illegal_order_status_move(
 ):
     db, _ = ch11_shop
     order = approved(db, hold(), policy)
-    set_status(db, order["order_id"], *start[1:])
+    set_status(db, order["id"], *start[1:])
     before = snapshot()
     with pytest.raises(sqlite3.IntegrityError, match="illegal order status move"):
-        set_status(db, order["order_id"], target)
+        set_status(db, order["id"], target)
     assert snapshot() == before
 
 
@@ -560,11 +560,11 @@ def test_execute_sends_an_approved_order_once_and_records_the_receipt(
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    receipt = execute(db, held, order["order_id"], fake_supplier, policy=policy)
+    receipt = execute(db, held, order["id"], fake_supplier, policy=policy)
     assert receipt == fake_supplier.known[order["operation"]]
     assert receipt["status"] == "ACCEPTED"
     assert fake_supplier.calls == [("order", order["operation"])]  # an APPROVED order: no lookup
-    row = get_order(db, order["order_id"])
+    row = get_order(db, order["id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
     assert account(db) == money(spent=VANILLA_CENTS)
@@ -575,8 +575,8 @@ def test_execute_records_a_rejection_and_releases_the_money(ch11_shop, hold, pol
     held = hold()
     order = approved(db, held, policy)
     supplier = make_supplier(status="REJECTED")
-    assert execute(db, held, order["order_id"], supplier, policy=policy)["status"] == "REJECTED"
-    assert get_order(db, order["order_id"])["status"] == "REJECTED"
+    assert execute(db, held, order["id"], supplier, policy=policy)["status"] == "REJECTED"
+    assert get_order(db, order["id"])["status"] == "REJECTED"
     assert account(db) == money()
 
 
@@ -586,7 +586,7 @@ def test_execute_refuses_an_order_of_another_work(
     db, _ = ch11_shop
     owner, other = hold("w-1"), hold("w-2")
     order = approved(db, owner, policy)
-    refused_execute(other, order["order_id"], fake_supplier, policy=policy, match="belongs to work")
+    refused_execute(other, order["id"], fake_supplier, policy=policy, match="belongs to work")
 
 
 @pytest.mark.parametrize("why", NOT_HOLDER)
@@ -599,9 +599,9 @@ def test_execute_refuses_a_caller_that_is_not_the_current_holder(
     order = approved(db, held, policy, now=now)
     caller, at = NOT_HOLDER[why](db, held, now)
     refused_execute(
-        caller, order["order_id"], fake_supplier, policy=policy, now=at, match="not held by|lease"
+        caller, order["id"], fake_supplier, policy=policy, now=at, match="not held by|lease"
     )
-    assert get_order(db, order["order_id"])["status"] == "APPROVED"
+    assert get_order(db, order["id"])["status"] == "APPROVED"
 
 
 def test_a_superseded_generation_cannot_send_through_execute(
@@ -617,10 +617,10 @@ def test_a_superseded_generation_cannot_send_through_execute(
         (time.time() + 60, old.work_id),
     )
     refused_execute(
-        old, order["order_id"], fake_supplier, policy=policy, match="not held by 'lucy-bot#1'"
+        old, order["id"], fake_supplier, policy=policy, match="not held by 'lucy-bot#1'"
     )
     new = replace(old, worker_id="lucy-bot#2")
-    assert execute(db, new, order["order_id"], fake_supplier, policy=policy)["status"] == "ACCEPTED"
+    assert execute(db, new, order["id"], fake_supplier, policy=policy)["status"] == "ACCEPTED"
     assert fake_supplier.orders_sent == 1
 
 
@@ -632,7 +632,7 @@ def test_execute_refuses_a_supplier_the_order_is_not_for(
     order = approved(db, held, policy)
     refused_execute(
         held,
-        order["order_id"],
+        order["id"],
         make_supplier(identity="bakery"),
         policy=policy,
         match="is for 'dairy', not 'bakery'",
@@ -645,9 +645,9 @@ def test_a_conclusive_order_returns_its_receipt_without_asking_the_supplier(
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    first = execute(db, held, order["order_id"], fake_supplier, policy=policy)
+    first = execute(db, held, order["id"], fake_supplier, policy=policy)
     before, calls = snapshot(), list(fake_supplier.calls)
-    again = execute(db, held, order["order_id"], fake_supplier, policy=policy)
+    again = execute(db, held, order["id"], fake_supplier, policy=policy)
     assert again == first
     assert fake_supplier.calls == calls
     assert snapshot() == before
@@ -659,17 +659,17 @@ def test_a_conclusive_order_is_still_refused_to_a_non_holder_or_another_supplier
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    execute(db, held, order["order_id"], fake_supplier, policy=policy)
+    execute(db, held, order["id"], fake_supplier, policy=policy)
     refused_execute(
         replace(held, worker_id="intruder"),
-        order["order_id"],
+        order["id"],
         fake_supplier,
         policy=policy,
         match="not held by",
     )
     refused_execute(
         held,
-        order["order_id"],
+        order["id"],
         make_supplier(identity="bakery"),
         policy=policy,
         match="not 'bakery'",
@@ -683,12 +683,12 @@ def test_an_uncertain_order_is_looked_up_first_and_recorded_without_a_second_sen
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    set_status(db, order["order_id"], *statuses)
+    set_status(db, order["id"], *statuses)
     there = fake_supplier.receipt(order["operation"])
     fake_supplier.known[order["operation"]] = there
-    assert execute(db, held, order["order_id"], fake_supplier, policy=policy) == there
+    assert execute(db, held, order["id"], fake_supplier, policy=policy) == there
     assert fake_supplier.calls == [("lookup", order["operation"])]
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED"
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
@@ -699,12 +699,12 @@ def test_an_uncertain_order_is_settled_by_lookup_even_after_its_approval_expired
     now = time.time()
     held = hold(ttl=600, now=now)
     order = approved(db, held, policy, ttl=10, now=now)
-    set_status(db, order["order_id"], "SENDING", "UNKNOWN")
+    set_status(db, order["id"], "SENDING", "UNKNOWN")
     fake_supplier.known[order["operation"]] = fake_supplier.receipt(order["operation"])
-    receipt = execute(db, held, order["order_id"], fake_supplier, policy=policy, now=now + 60)
+    receipt = execute(db, held, order["id"], fake_supplier, policy=policy, now=now + 60)
     assert receipt["status"] == "ACCEPTED"
     assert fake_supplier.orders_sent == 0
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED"
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
@@ -714,11 +714,11 @@ def test_an_unknown_order_the_supplier_never_saw_is_sent_again_once(
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    set_status(db, order["order_id"], "SENDING", "UNKNOWN")
-    receipt = execute(db, held, order["order_id"], fake_supplier, policy=policy)
+    set_status(db, order["id"], "SENDING", "UNKNOWN")
+    receipt = execute(db, held, order["id"], fake_supplier, policy=policy)
     assert receipt["status"] == "ACCEPTED"
     assert fake_supplier.calls == [("lookup", order["operation"]), ("order", order["operation"])]
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED"
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
@@ -728,12 +728,12 @@ def test_a_lookup_that_fails_leaves_the_order_unknown_and_sends_nothing(
     db, _ = ch11_shop
     held = hold()
     order = approved(db, held, policy)
-    set_status(db, order["order_id"], "SENDING")
+    set_status(db, order["id"], "SENDING")
     supplier = make_supplier(lookup_error=ConnectionError("connection refused"))
-    receipt = execute(db, held, order["order_id"], supplier, policy=policy)
+    receipt = execute(db, held, order["id"], supplier, policy=policy)
     assert (receipt["operation"], receipt["status"]) == (order["operation"], "UNKNOWN")
     assert supplier.calls == [("lookup", order["operation"])]
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN"
     assert account(db) == money(reserved=VANILLA_CENTS)
 
 
@@ -743,7 +743,7 @@ def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
     db, _ = ch11_shop
     held = hold("lucy-bot#1")
     order = approved(db, held, policy)
-    set_status(db, order["order_id"], "SENDING", "UNKNOWN")
+    set_status(db, order["id"], "SENDING", "UNKNOWN")
 
     def replacement_takes_over(operation):
         db.execute("UPDATE work SET worker_id = 'lucy-bot#2' WHERE work_id = ?", (held.work_id,))
@@ -754,9 +754,9 @@ def test_a_takeover_during_the_lookup_is_caught_by_the_recheck_before_sending(
 
     supplier = make_supplier(on_lookup=replacement_takes_over)
     with pytest.raises(PermissionError, match="not held by 'lucy-bot#1'"):
-        execute(db, held, order["order_id"], supplier, policy=policy)
+        execute(db, held, order["id"], supplier, policy=policy)
     assert supplier.calls == [("lookup", order["operation"])]
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN"
     assert account(db) == money(reserved=VANILLA_CENTS)
 
 
@@ -766,13 +766,13 @@ def test_execute_refuses_a_revoked_or_never_approved_order(
     db, _ = ch11_shop
     held = hold()
     revoked = approved(db, held, policy)
-    revoke(db, revoked["order_id"], actor=OPERATOR, policy=policy)
+    revoke(db, revoked["id"], actor=OPERATOR, policy=policy)
     refused_execute(
-        held, revoked["order_id"], fake_supplier, policy=policy, match="REVOKED, not approved"
+        held, revoked["id"], fake_supplier, policy=policy, match="REVOKED, not approved"
     )
     unapproved = draft(db, held, {**VANILLA, "quantity": 1})
     refused_execute(
-        held, unapproved["order_id"], fake_supplier, policy=policy, match="DRAFT, not approved"
+        held, unapproved["id"], fake_supplier, policy=policy, match="DRAFT, not approved"
     )
 
 
@@ -784,10 +784,10 @@ def test_execute_refuses_to_send_on_an_expired_approval(
     now = time.time()
     held = hold(ttl=600, now=now)
     order = approved(db, held, policy, ttl=10, now=now)
-    set_status(db, order["order_id"], *statuses)
+    set_status(db, order["id"], *statuses)
     before = snapshot()
     with pytest.raises(PermissionError, match="approval of order .* has expired"):
-        execute(db, held, order["order_id"], fake_supplier, policy=policy, now=now + 10)
+        execute(db, held, order["id"], fake_supplier, policy=policy, now=now + 10)
     assert snapshot() == before
     assert fake_supplier.orders_sent == 0  # an uncertain one was only looked up
 
@@ -806,7 +806,7 @@ def test_execute_rechecks_the_ceiling_of_the_policy_in_force(
     held = hold()
     order = approved(db, held, policy)
     stricter = SpendingPolicy({OPERATOR}, total_cents=total, automatic_order_cents=automatic)
-    refused_execute(held, order["order_id"], fake_supplier, policy=stricter, match=match)
+    refused_execute(held, order["id"], fake_supplier, policy=stricter, match=match)
 
 
 def test_execute_refuses_when_the_reservation_is_missing(
@@ -817,7 +817,7 @@ def test_execute_refuses_when_the_reservation_is_missing(
     order = approved(db, held, policy)
     db.execute("UPDATE spending_account SET reserved_cents = ?", (VANILLA_CENTS - 1,))
     refused_execute(
-        held, order["order_id"], fake_supplier, policy=policy, match="reservation .* is missing"
+        held, order["id"], fake_supplier, policy=policy, match="reservation .* is missing"
     )
 
 
@@ -831,7 +831,7 @@ def test_execute_refuses_a_supplier_timeout_not_shorter_than_the_lease_left(
     order = approved(db, held, policy, now=now)
     refused_execute(
         held,
-        order["order_id"],
+        order["id"],
         make_supplier(timeout=timeout),
         policy=policy,
         now=now,
@@ -840,7 +840,7 @@ def test_execute_refuses_a_supplier_timeout_not_shorter_than_the_lease_left(
     # The same order goes through once the timeout fits inside the lease.
     fits = make_supplier(timeout=29.0)
     assert (
-        execute(db, held, order["order_id"], fits, policy=policy, now=now)["status"] == "ACCEPTED"
+        execute(db, held, order["id"], fits, policy=policy, now=now)["status"] == "ACCEPTED"
     )
 
 
@@ -851,10 +851,10 @@ def test_a_transport_failure_leaves_the_order_unknown_with_its_reservation_kept(
     held = hold()
     order = approved(db, held, policy)
     supplier = make_supplier(order_error=ConnectionError("reset by peer"))
-    receipt = execute(db, held, order["order_id"], supplier, policy=policy)
+    receipt = execute(db, held, order["id"], supplier, policy=policy)
     assert (receipt["operation"], receipt["status"]) == (order["operation"], "UNKNOWN")
     assert supplier.calls == [("order", order["operation"])]
-    row = get_order(db, order["order_id"])
+    row = get_order(db, order["id"])
     assert (row["status"], row["receipt"]) == ("UNKNOWN", None)
     assert account(db) == money(reserved=VANILLA_CENTS)
 
@@ -868,13 +868,13 @@ def test_a_real_supplier_accepts_an_approved_order_once(ch11_shop, hold, policy,
     with supplier_process(tmp_path) as running:
         order = approved(db, held, policy, supplier=running.identity)
         client = running.client(timeout=2.0)
-        receipt = execute(db, held, order["order_id"], client, policy=policy)
-        again = execute(db, held, order["order_id"], client, policy=policy)
+        receipt = execute(db, held, order["id"], client, policy=policy)
+        again = execute(db, held, order["id"], client, policy=policy)
     assert receipt["status"] == "ACCEPTED" and again == receipt
     [entry] = ledger_orders(running.database)
     assert (entry["operation"], entry["status"]) == (order["operation"], "ACCEPTED")
     assert (entry["body"], entry["amount_cents"]) == (VANILLA, VANILLA_CENTS)
-    row = get_order(db, order["order_id"])
+    row = get_order(db, order["id"])
     assert row["status"] == "ACCEPTED"
     assert json.loads(row["receipt"]) == receipt
     assert account(db) == money(spent=VANILLA_CENTS)
@@ -889,11 +889,11 @@ def test_a_reply_lost_after_the_supplier_committed_is_recovered_by_lookup(
         order = approved(db, held, policy, supplier=running.identity)
         running.set_faults(drop_next=1)
         client = running.client(timeout=2.0)
-        lost = execute(db, held, order["order_id"], client, policy=policy)
+        lost = execute(db, held, order["id"], client, policy=policy)
         assert lost["status"] == "UNKNOWN"
-        assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
+        assert get_order(db, order["id"])["status"] == "UNKNOWN"
         assert account(db) == money(reserved=VANILLA_CENTS)
-        found = execute(db, held, order["order_id"], client, policy=policy)
+        found = execute(db, held, order["id"], client, policy=policy)
     assert found["status"] == "ACCEPTED"
     assert [e["operation"] for e in ledger_orders(running.database)] == [order["operation"]]
     assert account(db) == money(spent=VANILLA_CENTS)
@@ -906,11 +906,11 @@ def test_a_supplier_that_is_not_there_leaves_the_order_unknown_with_its_reservat
     client = SupplierClient(dead_endpoint(), identity=SUPPLIER, timeout=0.5)
     held = hold()
     order = approved(db, held, policy)
-    receipt = execute(db, held, order["order_id"], client, policy=policy)
+    receipt = execute(db, held, order["id"], client, policy=policy)
     assert (receipt["operation"], receipt["status"]) == (order["operation"], "UNKNOWN")
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN"
     assert account(db) == money(reserved=VANILLA_CENTS)
     # Retrying against the same dead supplier only tries the lookup and stays UNKNOWN.
-    assert execute(db, held, order["order_id"], client, policy=policy)["status"] == "UNKNOWN"
-    assert get_order(db, order["order_id"])["status"] == "UNKNOWN"
+    assert execute(db, held, order["id"], client, policy=policy)["status"] == "UNKNOWN"
+    assert get_order(db, order["id"])["status"] == "UNKNOWN"
     assert account(db) == money(reserved=VANILLA_CENTS)

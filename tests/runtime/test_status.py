@@ -75,7 +75,7 @@ class Scripted:
 def approved(db, held, proposal, now):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=now)
     return approve(
-        db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=ROOMY, now=now
+        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=ROOMY, now=now
     )
 
 
@@ -92,13 +92,13 @@ def build_shop(path: Path) -> None:
         leases.enqueue(queue, "a-1", "s1", "order six vanilla tubs")
         held = leases.claim(db, "till", ttl=30, now=T)
         order = approved(db, held, VANILLA, T + 1)
-        execute(db, held, order["order_id"], Scripted(accept=True), policy=ROOMY, now=T + 2)
+        execute(db, held, order["id"], Scripted(accept=True), policy=ROOMY, now=T + 2)
         leases.finish(db, held, "DONE", {"orders": [order["operation"]]}, now=T + 3)
 
         leases.enqueue(queue, "a-2", "s2", "order two oat milk")
         held = leases.claim(db, "till", ttl=30, now=T + 10)
         order = approved(db, held, OAT, T + 11)
-        execute(db, held, order["order_id"], Scripted(accept=False), policy=ROOMY, now=T + 12)
+        execute(db, held, order["id"], Scripted(accept=False), policy=ROOMY, now=T + 12)
         leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]}, now=T + 13)
 
         work_id = leases.enqueue(queue, "a-3", "s3", "order vanilla for the weekend")
@@ -225,7 +225,7 @@ def test_every_figure_comes_from_the_records(shop_file):
         cancelled["reason"],
         cancelled["generation"],
     ) == (3, OPERATOR, REASON, 2)
-    assert [(o["order_id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
+    assert [(o["id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
         (3, 2700, OPERATOR)
     ]
     orders = report["orders"]
@@ -237,7 +237,7 @@ def test_every_figure_comes_from_the_records(shop_file):
     assert orders["account"] == {"limit_cents": 100_000, "reserved_cents": 600, "spent_cents": 2700}
     [uncertain] = orders["uncertain"]
     db = sqlite3.connect(shop_file)
-    operation = db.execute("SELECT operation FROM assistant_orders WHERE order_id = 2").fetchone()[
+    operation = db.execute("SELECT operation FROM assistant_orders WHERE id = 2").fetchone()[
         0
     ]
     db.close()
@@ -404,7 +404,7 @@ def dropped(tmp_path):
         held = leases.claim(db, "till", ttl=30)
         order = approved(db, held, VANILLA, None)
         up.set_faults(drop_next=1)
-        sent = execute(db, held, order["order_id"], up.client(timeout=1.0), policy=ROOMY)
+        sent = execute(db, held, order["id"], up.client(timeout=1.0), policy=ROOMY)
         assert sent["status"] == "UNKNOWN", sent
         leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]})
         db.close()
@@ -427,7 +427,7 @@ def test_the_printed_reconcile_command_settles_a_dropped_reply(dropped):
     assert f"{order['operation']}  UNKNOWN -> ACCEPTED" in done.stdout, done.stdout
     db = sqlite3.connect(path)
     db.row_factory = sqlite3.Row
-    assert get_order(db, order["order_id"])["status"] == "ACCEPTED", "settled by lookup"
+    assert get_order(db, order["id"])["status"] == "ACCEPTED", "settled by lookup"
     money = account(db)
     db.close()
     assert (money["reserved_cents"], money["spent_cents"]) == (0, 2700), (
@@ -473,7 +473,7 @@ def test_reconcile_json_rows(dropped):
     )
     rows = json.loads(done.stdout)
     assert [(r["order_id"], r["before"], r["after"]) for r in rows] == [
-        (order["order_id"], "UNKNOWN", "ACCEPTED")
+        (order["id"], "UNKNOWN", "ACCEPTED")
     ]
 
 

@@ -17,8 +17,6 @@ from lucyshop.store import (
     RETRY_S,
     WriteLockTimeout,
     connect,
-    immediate,
-    migrate,
     schema_version,
 )
 
@@ -79,7 +77,7 @@ def test_wal_is_recorded_in_the_file_for_every_later_connection(tmp_path):
 
 
 def test_immediate_commits_on_success(db, tmp_path):
-    with immediate(db):
+    with db.immediate():
         db.execute("INSERT INTO notes(body) VALUES ('kept')")
     assert not db.in_transaction
     other = connect(tmp_path / "store.db")
@@ -91,7 +89,7 @@ def test_immediate_commits_on_success(db, tmp_path):
 
 @pytest.mark.parametrize("error", [ValueError("boom"), KeyboardInterrupt()])
 def test_immediate_rolls_back_and_reraises_on_any_exception(db, error):
-    with pytest.raises(type(error)) as raised, immediate(db):
+    with pytest.raises(type(error)) as raised, db.immediate():
         db.execute("INSERT INTO notes(body) VALUES ('lost')")
         raise error
     assert raised.value is error
@@ -100,9 +98,9 @@ def test_immediate_rolls_back_and_reraises_on_any_exception(db, error):
 
 
 def test_immediate_refuses_nesting_and_the_outer_transaction_stays_usable(db):
-    with immediate(db):
+    with db.immediate():
         db.execute("INSERT INTO notes(body) VALUES ('before')")
-        with pytest.raises(RuntimeError, match="nesting is refused"), immediate(db):
+        with pytest.raises(RuntimeError, match="nesting is refused"), db.immediate():
             db.execute("INSERT INTO notes(body) VALUES ('inner')")
         assert db.in_transaction
         db.execute("INSERT INTO notes(body) VALUES ('after')")
@@ -112,7 +110,7 @@ def test_immediate_refuses_nesting_and_the_outer_transaction_stays_usable(db):
 def test_immediate_refuses_to_join_a_transaction_opened_by_hand(db):
     db.execute("BEGIN")
     db.execute("INSERT INTO notes(body) VALUES ('by hand')")
-    with pytest.raises(RuntimeError, match="already inside a transaction"), immediate(db):
+    with pytest.raises(RuntimeError, match="already inside a transaction"), db.immediate():
         pass
     db.execute("ROLLBACK")
     assert notes(db) == []
@@ -121,13 +119,13 @@ def test_immediate_refuses_to_join_a_transaction_opened_by_hand(db):
 def test_immediate_takes_the_write_lock_before_any_read(db, tmp_path):
     other = connect(tmp_path / "store.db", busy_timeout_ms=50)
     try:
-        with immediate(db):  # no statement yet: the lock must already be held
+        with db.immediate():  # no statement yet: the lock must already be held
             with pytest.raises(sqlite3.OperationalError, match="database is locked"):
                 other.execute("BEGIN IMMEDIATE")
             with pytest.raises(sqlite3.OperationalError, match="database is locked"):
                 other.execute("INSERT INTO notes(body) VALUES ('other')")
             db.execute("INSERT INTO notes(body) VALUES ('holder')")
-        with immediate(other):
+        with other.immediate():
             other.execute("INSERT INTO notes(body) VALUES ('other')")
         assert notes(db) == ["holder", "other"]
     finally:
@@ -137,10 +135,10 @@ def test_immediate_takes_the_write_lock_before_any_read(db, tmp_path):
 WRITER = textwrap.dedent(
     """
     import sqlite3, sys
-    from lucyshop.store import connect, immediate
+    from lucyshop.store import connect
     db = connect(sys.argv[1], busy_timeout_ms=100)
     try:
-        with immediate(db):
+        with db.immediate():
             db.execute("INSERT INTO notes(body) VALUES ('child')")
     except sqlite3.OperationalError as error:
         print("refused:", error)
@@ -153,7 +151,7 @@ WRITER = textwrap.dedent(
 def test_another_process_is_blocked_while_immediate_is_held_and_writes_after(db, tmp_path):
     path = str(tmp_path / "store.db")
     argv = [sys.executable, "-c", WRITER, path]
-    with immediate(db):
+    with db.immediate():
         db.execute("INSERT INTO notes(body) VALUES ('parent')")
         blocked = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
     assert blocked.returncode == 3, blocked.stderr
@@ -200,7 +198,7 @@ def test_a_writer_waits_for_a_lock_held_briefly_and_then_writes(db, tmp_path):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(store.time, "sleep", waiting)
-        with immediate(db):
+        with db.immediate():
             db.execute("INSERT INTO notes(body) VALUES ('after the wait')")
     holder.join(10)
     assert len(tries) >= 5, f"immediate() got a held lock after {len(tries)} tries"
@@ -216,7 +214,7 @@ def test_the_wait_ends_at_the_busy_timeout_with_a_clear_error_and_writes_nothing
     try:
         started = time.monotonic()
         refused = pytest.raises(WriteLockTimeout, match="within the busy timeout of 200 ms")
-        with refused, immediate(patient):
+        with refused, patient.immediate():
             patient.execute("INSERT INTO notes(body) VALUES ('never')")
         waited = time.monotonic() - started
         # It gave up at its own timeout: the other connection still held the lock then.
@@ -253,7 +251,7 @@ def test_a_waiting_writer_retries_at_the_same_short_pace_however_long_it_has_wai
     monkeypatch.setattr(store.time, "sleep", recorded)
     held = threading.Event()
     holder = hold_lock(tmp_path / "store.db", 4.0, held, release=enough)
-    with immediate(db):
+    with db.immediate():
         pass
     holder.join(10)
     assert enough.is_set(), f"the lock was released before {TRIES} tries: {len(sleeps)}"
@@ -265,9 +263,9 @@ def test_a_waiting_writer_retries_at_the_same_short_pace_however_long_it_has_wai
 def test_an_error_other_than_busy_is_raised_at_once(tmp_path):
     path = tmp_path / "not-a-db"
     path.write_bytes(b"this is not a database file, just text" * 100)
-    plain = sqlite3.connect(path, isolation_level=None)
+    plain = sqlite3.connect(path, isolation_level=None, factory=store.ShopConnection)
     try:
-        with pytest.raises(sqlite3.DatabaseError, match="not a database"), immediate(plain):
+        with pytest.raises(sqlite3.DatabaseError, match="not a database"), plain.immediate():
             pass
     finally:
         plain.close()
@@ -286,7 +284,7 @@ def test_migrate_applies_every_version_in_order_and_records_it(db):
         ),
         2: ("ALTER TABLE items ADD COLUMN colour TEXT", "INSERT INTO log VALUES (2)"),
     }
-    assert migrate(db, "items", migrations) == 3
+    assert db.migrate("items", migrations) == 3
     assert [row[0] for row in db.execute("SELECT version FROM log ORDER BY rowid")] == [1, 2, 3]
     columns = [row[1] for row in db.execute("PRAGMA table_info(items)")]
     assert columns == ["name", "colour", "size"]
@@ -298,10 +296,10 @@ def test_migrate_twice_applies_nothing_the_second_time(db):
         1: ("CREATE TABLE applied(version INTEGER)", "INSERT INTO applied VALUES (1)"),
         2: ("INSERT INTO applied VALUES (2)",),
     }
-    assert migrate(db, "log", migrations) == 2
+    assert db.migrate("log", migrations) == 2
     statements: list[str] = []
     db.set_trace_callback(statements.append)
-    assert migrate(db, "log", migrations) == 2
+    assert db.migrate("log", migrations) == 2
     db.set_trace_callback(None)
     assert [row[0] for row in db.execute("SELECT version FROM applied ORDER BY rowid")] == [1, 2]
     assert not any("INSERT" in s or "BEGIN" in s for s in statements), statements
@@ -309,9 +307,9 @@ def test_migrate_twice_applies_nothing_the_second_time(db):
 
 def test_migrate_applies_only_the_versions_above_the_recorded_one(db):
     first = {1: ("CREATE TABLE applied(version INTEGER)", "INSERT INTO applied VALUES (1)")}
-    migrate(db, "log", first)
+    db.migrate("log", first)
     both = {**first, 2: ("INSERT INTO applied VALUES (2)",)}
-    assert migrate(db, "log", both) == 2
+    assert db.migrate("log", both) == 2
     assert [row[0] for row in db.execute("SELECT version FROM applied ORDER BY rowid")] == [1, 2]
 
 
@@ -321,7 +319,7 @@ def test_a_failing_version_leaves_the_earlier_one_applied_and_nothing_of_itself(
         2: ("CREATE TABLE two(x)", "INSERT INTO two VALUES (2)", "INSERT INTO missing VALUES (3)"),
     }
     with pytest.raises(sqlite3.OperationalError, match="missing"):
-        migrate(db, "line", migrations)
+        db.migrate("line", migrations)
     assert not db.in_transaction
     assert schema_version(db, "line") == 1
     assert [row[0] for row in db.execute("SELECT x FROM one")] == [1]
@@ -334,19 +332,19 @@ def test_a_database_newer_than_the_code_is_refused_and_left_unchanged(db):
         2: ("CREATE TABLE two(x)",),
         3: ("CREATE TABLE three(x)",),
     }
-    migrate(db, "line", newer)
+    db.migrate("line", newer)
     before = tables(db)
     older = {1: ("CREATE TABLE one(x)",), 2: ("CREATE TABLE two(x)", "INSERT INTO two VALUES (9)")}
     with pytest.raises(RuntimeError, match="newer than this code"):
-        migrate(db, "line", older)
+        db.migrate("line", older)
     assert schema_version(db, "line") == 3
     assert tables(db) == before
     assert db.execute("SELECT count(*) FROM two").fetchone()[0] == 0
 
 
 def test_each_line_keeps_its_own_version(db):
-    migrate(db, "a", {1: ("CREATE TABLE a1(x)",), 2: ("CREATE TABLE a2(x)",)})
-    migrate(db, "b", {1: ("CREATE TABLE b1(x)",)})
+    db.migrate("a", {1: ("CREATE TABLE a1(x)",), 2: ("CREATE TABLE a2(x)",)})
+    db.migrate("b", {1: ("CREATE TABLE b1(x)",)})
     assert (schema_version(db, "a"), schema_version(db, "b")) == (2, 1)
     assert {"a1", "a2", "b1"} <= tables(db)
 
@@ -354,7 +352,7 @@ def test_each_line_keeps_its_own_version(db):
 @pytest.mark.parametrize("version", [0, -1, "1", 1.5, None])
 def test_bad_version_keys_are_refused_before_anything_is_written(db, version):
     with pytest.raises(ValueError, match="whole numbers from 1"):
-        migrate(db, "line", {1: ("CREATE TABLE one(x)",), version: ("CREATE TABLE bad(x)",)})
+        db.migrate("line", {1: ("CREATE TABLE one(x)",), version: ("CREATE TABLE bad(x)",)})
     assert "one" not in tables(db) and "bad" not in tables(db)
     assert schema_version(db, "line") == 0
 
@@ -362,5 +360,5 @@ def test_bad_version_keys_are_refused_before_anything_is_written(db, version):
 @pytest.mark.parametrize("line", ["", None, 3])
 def test_a_migration_line_needs_a_name(db, line):
     with pytest.raises(ValueError, match="non-empty name"):
-        migrate(db, line, {1: ("CREATE TABLE one(x)",)})
+        db.migrate(line, {1: ("CREATE TABLE one(x)",)})
     assert "one" not in tables(db)

@@ -48,7 +48,7 @@ class History:
         )
         self.logs.mkdir()
         db, _ = open_shop(self.shop)
-        migrate(db, "leases", load_impl(impl_path("solutions")).LEASE_MIGRATIONS)
+        db.migrate("leases", load_impl(impl_path("solutions")).LEASE_MIGRATIONS)
         install_history(db, items=10)
         db.isolation_level = None
         self.db = db
@@ -286,7 +286,7 @@ def test_a_soak_write_outwaits_every_pause_its_chaos_can_make(tmp_path):
     assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 250
     other.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(WriteLockTimeout, match="busy timeout of 250 ms"), immediate(db):
+        with pytest.raises(WriteLockTimeout, match="busy timeout of 250 ms"), db.immediate():
             pass
     finally:
         other.execute("ROLLBACK")

@@ -47,7 +47,7 @@ COLUMNS = {
     "work": ("work_id", "session_id", "worker_id", "state"),
     "assignment_leases": ("work_id", "expires"),
     "assistant_orders": (
-        "order_id",
+        "id",
         "work_id",
         "operation",
         "supplier",
@@ -358,8 +358,8 @@ def cancellations(db: sqlite3.Connection, leases: bool) -> list[dict] | None:
         orders = [
             dict(o)
             for o in db.execute(
-                "SELECT order_id, operation, status, amount_cents, revoked_by FROM assistant_orders"
-                " WHERE work_id = ? ORDER BY order_id",
+                "SELECT id, operation, status, amount_cents, revoked_by FROM assistant_orders"
+                " WHERE work_id = ? ORDER BY id",
                 (row["work_id"],),
             )
         ]
@@ -416,13 +416,13 @@ def external_completion(db: sqlite3.Connection, *, shop: str, health: dict, impl
     known = health["identity"] if health["answering"] else health["expected_identity"]
     uncertain = []
     for row in db.execute(
-        "SELECT o.order_id, o.work_id, o.operation, o.supplier, o.status, o.amount_cents, w.state"
+        "SELECT o.id, o.work_id, o.operation, o.supplier, o.status, o.amount_cents, w.state"
         " FROM assistant_orders o JOIN work w ON w.work_id = o.work_id"
-        " WHERE o.status IN ('SENDING', 'UNKNOWN') ORDER BY o.order_id"
+        " WHERE o.status IN ('SENDING', 'UNKNOWN') ORDER BY o.id"
     ):
         endpoint = health["endpoint"] if known in (None, row["supplier"]) else None
         item = {
-            "order_id": row["order_id"],
+            "order_id": row["id"],
             "work_id": row["work_id"],
             "work_state": row["state"],
             "status": row["status"],

@@ -22,7 +22,6 @@ import sqlite3 as _sqlite3
 import sys as _sys
 import time as _time
 
-from lucyshop.store import immediate as _immediate
 
 _UNIT_TEST_PACE = 0.1  # the unit tests renew every 0.05 s; a real run every third of a lease
 _TABLES = (
@@ -38,7 +37,7 @@ _TABLES = (
 
 def _renew(db, held, ttl, progress, bound=None, now=None):
     now = _time.time() if now is None else float(now)
-    with _immediate(db):
+    with db.immediate():
         chapter().assert_current(db, held, now)  # noqa: F821 (the answers' own chapter())
         last = db.execute(
             "SELECT progress, progressed_at FROM lease_renewals WHERE work_id = ?"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from lucyshop.lab.loader import load_impl
-from lucyshop.store import BUSY_TIMEOUT_MS, immediate
+from lucyshop.store import BUSY_TIMEOUT_MS
 
 SYNCS = ("FULL", "NORMAL")
 BUSY_S = BUSY_TIMEOUT_MS / 1000  # every engine waits as long for a lock
@@ -33,7 +33,7 @@ class Kit:
     def fill(self, path: Path, items: int) -> None:
         """Queue ``items`` pending assignments in one transaction (admission is not measured)."""
         db, _queue = self.leases.open_worker_shop(path)
-        with immediate(db):
+        with db.immediate():
             db.executemany(
                 "INSERT INTO work(source_id, session_id, text, created) VALUES (?, ?, ?, ?)",
                 [

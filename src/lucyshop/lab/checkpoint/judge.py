@@ -185,7 +185,7 @@ def cancel(directory: Path, _facts: dict[str, Any]) -> None:
         expect("outcome", rows(db, "SELECT generation, status FROM outcomes"), [(2, "CANCELED")])
         expect("lease generation", rows(db, "SELECT generation FROM assignment_leases"), [(2,)])
         orders = rows(
-            db, "SELECT operation, status, amount_cents FROM assistant_orders ORDER BY order_id"
+            db, "SELECT operation, status, amount_cents FROM assistant_orders ORDER BY id"
         )
         expect("order statuses", [status for _op, status, _c in orders], ["ACCEPTED", "REVOKED"])
         expect("supplier ledger operations", ledger(directory), [orders[0][0]])

@@ -454,13 +454,13 @@ def crashed_records(
             held = leases.claim(db, OWNER, ttl=30)
             order = approval.propose(db, held, supplier=SUPPLIER, proposal=VANILLA)
             approval.approve(
-                db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+                db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
             )
             sent = approval.execute(
-                db, held, order["order_id"], supplier.client(timeout=2.0), policy=POLICY
+                db, held, order["id"], supplier.client(timeout=2.0), policy=POLICY
             )
-            row = approval.get_order(db, order["order_id"])
-            kept = ("order_id", "operation", "supplier", "proposal", "amount_cents", "status")
+            row = approval.get_order(db, order["id"])
+            kept = ("id", "operation", "supplier", "proposal", "amount_cents", "status")
             return {
                 "shop": str(shop),
                 "ledger_file": str(supplier.database),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from lucyshop.store import migrate
 
 # One row per granted renewal.
 RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -31,4 +30,4 @@ RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 def prepare_renewals(db: sqlite3.Connection) -> None:
     """Add the ``lease_renewals`` table to a shop opened with ``open_worker_shop`` (idempotent)."""
-    migrate(db, "renewals", RENEWAL_MIGRATIONS)
+    db.migrate("renewals", RENEWAL_MIGRATIONS)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lucyshop.lab.sandbox.errors import TimedOutBefore
+from lucyshop.store import ShopConnection
 
 if TYPE_CHECKING:
     from lucyshop.lab.sandbox.remote import Sandbox
@@ -47,7 +48,7 @@ def remote_attribute(self: Any, name: str) -> Any:
     return sandbox.request(message, f"reading {what}")
 
 
-class Mirror(sqlite3.Connection):
+class Mirror(ShopConnection):
     """Our connection to a shop file, paired with the worker's connection to the same file.
 
     A class with ``paired = True`` is handed into the sandbox as its ``remote``: the worker

@@ -214,7 +214,7 @@ class Turn:
             try:  # the operator's act, not the worker's: it has no holder to fence
                 approval.approve(
                     db,
-                    order["order_id"],
+                    order["id"],
                     actor=OPERATOR,
                     digest=order["digest"],
                     policy=self.policy,
@@ -254,7 +254,7 @@ class Turn:
             return self.write(
                 "supplier",
                 lambda: approval.execute(
-                    self.db, held, order["order_id"], self.client, policy=self.policy
+                    self.db, held, order["id"], self.client, policy=self.policy
                 ),
                 probe=probe,
                 scripted=scripted,

@@ -12,7 +12,6 @@ from typing import Any
 
 from lucyshop.lab.bench.stats import Target, spread
 from lucyshop.lab.loader import load_impl
-from lucyshop.store import immediate
 
 NAME = "fence"
 LIMIT = 1.3
@@ -32,7 +31,7 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
             fenced.append((time.perf_counter() - start) / options.rounds)
             start = time.perf_counter()
             for _ in range(options.rounds):
-                with immediate(db):
+                with db.immediate():
                     db.execute(
                         "INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, ?)",
                         (held.work_id, held.generation, json.dumps({"text": "x"})),

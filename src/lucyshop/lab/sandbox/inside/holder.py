@@ -58,14 +58,14 @@ def child_main(args: argparse.Namespace) -> int:
         client = supplier_client(args)
         order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
         approval.approve(
-            db, order["order_id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
+            db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
         )
         pending = order
         if args.child == Mode.CANCEL:
-            approval.execute(db, held, order["order_id"], client, policy=POLICY)
+            approval.execute(db, held, order["id"], client, policy=POLICY)
             pending = approval.propose(db, held, supplier=client.identity, proposal=CHOCOLATE)
             approval.approve(
-                db, pending["order_id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY
+                db, pending["id"], actor=OPERATOR, digest=pending["digest"], policy=POLICY
             )
         write_ready(
             directory / "ready.json",
@@ -75,13 +75,13 @@ def child_main(args: argparse.Namespace) -> int:
                 "generation": held.generation,
                 "worker_id": held.worker_id,
                 "expires": held.expires,
-                "order_id": order["order_id"],
+                "order_id": order["id"],
                 "operation": order["operation"],
-                "second_order_id": pending["order_id"],
+                "second_order_id": pending["id"],
             },
         )
         if args.child == Mode.SENDING:
-            approval.execute(db, held, order["order_id"], client, policy=POLICY)
+            approval.execute(db, held, order["id"], client, policy=POLICY)
         if args.child in (Mode.KILLED, Mode.SENDING):
             time.sleep(DEADLINE)  # the parent kills us long before this
             return 1
@@ -92,7 +92,7 @@ def child_main(args: argparse.Namespace) -> int:
             ),
             "completion": refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
             "supplier": refusal(
-                lambda: approval.execute(db, held, pending["order_id"], client, policy=POLICY)
+                lambda: approval.execute(db, held, pending["id"], client, policy=POLICY)
             ),
         }
         write_ready(

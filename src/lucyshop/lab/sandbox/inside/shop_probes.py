@@ -18,6 +18,8 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from lucyshop.store import Transactions
+
 
 def connection(server: Any) -> Connection:
     """The worker's stand-in for a connection to the served file (``server`` is a handle)."""
@@ -103,11 +105,11 @@ class Cursor:
         self._rows = []
 
 
-class Connection:
-    """A stand-in for ``sqlite3.Connection`` (autocommit, explicit transactions, like the
-    kit's ``lucyshop.store.connect``) whose statements run on the trusted side."""
+class Connection(Transactions):
+    """A stand-in for the kit's shop (autocommit, explicit transactions, the book's
+    ``immediate()``, ``migrate(...)`` and ``connection``, like ``lucyshop.store.connect``'s)
+    whose statements run on the trusted side."""
 
-    busy_timeout_ms = 5000  # what ``lucyshop.store.immediate`` spends waiting for the lock
     isolation_level = None
 
     def __init__(self, server: Any) -> None:
@@ -169,9 +171,9 @@ def database_file(connection: sqlite3.Connection) -> str:
 
 def connect(path: str) -> sqlite3.Connection:
     """The runtime's own connection to a shop file, made in here (a test's second writer)."""
-    from lucyshop import store
+    from lucyshop.store import connect as shop
 
-    return store.connect(path)
+    return shop(path)
 
 
 class _Refusals:
