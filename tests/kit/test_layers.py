@@ -8,7 +8,7 @@ could not run the shop without the grading machinery. And code under ``src/`` ch
 implementation only when told to: a hard-coded load of ``solutions``, or a command line or
 function that falls back to it, would run the reference where a student's file was meant.
 
-Inside the lab, the rooms import downward only (README's Layout): import-linter's
+Inside the lab, the rooms import downward only (docs/instructors.md, Layout): import-linter's
 ``lab-rooms`` layers contract, which must place every room.
 
 The first rule is import-linter's contract in pyproject.toml (``lint-imports``, which counts an
