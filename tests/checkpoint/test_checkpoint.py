@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from mutants import MUTANTS
 from lucyshop.lab.checkpoint import cases, judge, runner
 from lucyshop.lab.checkpoint.cases import (
     ARITHMETIC,
+    BEYOND,
+    CANCEL,
     CASES,
     FENCE,
     HELD,
@@ -34,6 +37,7 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.services.processes import processes_mentioning
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
+from lucyshop.status.signals import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
@@ -77,11 +81,15 @@ def reference_run(demo_run) -> tuple[subprocess.CompletedProcess, dict]:
 
 
 def test_reference_passes_every_case(reference_run):
+    """Each case's line names it; the kit's own cases say they go beyond the book."""
     result, evidence = reference_run
     assert result.returncode == 0, result.stdout + result.stderr
     assert [
-        line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
-    ] == ["PASS"] * len(CASES)
+        line.split(": ")[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
+    ] == [f"PASS  {case.title}" for case in CASES]
+    assert [case.title for case in CASES if not case.in_book] == [
+        f"{case.number} {case.name} (beyond the book)" for case in (PAUSED, POST_COMMIT, CANCEL)
+    ]
     assert evidence["exit_status"] == 0
     assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
 
@@ -94,6 +102,7 @@ def test_killed_holder_evidence_is_what_was_observed(reference_run):
     )
     assert killed["exit_status"] == -signal.SIGKILL
     assert killed["child_pid"] == ready["pid"] and killed["child_pid"] != os.getpid()
+    assert not pid_alive(killed["child_pid"])  # the host's pid of the killed holder
     assert killed["generations"] == [1, 2]
     assert (killed["work_state"], killed["outcome"]) == ("finished", "DONE")
     assert killed["ledger_count"] == 1 and killed["ledger_operations"] == [ready["operation"]]
@@ -122,11 +131,23 @@ def test_stale_holders_report_their_own_refusals(reference_run):
         for boundary, report in case["stale_child_reported"].items():
             assert report.startswith("PermissionError"), (name, boundary, report)
         assert case["ledger_count"] == 1
-    assert (
-        "superseded by generation 2"
-        in evidence["cases"][PAUSED.name]["stale_child_reported"]["transcript"]
-    )
+    assert "superseded by 2" in evidence["cases"][PAUSED.name]["stale_child_reported"]["transcript"]
     assert "finished" in evidence["cases"][LIVE_STALE.name]["stale_child_reported"]["transcript"]
+
+
+def test_the_fence_case_records_which_comparison_refused_each_write(reference_run):
+    """Generation 1 was claimed in the past, so its lease ran out on the wall clock: its own
+    write is refused by the expiry; once the same owner holds generation 2, live, its writes
+    are refused by the generation (the reference's refusals name the comparison)."""
+    _, evidence = reference_run
+    fence = evidence["cases"][FENCE.name]
+    assert fence["generations"] == [1, 2] and fence["next_turn_generation"] == 1
+    assert fence["expired_refused"] == {
+        "transcript": "PermissionError: the lease of lucy-worker#1 on work 1 has expired"
+    }
+    superseded = "PermissionError: generation 1 of work 1 is superseded by 2"
+    assert fence["refused"] == {"transcript": superseded, "completion": superseded}
+    assert fence["transcript_generations"] == [2]
 
 
 def test_post_commit_crash_is_settled_by_lookup(reference_run):
@@ -150,14 +171,32 @@ def test_evidence_records_provenance_and_a_timeline(reference_run):
     assert validate(evidence, "checkpoint") == []
 
 
-def test_untouched_stubs_exit_3_naming_the_first_stub(tmp_path):
+def test_untouched_stubs_exit_3_naming_each_first_stub_once(tmp_path):
+    """Part A's case stops at percentile(), every later case at claim(): two lines, not seven
+    (the six cases that stop at the same stub share one)."""
     result = run_checkpoint("--impl", "learner", tmp=tmp_path)
     assert result.returncode == 3, result.stdout + result.stderr
-    first = result.stdout.splitlines()[1]
-    assert first.startswith(
-        f"NOT STARTED  {ARITHMETIC.number} {ARITHMETIC.name}: percentile() is not started"
+    said = [line for line in result.stdout.splitlines() if line.startswith("NOT STARTED")]
+    arithmetic, rest = said
+    assert arithmetic.startswith(
+        f"NOT STARTED  {ARITHMETIC.title}: percentile() is not started: read notebook 13a §"
     )
-    assert "13a §" in first and "Traceback" not in result.stdout + result.stderr
+    assert rest.startswith(f"NOT STARTED  cases {FENCE.number}-{CASES[-1].number}: claim() is")
+    assert "13b §" in rest and "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith(f"checkpoint NOT STARTED (0/{len(CASES)}")
+
+
+def test_a_file_that_does_not_import_fails_in_one_line(tmp_path):
+    broken = tmp_path / "ch13_leases.py"
+    broken.write_text("from lucyshop.store import no_such_name\n")
+    result = run_checkpoint("--impl", str(broken), tmp=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1].startswith(
+        f"FAIL  {ARITHMETIC.title}: no sandbox loaded {broken}: ImportError: cannot import name"
+        " 'no_such_name' from 'lucyshop.store'"
+    )
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith(f"checkpoint FAILED (0/{len(CASES)}")
 
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.checkpoint_case], ids=lambda m: m.name)
@@ -171,9 +210,8 @@ def test_checkpoint_catches_mutant(mutant, tmp_path):
     )
     assert result.returncode == 1, result.stdout
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
-    assert any(
-        line.split(":")[0].split(maxsplit=2)[2] == mutant.checkpoint_case.name for line in failed
-    ), failed
+    title = mutant.checkpoint_case.title
+    assert any(line.startswith(f"FAIL  {title}: ") for line in failed), failed
     python = os.path.relpath(sys.executable, ROOT)  # the venv's, so it works unactivated
     assert f"rerun: {python} checkpoints/ch13_worker_recovery.py" in result.stdout
 
@@ -193,7 +231,7 @@ def test_the_judge_finds_a_write_after_the_rivals_takeover_in_the_kept_copies(tm
     _status, found = judge.judge(evidence, keep)
     fence = found[FENCE.number]
     assert not fence.passed and "finish() beside a rival" in fence.message, fence
-    assert "stale generation-1 row" in fence.message, fence
+    assert "after the holder check and before finish's write" in fence.message, fence
 
 
 def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):
@@ -207,17 +245,18 @@ def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):
 def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
     """The cheat only happens in worker children: the reference is not in their sandbox."""
     source = (ROOT / "solutions" / "ch13_leases.py").read_text()
+    first_line_of_claim = "    now = time.time() if now is None else now\n"  # then assert_current's
     cheat = tmp_path / "child_cheat.py"
     cheat.write_text(
         source.replace(
-            "    _check_owner(owner)\n",
+            first_line_of_claim,
             "    if '/inside/holder.py' in ' '.join(__import__('sys').argv):\n"
             "        __import__('runpy').run_path("
-            f"{str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n"
-            "    _check_owner(owner)\n",
+            f"{str(ROOT / 'solutions' / 'ch13_leases.py')!r})\n" + first_line_of_claim,
             1,
         )
     )
+    assert cheat.read_text() != source
     result = run_checkpoint("--impl", str(cheat), "--case", str(KILLED.number), tmp=tmp_path)
     assert result.returncode == 1
     assert f"FAIL  {KILLED.number} {KILLED.name}" in result.stdout, result.stdout
@@ -264,6 +303,10 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
         "running 1" in before.split("shop-before-recovery.db")[-1]
         and "reserved 2700, spent 0" in before
     )
+    # The killed worker, by its pid on this machine (not its pid in the sandbox), is gone.
+    killed = json.loads(EVIDENCE.read_text())["cases"][KILLED.name]["child_pid"]
+    assert "workers   0 alive, 1 gone" in before
+    assert re.search(rf"lucy-worker +pid {killed} +GONE +holds work 1\n", before), before
     assert (
         "finished 1 (DONE 1)" in after
         and "lucy-worker#2" in after
@@ -416,6 +459,8 @@ def test_the_checkpoint_defines_the_listed_cases_in_order():
     ]
     assert [node.name for node in defined] == [case.function for case in CASES]
     assert [node.name for node in defined if not ast.get_docstring(node)] == []
+    said_beyond = [n.name for n in defined if BEYOND in ast.get_docstring(n).lower()]
+    assert said_beyond == [case.function for case in CASES if not case.in_book]
     assert list(judge.RULES) == [case.name for case in CASES]
     assert [case.number for case in CASES] == list(range(len(CASES)))
 

@@ -1,11 +1,14 @@
 """The checkpoints' holder children stop the same way before they hold any work: a stub exits
 3 and names itself in ``ready.json``, a reach for the reference exits 4 and says so. Run here in
 this process on the stubs, with no supplier and no server behind them (they stop first). And
-the killed-holder case opens the same way in both checkpoints (``Holding.kill_holder``)."""
+the killed-holder case opens the same way in both checkpoints (``Holding.kill_holder``), and a
+holder in a sandbox is recorded by the pid this machine knows it by."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,13 +16,18 @@ from argparse import Namespace
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
+
 from lucyshop import IMPL_ENV
 from lucyshop.lab.checkpoint.cases import KILLED
-from lucyshop.lab.checkpoint.shop import Holding
+from lucyshop.lab.checkpoint.shop import Holding, host_pid, namespace_pids
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.loader import _ImportBlocker
+from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.inside import holder, pg_holder
-from lucyshop.lab.sandbox.inside.holder import Mode
+from lucyshop.lab.sandbox.inside.holder import DEADLINE, Mode
+from lucyshop.lab.services.processes import wait_until
+from lucyshop.status.signals import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 STUBS = ROOT / "learner" / "ch13_leases.py"
@@ -48,7 +56,7 @@ def test_a_stub_stops_the_sqlite_holder_with_3_naming_it(tmp_path, monkeypatch):
     args = holder_args(tmp_path, shop=str(tmp_path / "shop.db"))
     assert holder.child_main(args) == 3
     said = ready(tmp_path)
-    assert said["not_started"] == "open_worker_shop"
+    assert said["not_started"] == "claim"  # the shop and the queue come written
     assert said["section"].startswith("13b") and said["where"].endswith("ch13_leases.py")
 
 
@@ -105,3 +113,29 @@ def test_the_killed_case_opens_the_same_way_in_both_checkpoints(tmp_path):
     for checkpoint in ("ch13_worker_recovery.py", "ch13_postgres_recovery.py"):
         source = (ROOT / "checkpoints" / checkpoint).read_text(encoding="utf-8")
         assert "shop.kill_holder()" in source and "SIGKILL)" not in source, checkpoint
+
+
+SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+
+
+def test_a_sandboxed_holder_is_known_by_its_pid_here_and_gone_once_killed(tmp_path):
+    """A process in the sandbox knows its pid in the sandbox's PID namespace alone (under
+    bubblewrap a small number, which on this machine may name a kernel thread): the checkpoint
+    records the pid this machine knows it by, so ``lucy status`` sees a killed holder gone."""
+    box = jail.Jail(tmp_path, (tmp_path,))
+    proc = box.popen([sys.executable, "-c", SLEEPER], env={}, stdout=subprocess.PIPE, text=True)
+    try:
+        inside = int(proc.stdout.readline())  # ends with the child, at the latest
+        host = host_pid(proc, inside)
+        assert host is not None and pid_alive(host)
+        assert psutil.Process(host).cmdline()[-1] == SLEEPER
+        assert namespace_pids(host)[-1] == inside
+        if box.mode == "bwrap":
+            assert host != inside and namespace_pids(host) == [host, inside]
+        proc.send_signal(signal.SIGKILL)  # as the killed-holder case does
+        proc.wait(timeout=DEADLINE)
+        wait_until(lambda: not pid_alive(host), timeout=DEADLINE, what="the holder to be gone")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=DEADLINE)

@@ -1,9 +1,11 @@
 """``python -m lucyshop status`` and ``python -m lucyshop.lab.reconcile``: the four signals,
 read from real records.
 
-The shop is built with the reference solutions and injected time (``now=``), and the
-status report runs with the hidden ``--now``, so the screen is the same on every run and can be
-compared with ``tests/runtime/expected/status.txt`` (and ``status.json``). Each command runs as
+The shop is built with the reference solutions, and the status report runs with the hidden
+``--now``, so the screen is the same on every run and can be compared with
+``tests/runtime/expected/status.txt`` (and ``status.json``): the leases it shows were claimed
+with ``claim``'s ``now``, and the work that finished (``finish`` takes no ``now``) was claimed
+and finished on the wall clock, whose times the report does not show. Each command runs as
 a real ``python -m lucyshop`` process in the shop's directory, naming the shop ``shop.db``.
 
 After a deliberate change to the status report, rewrite the expectations and read the diff:
@@ -74,9 +76,7 @@ class Scripted:
 
 def approved(db, held, proposal, now):
     order = propose(db, held, supplier="dairy", proposal=proposal, now=now)
-    return approve(
-        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=ROOMY, now=now
-    )
+    return approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=ROOMY, now=now)
 
 
 def build_shop(path: Path) -> None:
@@ -90,16 +90,16 @@ def build_shop(path: Path) -> None:
     db, queue = leases.open_worker_shop(path)
     try:
         leases.enqueue(queue, "a-1", "s1", "order six vanilla tubs")
-        held = leases.claim(db, "till", ttl=30, now=T)
-        order = approved(db, held, VANILLA, T + 1)
-        execute(db, held, order["id"], Scripted(accept=True), policy=ROOMY, now=T + 2)
-        leases.finish(db, held, "DONE", {"orders": [order["operation"]]}, now=T + 3)
+        held = leases.claim(db, "till", ttl=30)
+        order = approved(db, held, VANILLA, None)
+        execute(db, held, order["id"], Scripted(accept=True), policy=ROOMY)
+        leases.finish(db, held, "DONE", f"sent {order['operation']}")
 
         leases.enqueue(queue, "a-2", "s2", "order two oat milk")
-        held = leases.claim(db, "till", ttl=30, now=T + 10)
-        order = approved(db, held, OAT, T + 11)
-        execute(db, held, order["id"], Scripted(accept=False), policy=ROOMY, now=T + 12)
-        leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]}, now=T + 13)
+        held = leases.claim(db, "till", ttl=30)
+        order = approved(db, held, OAT, None)
+        execute(db, held, order["id"], Scripted(accept=False), policy=ROOMY)
+        leases.finish(db, held, "BLOCKED", f"{order['operation']} is UNKNOWN")
 
         work_id = leases.enqueue(queue, "a-3", "s3", "order vanilla for the weekend")
         held = leases.claim(db, "till", ttl=30, now=T + 20)
@@ -225,7 +225,7 @@ def test_every_figure_comes_from_the_records(shop_file):
         cancelled["reason"],
         cancelled["generation"],
     ) == (3, OPERATOR, REASON, 2)
-    assert [(o["id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
+    assert [(o["order_id"], o["amount_cents"], o["revoked_by"]) for o in cancelled["revoked"]] == [
         (3, 2700, OPERATOR)
     ]
     orders = report["orders"]
@@ -237,9 +237,7 @@ def test_every_figure_comes_from_the_records(shop_file):
     assert orders["account"] == {"limit_cents": 100_000, "reserved_cents": 600, "spent_cents": 2700}
     [uncertain] = orders["uncertain"]
     db = sqlite3.connect(shop_file)
-    operation = db.execute("SELECT operation FROM assistant_orders WHERE id = 2").fetchone()[
-        0
-    ]
+    operation = db.execute("SELECT operation FROM assistant_orders WHERE id = 2").fetchone()[0]
     db.close()
     assert (uncertain["order_id"], uncertain["operation"], uncertain["reserved_cents"]) == (
         2,
@@ -406,7 +404,7 @@ def dropped(tmp_path):
         up.set_faults(drop_next=1)
         sent = execute(db, held, order["id"], up.client(timeout=1.0), policy=ROOMY)
         assert sent["status"] == "UNKNOWN", sent
-        leases.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]})
+        leases.finish(db, held, "BLOCKED", f"{order['operation']} is UNKNOWN")
         db.close()
         assert len(ledger_orders(up.database)) == 1, "the supplier has it; the shop does not know"
         yield path, up, order

@@ -358,7 +358,8 @@ def cancellations(db: sqlite3.Connection, leases: bool) -> list[dict] | None:
         orders = [
             dict(o)
             for o in db.execute(
-                "SELECT id, operation, status, amount_cents, revoked_by FROM assistant_orders"
+                "SELECT id AS order_id, operation, status, amount_cents, revoked_by"
+                " FROM assistant_orders"
                 " WHERE work_id = ? ORDER BY id",
                 (row["work_id"],),
             )

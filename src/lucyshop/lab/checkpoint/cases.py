@@ -18,30 +18,44 @@ from lucyshop.lab.sandbox.inside.holder import Mode
 class CaseId(NamedTuple):
     """One case: its number (``--case N``, the ``caseN`` directory), its name (the output's and
     the evidence's), its tag (its events' label in the evidence's timeline, its work's key in
-    the shop) and, for a case with a worker child, what that holder does (``Mode``)."""
+    the shop), for a case with a worker child what that holder does (``Mode``), and whether the
+    chapter's checkpoint runs it (``False``: the kit's own case, beyond the book)."""
 
     number: int
     name: str
     tag: str
     holder: Mode | None
+    in_book: bool
 
     @property
     def function(self) -> str:
         """The checkpoint function that runs this case: its name, words joined by ``_``."""
         return self.name.replace(" ", "_")
 
+    @property
+    def title(self) -> str:
+        """The case as its printed line names it: number, name and, for the kit's own case,
+        that the book does not run it."""
+        return f"{self.number} {self.name}" + ("" if self.in_book else f" ({BEYOND})")
 
+
+BEYOND = "beyond the book"
+
+
+# The chapter's checkpoint runs the first four; the paused holder, the crash after the
+# supplier committed (the chapter leaves it to the finished agent's service test) and the
+# operator's cancel (its exercise 2) are the kit's own.
 CASES = tuple(
-    CaseId(number, name, tag, holder)
-    for number, (name, tag, holder) in enumerate(
+    CaseId(number, name, tag, holder, in_book)
+    for number, (name, tag, holder, in_book) in enumerate(
         (
-            ("arithmetic", "arithmetic", None),
-            ("fence", "fence", None),
-            ("killed holder", "killed", Mode.KILLED),
-            ("live stale holder", "live", Mode.LIVE),
-            ("paused holder", "paused", Mode.PAUSED),
-            ("crash after remote acceptance", "post-commit", Mode.SENDING),
-            ("cancel", "cancel", Mode.CANCEL),
+            ("arithmetic", "arithmetic", None, True),
+            ("fence", "fence", None, True),
+            ("killed holder", "killed", Mode.KILLED, True),
+            ("live stale holder", "live", Mode.LIVE, True),
+            ("paused holder", "paused", Mode.PAUSED, False),
+            ("crash after remote acceptance", "post-commit", Mode.SENDING, False),
+            ("cancel", "cancel", Mode.CANCEL, False),
         )
     )
 )

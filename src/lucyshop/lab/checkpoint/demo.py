@@ -25,12 +25,14 @@ KEEP = ROOT / ".scratch" / "demo"
 
 
 def killed_worker(case: Path) -> list[str]:
-    """``--workers FILE`` naming the killed child's pid, as this run's evidence recorded it."""
+    """``--workers FILE`` naming the killed child by its pid on this machine, as this run's
+    evidence recorded it (not its pid inside the sandbox, which may name another process
+    here), so the status can show it gone."""
     try:
         facts = json.loads(EVIDENCE.read_text())["cases"][KILLED.name]
         pid = int(facts["child_pid"])
     except (OSError, ValueError, KeyError, TypeError):
-        return []  # no pid observed: the status will say liveness is unknown
+        return []  # no pid observed here: the status will say liveness is unknown
     registry = case / "workers.json"
     registry.write_text(json.dumps({OWNER: pid}) + "\n")
     return ["--workers", os.path.relpath(registry)]

@@ -38,9 +38,9 @@ def expect(expectation: str, seen: Any, expected: Any) -> None:
         raise ExpectationFailed(expectation, expected, seen)
 
 
-def claimed(held: Any) -> dict[str, Any]:
-    """What a claim took, by name: which work, at which generation."""
-    return {"work_id": held.work_id, "generation": held.generation}
+def claimed(held: Any) -> dict[str, Any] | None:
+    """What a claim took, by name: which work, at which generation (None: nothing)."""
+    return None if held is None else {"work_id": held.work_id, "generation": held.generation}
 
 
 # Which chapter function fences each write a stale holder tries, and what that write is.

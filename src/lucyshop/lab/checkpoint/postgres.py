@@ -189,7 +189,7 @@ class PgShop(Holding):
                     receipt = self.client.order(operation, VANILLA)
                     self.pg.observe(self.conn, held, {"receipt": receipt})
                 sent.append(operation)
-        self.pg.finish(self.conn, held, "DONE", {"sent": sent})
+        self.pg.finish(self.conn, held, "DONE", f"sent {', '.join(sent) or 'nothing'}")
         self.event("replacement finished", generation=2, sent=sent)
         expect("the replacement sent the order generation 1 meant to", sent, self.intended())
         return {"waited_seconds": waited}

@@ -32,7 +32,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,16 +160,16 @@ def run_case(
 ) -> tuple[dict[str, Any], str]:
     """Run one case: (its evidence record, the line to print). Whatever the student's code
     raises, ``SystemExit`` and ``KeyboardInterrupt`` included, fails this case by name."""
-    number, name = case.number, case.name
-    again = f"      rerun: {rerun} --case {number}"
+    title = case.title
+    again = f"      rerun: {rerun} --case {case.number}"
     try:
         facts = function(run, leases, directory)
     except NotStarted as stub:
         record = {"result": CaseResult.NOT_STARTED, "function": stub.function, "message": str(stub)}
-        return record, result_line(Mark.NOT_STARTED, f"{number} {name}", str(stub))
+        return record, result_line(Mark.NOT_STARTED, title, str(stub))
     except ReferenceBlocked as blocked:
         record = {"result": CaseResult.FAIL, "message": str(blocked)}
-        return record, result_line(Mark.FAIL, f"{number} {name}", str(blocked))
+        return record, result_line(Mark.FAIL, title, str(blocked))
     except ExpectationFailed as failed:
         record = {
             "result": CaseResult.FAIL,
@@ -178,7 +178,7 @@ def run_case(
             "seen": repr(failed.seen),
             "message": str(failed),
         }
-        return record, result_line(Mark.FAIL, f"{number} {name}", f"{failed}\n{again}")
+        return record, result_line(Mark.FAIL, title, f"{failed}\n{again}")
     # A student's code may raise anything, SystemExit included: fail this case and say where.
     except BaseException as error:
         if INTERRUPTED:
@@ -189,8 +189,8 @@ def run_case(
         message = f"{kind}{stopped}: {error}"
         record = {"result": CaseResult.FAIL, "error": message, "message": message}
         at = f"\n      at {where.filename}:{where.lineno}\n{again}"
-        return record, result_line(Mark.FAIL, f"{number} {name}", message + at)
-    passed = result_line(Mark.PASS, f"{number} {name}", summary(facts))
+        return record, result_line(Mark.FAIL, title, message + at)
+    passed = result_line(Mark.PASS, title, summary(facts))
     return {"result": CaseResult.PASS} | facts, passed
 
 
@@ -263,6 +263,7 @@ def run_cases(
     rerun = f"{python} {here.relative_to(ROOT)} --impl {shlex.quote(str(args.impl))}"
     evidence = args.evidence or workdir / "evidence.json"  # out of every sandbox's reach
     chosen = [c for c in checkpoint.cases if not args.case or c.number in args.case]
+    lines = Lines()
     for case in chosen:
         number, name = case.number, case.name
         run.cases[name] = {"case": number, "result": CaseResult.STARTED}
@@ -271,20 +272,65 @@ def run_cases(
         for fresh in (directory, kept_directory(directory)):
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
-        try:
+        with ExitStack() as stack:
             box = checkpoint.sandbox(shared, run.impl, directory, workdir / f"case{number}")
-            with box as given:
-                record, line = run_case(run, given, case, functions[case], directory, rerun)
-        except ReferenceBlocked as blocked:
-            print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
-            return 1
+            try:
+                given = stack.enter_context(box)
+            except ReferenceBlocked as blocked:
+                lines.flush()
+                print(result_line(Mark.FAIL, "reference blocked", str(blocked)))
+                return 1
+            except Exception as error:  # noqa: BLE001 - say why, as a case's failure
+                why = f"no sandbox loaded {checkpoint.student_path(run.impl)}: {first_line(error)}"
+                run.cases[name] = {"case": number, "result": CaseResult.FAIL, "message": why}
+                lines.add(case, run.cases[name], result_line(Mark.FAIL, case.title, why))
+                break  # every later case would load the same file
+            record, line = run_case(run, given, case, functions[case], directory, rerun)
         run.cases[name] = {"case": number} | record
-        print(line)
+        lines.add(case, record, line)
         write_evidence(evidence, run, None)
+    lines.flush()
     outcome = end_status(run, evidence, root, {c.name: checkpoint.rules[c.name] for c in chosen})
     if args.evidence:
         print(f"evidence: {args.evidence}")
     return outcome
+
+
+class Lines:
+    """The cases' result lines, printed in order as they come; consecutive cases that stopped
+    at the same stub share one line, which names them all (the stubs' run says each stub once,
+    not once per case)."""
+
+    def __init__(self) -> None:
+        self.stalled: list[CaseId] = []  # stopped at ``self.stub``, not printed yet
+        self.stub = ""
+
+    def add(self, case: CaseId, record: dict[str, Any], line: str) -> None:
+        stub = record["message"] if record.get("result") == CaseResult.NOT_STARTED else None
+        if stub is not None and self.stalled and stub == self.stub:
+            self.stalled.append(case)
+            return
+        self.flush()
+        if stub is None:
+            print(line, flush=True)
+        else:
+            self.stalled, self.stub = [case], stub
+
+    def flush(self) -> None:
+        if len(self.stalled) == 1:
+            print(result_line(Mark.NOT_STARTED, self.stalled[0].title, self.stub), flush=True)
+        elif self.stalled:
+            numbers = [case.number for case in self.stalled]
+            run = numbers == list(range(numbers[0], numbers[-1] + 1))
+            span = f"{numbers[0]}-{numbers[-1]}" if run else ", ".join(map(str, numbers))
+            print(result_line(Mark.NOT_STARTED, f"cases {span}", self.stub), flush=True)
+        self.stalled = []
+
+
+def first_line(error: BaseException) -> str:
+    """``Type: message``, the message's first line only."""
+    said = str(error).splitlines()
+    return f"{type(error).__name__}: {said[0]}" if said else type(error).__name__
 
 
 def end_status(run: Run, evidence: Path, root: Path, rules: Mapping[str, Rule]) -> int:
@@ -292,9 +338,9 @@ def end_status(run: Run, evidence: Path, root: Path, rules: Mapping[str, Rule]) 
     the run passed but the judge does not is failed here, saying why; its exit status."""
     status, found = judge(evidence, root, rules)
     for case in found:
-        said_pass = run.cases[case.name].get("result") == CaseResult.PASS
+        said_pass = run.cases.get(case.name, {}).get("result") == CaseResult.PASS
         if said_pass and not case.passed:
-            print(result_line(Mark.FAIL, f"{case.case} {case.name}", case.message))
+            print(result_line(Mark.FAIL, CASES[case.case].title, case.message))
     outcome = EXIT[status]
     passed = sum(case.passed for case in found)
     print(f"{said(status)} ({passed}/{len(found)} cases, {time.time() - run.started:.1f}s)")

@@ -57,9 +57,7 @@ def child_main(args: argparse.Namespace) -> int:
         held = leases.claim(db, OWNER, ttl=args.lease)
         client = supplier_client(args)
         order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
-        approval.approve(
-            db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
-        )
+        approval.approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
         pending = order
         if args.child == Mode.CANCEL:
             approval.execute(db, held, order["id"], client, policy=POLICY)
@@ -70,7 +68,7 @@ def child_main(args: argparse.Namespace) -> int:
         write_ready(
             directory / "ready.json",
             {
-                "pid": os.getpid(),
+                "pid": os.getpid(),  # in the sandbox's PID namespace (the parent finds the host's)
                 "work_id": held.work_id,
                 "generation": held.generation,
                 "worker_id": held.worker_id,
@@ -88,9 +86,11 @@ def child_main(args: argparse.Namespace) -> int:
         wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
         outcomes = {
             "transcript": refusal(
-                lambda: leases.observe(db, held, {"role": "assistant", "text": "late"})
+                lambda: leases.observe(db, held, {"role": "assistant", "content": "late"})
             ),
-            "completion": refusal(lambda: leases.finish(db, held, "DONE", {"by": held.worker_id})),
+            "completion": refusal(
+                lambda: leases.finish(db, held, "DONE", f"finished by {held.worker_id}")
+            ),
             "supplier": refusal(
                 lambda: approval.execute(db, held, pending["id"], client, policy=POLICY)
             ),
