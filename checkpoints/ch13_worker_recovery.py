@@ -50,10 +50,11 @@ from lucyshop.lab.checkpoint.judge import kept_directory
 from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment, RivalWrong
 from lucyshop.lab.checkpoint.runner import Run, main
 from lucyshop.lab.checkpoint.shop import Shop, stopped
+from lucyshop.lab.given.exercise_kit import attempt
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY
 from lucyshop.lab.sandbox import sandboxed_shop
-from lucyshop.lab.sandbox.inside.holder import DEADLINE, refusal
 from lucyshop.lab.sandbox.jail import signal_inside
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import wait_until
 from lucyshop.supplier import ledger_orders
 
@@ -116,13 +117,13 @@ def fence(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         leases.claim(db, "rival", ttl=LEASE, now=past + 1),
         None,
     )
-    expired = {"transcript": refusal(lambda: leases.observe(db, old, _assistant("expired")))}
+    expired = {"transcript": attempt(lambda: leases.observe(db, old, _assistant("expired")))}
     expect_refused(expired, ("transcript",), "its lease ran out")
     new = leases.claim(db, OWNER, ttl=LEASE)
     expect("same owner reacquires expired work", claimed(new), {"work_id": first, "generation": 2})
     refused = {
-        "transcript": refusal(lambda: leases.observe(db, old, _assistant("stale"))),
-        "completion": refusal(lambda: leases.finish(db, old, "DONE", "finished by generation 1")),
+        "transcript": attempt(lambda: leases.observe(db, old, _assistant("stale"))),
+        "completion": attempt(lambda: leases.finish(db, old, "DONE", "finished by generation 1")),
     }
     expect_refused(refused, ("completion", "transcript"), "generation 2 took the work")
     expect("second turn of the session waits", leases.claim(db, "rival", ttl=LEASE), None)
@@ -241,7 +242,7 @@ def paused_holder(run: Run, leases: Any, directory: Path) -> dict[str, Any]:
         signal_inside(child, signal.SIGSTOP)
         expect(
             "holder is stopped",
-            wait_until(lambda: stopped(child), timeout=DEADLINE, what="the holder to stop"),
+            wait_until(lambda: stopped(child), timeout=WAIT_SECONDS, what="the holder to stop"),
             True,
         )
         shop.event("holder stopped", pid=ready["pid"])
@@ -279,11 +280,11 @@ def crash_after_remote_acceptance(run: Run, leases: Any, directory: Path) -> dic
     test): a crash after the supplier committed the order (its reply held back, the holder
     killed before it recorded a receipt) is settled by a lookup, not a second order."""
     with Shop(run, leases, directory, POST_COMMIT) as shop:
-        shop.supplier.set_faults(delay_next=1, delay_seconds=DEADLINE)
+        shop.supplier.set_faults(delay_next=1, delay_seconds=WAIT_SECONDS)
         child, ready = shop.start_holder()
         wait_until(
             lambda: ledger_orders(shop.supplier.database),
-            timeout=DEADLINE,
+            timeout=WAIT_SECONDS,
             what="the supplier to commit the order",
         )
         shop.event("supplier committed; reply held back")

@@ -1,8 +1,11 @@
 """Chapter 13: your file. Leases, generations, fences and recovery from records.
 
-You own this file and only this file. Every function below is a stub that raises
-``NotStarted``; the notebook section it names teaches what it must do. Replace the
-``raise NotStarted(...)`` line with your code, keeping the signature and the docstring.
+You own this file and only this file. Part B's ready-made parts arrive written, as the chapter
+gives them: ``LEASE_MIGRATIONS``, ``open_worker_shop``, ``Claim`` and ``enqueue``. Every
+other function is a stub that raises ``NotStarted``; the notebook section it names teaches
+what it must do. Replace the ``raise NotStarted(...)`` line with your code, keeping the
+signature and the docstring. ``reconcile`` and ``cancel`` are the kit's own functions: the
+chapter describes them but prints no code for them.
 
 Test your work at any time:
 
@@ -10,14 +13,19 @@ Test your work at any time:
     make check IMPL=path/to/file.py     # the same for another file
 
 ``make check`` ends with the real process-kill checkpoint, run against this file with the
-reference solutions blocked: nothing here may import ``solutions``.
+reference solutions out of reach: nothing here may import ``solutions``. Its table also has a
+row ``claim (beyond the book)``: what 13b teaches past the chapter (a claim that refuses
+hostile input and stays fast with 10,000 items queued). That row is checked and shown, but
+it never fails a chapter row, the checkpoint or ``make check`` itself.
 
 What you may use: the standard library and the runtime of earlier chapters, which you read
-but never edit: ``lucyshop.store`` (``immediate``, ``migrate``), ``lucyshop.queue``
-(``WorkQueue``), ``lucyshop.approval`` (``open_shop``, ``execute``, ``orders_for``,
-``record_receipt``, ``SpendingPolicy``), and ``lucyshop.validate``, whose validators raise the
-ValueError each docstring's limits ask for (``seconds`` for a duration, ``clock`` for
-``now``, ``label`` for an owner, ``string``, ``text``, ``json_text``, ``row_id``).
+but never edit. A shop ``db`` answers ``db.immediate()`` (one write transaction, yielding the
+connection), ``db.migrate(line, migrations)`` and ``db.connection``; its queue's
+``queue.admit(source_id, session_id, text)`` answers ``"accepted"``, ``"duplicate"``,
+``"conflict"`` or ``"refused"``. ``lucyshop.approval`` gives ``open_shop``, ``execute``,
+``orders_for``, ``record_receipt``, ``SpendingPolicy`` and ``CONCLUSIVE``; ``lucyshop.validate``
+raises the ValueError a docstring's limits ask for (``clock`` for ``now``, ``string``,
+``text``, ``json_text``, ``row_id``).
 """
 
 from __future__ import annotations
@@ -34,7 +42,6 @@ from typing import Any
 from lucyshop import validate  # noqa: F401  (the limits the docstrings state)
 from lucyshop.approval import (  # noqa: F401
     CONCLUSIVE,
-    UNCERTAIN,
     SpendingPolicy,
     Supplier,
     execute,
@@ -44,7 +51,6 @@ from lucyshop.approval import (  # noqa: F401
 )
 from lucyshop.lab import NotStarted
 from lucyshop.queue import WorkQueue
-from lucyshop.store import immediate, migrate  # noqa: F401
 
 # ---------------------------------------------------------------- Part A: slow or dead?
 
@@ -106,25 +112,43 @@ def fenced(writer_generation: int, current_generation: int) -> bool:
 
 # ---------------------------------------------------------------- Part B: durable claims
 
-# 13b § A schema for leases: one migration (version 1) that adds a ``generation`` column to
-# ``assignment_leases`` and creates ``transcript(seq, work_id, generation, message)`` and
-# ``outcomes(work_id PK, generation, status IN DONE/BLOCKED/CANCELED, result)``; and a second
-# (version 2) with the index ``claim`` walks instead of sorting: open work in age order,
-# ``CREATE INDEX work_open ON work(work_id) WHERE state != 'finished'``.
-LEASE_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+# Written for you (13b § A schema for leases): version 1 of the line "leases".
+LEASE_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        # Each claim writes the next generation, so even an owner label used again names a
+        # new acquisition of the work.
+        "ALTER TABLE assignment_leases ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
+        """CREATE TABLE transcript(
+            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+            work_id    INTEGER NOT NULL,
+            generation INTEGER NOT NULL,
+            message    TEXT NOT NULL
+        )""",
+        """CREATE TABLE outcomes(
+            work_id    INTEGER PRIMARY KEY,
+            generation INTEGER NOT NULL,
+            status     TEXT NOT NULL CHECK (status IN ('DONE', 'BLOCKED', 'CANCELED')),
+            result     TEXT NOT NULL
+        )""",
+    ),
+    # Beyond the book (13b § A claim at any queue length): a version 2 here may add the index
+    # that lets ``claim`` walk the open work in age order instead of sorting it. The row
+    # ``claim (beyond the book)`` of make check measures that; the chapter's rows do not.
+}
 
 STATUSES = ("DONE", "BLOCKED", "CANCELED")
-MAX_TTL = 3600.0
 
 
 def open_worker_shop(path: str | Path) -> tuple[sqlite3.Connection, WorkQueue]:
-    """Open a shop file at the chapter-11 schema plus ``LEASE_MIGRATIONS`` (line ``"leases"``)."""
-    raise NotStarted("open_worker_shop", "13b § A schema for leases")
+    """Chapter 11's shop and queue, migrated to leases that carry a generation."""
+    db, queue = open_shop(path)
+    db.migrate("leases", LEASE_MIGRATIONS)
+    return db, queue
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One execution's hold on one work item. A cache of the records, never the authority."""
+    """One acquisition of one work item: what a worker shows before every write it makes."""
 
     work_id: int
     session_id: str
@@ -135,80 +159,68 @@ class Claim:
 
     @property
     def worker_id(self) -> str:
-        """``owner#generation``: chapter 11's holder check compares this,
-        so it fences by generation."""
-        raise NotStarted("Claim.worker_id", "13b § Who holds the work")
+        """``owner#generation``: the value chapters 8 and 11 already compare, so their checks
+        fence by generation unchanged."""
+        return f"{self.owner}#{self.generation}"
 
 
 def enqueue(queue: WorkQueue, source_id: str, session_id: str, text: str) -> int:
-    """Admit one assignment and return its work id; a retried delivery returns the same id.
+    """Admit one assignment through chapter 8's queue and return its work id.
 
-    A conflicting or refused admission raises ValueError with the queue's reason.
+    A retried delivery (``duplicate``) returns the same id; any other answer is a ValueError.
     """
-    raise NotStarted("enqueue", "13b § Admit the assignments")
+    answer = queue.admit(source_id, session_id, text)
+    if answer not in ("accepted", "duplicate"):
+        raise ValueError(f"the queue answered {answer!r} to work {source_id!r}")
+    (work_id,) = queue.store.connection.execute(
+        "SELECT work_id FROM work WHERE source_id = ?", (source_id,)
+    ).fetchone()
+    return work_id
 
 
+# Beyond the book (13b § Hostile input to claim, 13b § A claim at any queue length): the
+# row ``claim (beyond the book)`` also asks ``claim`` to refuse an owner label with control
+# characters or over 100 characters, a bool ttl and an injected ``now`` outside [0, 2100],
+# and to cost about the same with 9,900 items queued as with 200. Graded apart: the
+# chapter's ``claim`` row never asks it.
 def claim(
     db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None
 ) -> Claim | None:
-    """Take the oldest eligible work item in one immediate transaction, or return None.
+    """In one immediate transaction, take the oldest work that is pending or running under an
+    expired lease, skipping any session whose other work has a live holder; or return None.
 
-    Eligible: pending work, or running work whose lease has expired (its holder is dead or
-    too slow to tell apart). A session with another live holder is skipped, so one
-    conversation never has two turns running at once. Each claim writes generation + 1, so a
-    work item's first claim is generation 1. ``owner`` is a non-empty label of at most 100
-    characters without ``#`` or control characters; ``ttl`` is finite, above 0 and at most 3600
-    (infinity is refused); an injected ``now`` lies from 0 to 4102444800 (the year 2100).
-    Anything else is a ValueError.
-
-    Walk the open work in age order (the ``work_open`` index of migration 2) and stop at the
-    first eligible item; never sort the eligible set, or every claim slows down as work
-    piles up. A claim with 9,900 items queued must cost about what it costs with 200.
+    The claim writes generation + 1, so an item's first claim is generation 1. ``owner`` is a
+    non-empty label without ``#``; ``ttl`` is finite, above 0 and at most 3600. Anything else
+    is a ValueError.
     """
     raise NotStarted("claim", "13b § Claim work in one transaction")
 
 
-def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> None:
-    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> float:
+    """Return the lease's expiry if ``held`` is still the current, unexpired holder of its
+    work; otherwise raise PermissionError.
 
-    Four comparisons, each sufficient on its own to refuse: the work is running; it is run by
-    ``held``'s owner; the lease is at ``held``'s generation; the lease has not expired. Call
-    it inside the transaction whose write it guards, so nothing can change in between.
+    It compares the work's state, its worker id (owner and generation), the lease's
+    generation and the expiry. Call it inside the transaction of the write it guards.
     """
     raise NotStarted("assert_current", "13b § The current-holder check")
 
 
-def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | None = None) -> int:
-    """Append one transcript message (any JSON value) for the held work; return its seq.
+def observe(db: sqlite3.Connection, held: Claim, message: dict[str, Any]) -> None:
+    """Append one transcript message for the held work, recorded at the writer's generation.
 
-    The holder check and the insert share one transaction: a refused writer leaves no row.
-    The row records the writer's generation. A message that is not JSON (or holds NaN), or is
-    over 65536 characters as JSON, is a ValueError and writes nothing.
+    The holder check and the insert share one transaction, so a refused writer leaves no row.
     """
     raise NotStarted("observe", "13b § Fence the transcript")
 
 
-def finish(
-    db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None
-) -> None:
-    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
+def finish(db: sqlite3.Connection, held: Claim, status: str, result: str) -> None:
+    """End the held work with its outcome (DONE, BLOCKED or CANCELED) and a result text.
 
-    One transaction: the holder check, the outcome row at the writer's generation, and the
-    state move. A stale or repeated finish is refused and changes nothing. A result that is not
-    JSON, or is over 65536 characters as JSON, is a ValueError.
+    Only the current holder may: the check, the state move and the outcome row are one
+    transaction, so a stale or repeated finish changes nothing.
     """
     raise NotStarted("finish", "13b § Fence the completion")
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What one ``recover_once`` did: IDLE (nothing to take), DONE or BLOCKED."""
-
-    status: str
-    work_id: int | None = None
-    generation: int | None = None
-    receipts: tuple[dict, ...] = ()
-    reason: str = ""
 
 
 def recover_once(
@@ -218,19 +230,22 @@ def recover_once(
     supplier: Supplier,
     policy: SpendingPolicy,
     ttl: float = 30,
-) -> Recovery:
-    """Take over one expired or pending item and continue it from the records alone.
+) -> dict[str, Any]:
+    """Claim expired or waiting work and continue only what its records already hold.
 
-    No model is consulted: the work's APPROVED, SENDING and UNKNOWN orders go through
-    ``execute`` (which looks an uncertain order up by its operation id before any send).
-    DONE when every order is then conclusive; BLOCKED when none was approved, or one is
-    still uncertain or refused, for an operator to decide. IDLE when nothing is eligible.
+    No model takes part. The work's APPROVED, SENDING and UNKNOWN orders go through chapter
+    11's ``execute``, which checks every authority again and looks an uncertain order up
+    before any send. Returns ``{"status": "IDLE"}`` when nothing is eligible, else
+    ``{"status", "work", "generation"}``: DONE when every order ended conclusively, BLOCKED
+    when there was none to continue or one is still uncertain.
     """
     raise NotStarted("recover_once", "13b § Recover from records, not a model")
 
 
 def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     """Settle the SENDING and UNKNOWN orders of finished work by looking them up; never send.
+
+    The kit's own function: the chapter describes reconciliation but prints no code for it.
 
     A found receipt is recorded (ACCEPTED spends the reservation, REJECTED releases it). An
     operation the supplier never saw, or a supplier that does not answer, leaves the order as
@@ -250,6 +265,8 @@ def cancel(
     now: float | None = None,
 ) -> dict:
     """The operator's controlled path to stop work, in one transaction.
+
+    The kit's own function: the chapter describes cancellation but prints no code for it.
 
     Confirms that ``actor`` is an operator; advances the lease generation so whoever holds the
     work now is refused at its next transcript, completion or supplier write; finishes the

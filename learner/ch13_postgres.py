@@ -29,12 +29,17 @@ The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
 * ``transcript(seq bigserial, work_id, generation, message jsonb, written)``: one row per
   ``observe``, stamped with the writer's generation; ``written`` defaults to the server's
   ``clock_timestamp()``.
-* ``outcomes(work_id, generation, status, result jsonb, written)``: at most one row per
+* ``outcomes(work_id, generation, status, result text, written)``: at most one row per
   item (``work_id`` is its key); ``status`` is ``DONE``, ``BLOCKED`` or ``CANCELED``.
+
+The four functions keep chapter 13's signatures and return values: ``observe`` and ``finish``
+take no ``now`` (here the server's clock decides), ``finish``'s result is text, and
+``assert_current`` returns the lease's expiry (the server's ``timestamptz``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json  # noqa: F401  (you will need it)
 from typing import Any
 
@@ -60,8 +65,9 @@ def claim(connection: Any, owner: str, *, ttl: float = 90) -> PgClaim | None:
     raise NotStarted("claim", "13d § One statement claims, on the server's clock")
 
 
-def assert_current(connection: Any, held: PgClaim) -> None:
-    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+def assert_current(connection: Any, held: PgClaim) -> dt.datetime:
+    """Return the lease's expiry if ``held`` is the current holder of its work right now;
+    otherwise raise PermissionError.
 
     The same four comparisons as chapter 13's, with the server's clock for the last: the work is
     running; its lease names ``held``'s owner; at ``held``'s generation; and has not expired
@@ -72,20 +78,20 @@ def assert_current(connection: Any, held: PgClaim) -> None:
     raise NotStarted("assert_current", "13d § The fence reads the server's clock")
 
 
-def observe(connection: Any, held: PgClaim, message: Any) -> int:
-    """Append one transcript message (any JSON value) for the held work; return its seq.
+def observe(connection: Any, held: PgClaim, message: dict[str, Any]) -> None:
+    """Append one transcript message for the held work, at the writer's generation.
 
-    One transaction: ``assert_current``, then the insert at the writer's generation, so a
-    refused writer leaves no row. A message that is not JSON (or holds NaN) is a ValueError
-    and writes nothing.
+    One transaction: ``assert_current``, then the insert, so a refused writer leaves no row. The
+    message is stored as JSON; one that is not JSON (or holds NaN or infinity) raises
+    TypeError or ValueError and writes nothing.
     """
     raise NotStarted("observe", "13d § Fenced writes")
 
 
-def finish(connection: Any, held: PgClaim, status: str, result: Any) -> None:
-    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
+def finish(connection: Any, held: PgClaim, status: str, result: str) -> None:
+    """End the held work with its outcome (DONE, BLOCKED or CANCELED) and a result text, fenced.
 
-    One transaction: ``assert_current``, the outcome row at the writer's generation, and the
-    state move. A stale or repeated finish is refused and changes nothing.
+    One transaction: ``assert_current``, the state move, and the outcome row at the writer's
+    generation. A stale or repeated finish is refused and changes nothing.
     """
     raise NotStarted("finish", "13d § Fenced writes")

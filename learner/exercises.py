@@ -114,13 +114,11 @@ def exercise_2_cancel_while_delayed(directory: Path) -> dict:
 # ================================================================ Exercise 3
 
 
-def observe_without_fence(
-    db: sqlite3.Connection, held: Any, message: Any, *, now: float | None = None
-) -> int:
-    """A copy of ``observe`` with one fence removed: the holder check before the insert.
+def observe_without_fence(db: sqlite3.Connection, held: Any, message: dict[str, Any]) -> None:
+    """A copy of the chapter's ``observe`` with one fence removed: the holder check.
 
-    Everything else is as the chapter's ``observe``: one immediate transaction, the writer's
-    generation on the row, JSON only. ``now`` is accepted and, with the holder check gone, unused.
+    The rest is unchanged: one immediate transaction, the row written at the writer's
+    generation, the message stored as JSON (NaN or infinity is a ValueError, and writes nothing).
     """
     raise NotStarted("observe_without_fence", "13c § Exercise 3 Remove one fence from a copy")
 
@@ -128,12 +126,13 @@ def observe_without_fence(
 def exercise_3_remove_one_fence(directory: Path) -> dict:
     """Remove one fence from a copy: the same stale write, through the copy and through ``observe``.
 
-    Two fresh shops run one script in injected time (``now=``, so the expiry is exact and
-    said so): claim, let the lease run out, reacquire as generation 2, write generation 2's
-    row; then generation 1 comes back with a late transcript row and a completion. In the
-    first shop the late row goes through ``observe_without_fence``; in the second through the
-    chapter's ``observe``. Each shop ends with generation 2 finishing the work DONE: its
-    outcome is the only one, as generation 1's completion is refused either way.
+    Two fresh shops run one script. Generation 1 is claimed in the past (``claim``'s ``now``,
+    two leases ago), so its lease has already run out by the clock when generation 2 claims the
+    work at the real time and writes its row. Then generation 1 comes back with a late
+    transcript row and a completion. In the first shop the late row goes through
+    ``observe_without_fence``; in the second through the chapter's ``observe``. Each shop ends
+    with generation 2 finishing the work DONE: its outcome is the only one, as generation 1's
+    completion is refused either way.
 
     Returns ``{"without_fence": ..., "with_fence": ...}``, each with ``shop``, ``work_id``,
     ``late_write`` and ``stale_completion`` (``''`` when the write went through, else

@@ -125,13 +125,17 @@ LEASE_MIGRATIONS: dict[int, tuple[str, ...]] = {
         # Which acquisition holds the lease. Each claim writes one more, so a reused owner
         # label still names a new execution.
         "ALTER TABLE assignment_leases ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
-        "CREATE TABLE transcript ("
-        " seq INTEGER PRIMARY KEY AUTOINCREMENT, work_id INTEGER NOT NULL,"
-        " generation INTEGER NOT NULL, message TEXT NOT NULL)",
-        "CREATE TABLE outcomes ("
-        " work_id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,"
-        " status TEXT NOT NULL CHECK (status IN ('DONE', 'BLOCKED', 'CANCELED')),"
-        " result TEXT NOT NULL)",
+        (
+            "CREATE TABLE transcript ("
+            " seq INTEGER PRIMARY KEY AUTOINCREMENT, work_id INTEGER NOT NULL,"
+            " generation INTEGER NOT NULL, message TEXT NOT NULL)"
+        ),
+        (
+            "CREATE TABLE outcomes ("
+            " work_id INTEGER PRIMARY KEY, generation INTEGER NOT NULL,"
+            " status TEXT NOT NULL CHECK (status IN ('DONE', 'BLOCKED', 'CANCELED')),"
+            " result TEXT NOT NULL)"
+        ),
     ),
     # Beyond the book (13b, "A claim at any queue length"): open work in age order, so that a
     # claim walks from the oldest open item and stops at the first eligible one. SQLite uses a
@@ -232,9 +236,7 @@ def claim(
     return held
 
 
-def assert_current(
-    connection: sqlite3.Connection, held: Claim, now: float | None = None
-) -> float:
+def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> float:
     """Return the lease's expiry if ``held`` is still the current, unexpired holder of its
     work; otherwise raise PermissionError.
 
@@ -257,7 +259,9 @@ def assert_current(
             f"generation {held.generation} of work {held.work_id} is superseded by {generation}"
         )
     if worker_id != held.worker_id:
-        raise PermissionError(f"work {held.work_id} is held by {worker_id!r}, not {held.worker_id!r}")
+        raise PermissionError(
+            f"work {held.work_id} is held by {worker_id!r}, not {held.worker_id!r}"
+        )
     if expires <= now:
         raise PermissionError(f"the lease of {held.worker_id} on work {held.work_id} has expired")
     return expires
@@ -286,9 +290,7 @@ def finish(db: sqlite3.Connection, held: Claim, status: str, result: str) -> Non
         raise ValueError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
     with db.immediate() as connection:
         assert_current(connection, held)
-        connection.execute(
-            "UPDATE work SET state = 'finished' WHERE work_id = ?", (held.work_id,)
-        )
+        connection.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (held.work_id,))
         connection.execute(
             "INSERT INTO outcomes (work_id, generation, status, result) VALUES (?, ?, ?, ?)",
             (held.work_id, held.generation, status, result),

@@ -15,12 +15,17 @@ The schema, ``pg_shop.SCHEMA`` (its times are the server's, ``timestamptz``):
 * ``transcript(seq bigserial, work_id, generation, message jsonb, written)``: one row per
   ``observe``, stamped with the writer's generation; ``written`` defaults to the server's
   ``clock_timestamp()``.
-* ``outcomes(work_id, generation, status, result jsonb, written)``: at most one row per
+* ``outcomes(work_id, generation, status, result text, written)``: at most one row per
   item (``work_id`` is its key); ``status`` is ``DONE``, ``BLOCKED`` or ``CANCELED``.
+
+The four functions keep chapter 13's signatures and return values: ``observe`` and ``finish``
+take no ``now`` (here the server's clock decides), ``finish``'s result is text, and
+``assert_current`` returns the lease's expiry (the server's ``timestamptz``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -70,8 +75,9 @@ def claim(connection: Any, owner: str, *, ttl: float = 90) -> PgClaim | None:
     return None if row is None else PgClaim(**row)
 
 
-def assert_current(connection: Any, held: PgClaim) -> None:
-    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+def assert_current(connection: Any, held: PgClaim) -> dt.datetime:
+    """Return the lease's expiry if ``held`` is the current holder of its work right now;
+    otherwise raise PermissionError.
 
     The same four comparisons as chapter 13's, with the server's clock for the last: the work is
     running; its lease names ``held``'s owner; at ``held``'s generation; and has not expired
@@ -80,7 +86,8 @@ def assert_current(connection: Any, held: PgClaim) -> None:
     commits.
     """
     row = connection.execute(
-        """SELECT w.state, l.owner, l.generation, l.expires > clock_timestamp() AS alive,
+        """SELECT w.state, l.owner, l.generation, l.expires,
+                  l.expires > clock_timestamp() AS alive,
                   extract(epoch FROM clock_timestamp() - l.expires) AS overdue
              FROM work w JOIN leases l ON l.work_id = w.work_id
             WHERE w.work_id = %s FOR SHARE OF l""",
@@ -104,46 +111,36 @@ def assert_current(connection: Any, held: PgClaim) -> None:
             f"the lease of {held.worker_id} on work {held.work_id} expired"
             f" {float(row['overdue']):.3f}s ago by the server's clock"
         )
+    return row["expires"]
 
 
-def observe(connection: Any, held: PgClaim, message: Any) -> int:
-    """Append one transcript message (any JSON value) for the held work; return its seq.
+def observe(connection: Any, held: PgClaim, message: dict[str, Any]) -> None:
+    """Append one transcript message for the held work, at the writer's generation.
 
-    One transaction: ``assert_current``, then the insert at the writer's generation, so a
-    refused writer leaves no row. A message that is not JSON (or holds NaN) is a ValueError
-    and writes nothing.
+    One transaction: ``assert_current``, then the insert, so a refused writer leaves no row. The
+    message is stored as JSON; one that is not JSON (or holds NaN or infinity) raises
+    TypeError or ValueError and writes nothing.
     """
-    text = _json(message, "message")
-    with connection.transaction():
-        assert_current(connection, held)
-        row = connection.execute(
-            "INSERT INTO transcript(work_id, generation, message) VALUES (%s, %s, %s)"
-            " RETURNING seq",
-            (held.work_id, held.generation, text),
-        ).fetchone()
-    return int(row["seq"])
-
-
-def finish(connection: Any, held: PgClaim, status: str, result: Any) -> None:
-    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
-
-    One transaction: ``assert_current``, the outcome row at the writer's generation, and the
-    state move. A stale or repeated finish is refused and changes nothing.
-    """
-    if status not in STATUSES:
-        raise ValueError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
-    text = _json(result, "result")
     with connection.transaction():
         assert_current(connection, held)
         connection.execute(
-            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (%s, %s, %s, %s)",
-            (held.work_id, held.generation, status, text),
+            "INSERT INTO transcript(work_id, generation, message) VALUES (%s, %s, %s)",
+            (held.work_id, held.generation, json.dumps(message, allow_nan=False)),
         )
+
+
+def finish(connection: Any, held: PgClaim, status: str, result: str) -> None:
+    """End the held work with its outcome (DONE, BLOCKED or CANCELED) and a result text, fenced.
+
+    One transaction: ``assert_current``, the state move, and the outcome row at the writer's
+    generation. A stale or repeated finish is refused and changes nothing.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status is one of {', '.join(STATUSES)}, not {status!r}")
+    with connection.transaction():
+        assert_current(connection, held)
         connection.execute("UPDATE work SET state = 'finished' WHERE work_id = %s", (held.work_id,))
-
-
-def _json(value: Any, name: str) -> str:
-    try:
-        return json.dumps(value, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"the {name} must be JSON (no NaN or infinity): {error}") from None
+        connection.execute(
+            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (%s, %s, %s, %s)",
+            (held.work_id, held.generation, status, result),
+        )

@@ -46,6 +46,7 @@ from lucyshop.supplier import SupplierClient, ledger_orders
 HERE = Path(__file__).resolve()
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 5, "unit_cents": 500}  # 2500 cents
 DEADLINE = 30.0  # the longest any single wait here may take
+LONGEST_LEASE = 3600.0  # the chapter's claim takes no longer lease, and no renewal grants one
 
 
 def chapter() -> ModuleType:
@@ -118,7 +119,7 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
                 lambda: leases.observe(db, first, {"role": "assistant", "text": "late"})
             ),
             "completion": attempt(
-                lambda: leases.finish(db, first, "DONE", {"by": first.worker_id})
+                lambda: leases.finish(db, first, "DONE", f"Finished by {first.worker_id}.")
             ),
             "supplier": attempt(
                 lambda: approval.propose(db, first, supplier="dairy", proposal=VANILLA)
@@ -130,7 +131,7 @@ def exercise_1_reuse_owner_label(directory: Path) -> dict:
             f"completion refused; the lease is held by execution {current['worker_id']}: "
             f"{refused['completion']}",
         )
-        leases.finish(db, second, "DONE", {"by": second.worker_id})
+        leases.finish(db, second, "DONE", f"Finished by {second.worker_id}.")
         log(second, "finished DONE")
         return {
             "shop": str(shop),
@@ -204,9 +205,7 @@ def _cancel_held_turn(leases: ModuleType, directory: Path) -> dict[str, Any]:
             ),
             lambda wdb: {
                 "completion": attempt(
-                    lambda: leases.finish(
-                        wdb, held, "DONE", {"reply": "Vanilla, chocolate and lemon sorbet."}
-                    )
+                    lambda: leases.finish(wdb, held, "DONE", "Vanilla, chocolate and lemon sorbet.")
                 )
             },
         )
@@ -255,21 +254,17 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
             work_id = leases.enqueue(queue, "accepted-1", "session-b", "Order six tubs of vanilla")
             held = leases.claim(db, OWNER, ttl=30)
             order = approval.propose(db, held, supplier=client.identity, proposal=VANILLA)
-            approval.approve(
-                db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
-            )
+            approval.approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
             supplier.set_faults(delay_next=1, delay_seconds=REPLY_DELAY)
             turn = HeldTurn(
                 shop,
                 lambda wdb: approval.execute(wdb, held, order["id"], client, policy=POLICY),
                 lambda wdb: {
                     "send_again": attempt(
-                        lambda: approval.execute(
-                            wdb, held, order["id"], client, policy=POLICY
-                        )
+                        lambda: approval.execute(wdb, held, order["id"], client, policy=POLICY)
                     ),
                     "completion": attempt(
-                        lambda: leases.finish(wdb, held, "DONE", {"ordered": True})
+                        lambda: leases.finish(wdb, held, "DONE", "Six tubs ordered.")
                     ),
                 },
             )
@@ -329,36 +324,33 @@ def _cancel_accepted_order(leases: ModuleType, directory: Path) -> dict[str, Any
 # ================================================================ Exercise 3
 
 
-def observe_without_fence(
-    db: sqlite3.Connection, held: Any, message: Any, *, now: float | None = None
-) -> int:
-    """A copy of ``observe`` with one fence removed: the holder check before the insert.
+def observe_without_fence(db: sqlite3.Connection, held: Any, message: dict[str, Any]) -> None:
+    """A copy of the chapter's ``observe`` with one fence removed: the holder check.
 
-    Everything else is as the chapter's ``observe``: one immediate transaction, the writer's
-    generation on the row, JSON only. ``now`` is accepted and, with the holder check gone, unused.
+    The rest is unchanged: one immediate transaction, the row written at the writer's
+    generation, the message stored as JSON (NaN or infinity is a ValueError, and writes nothing).
     """
-    try:
-        text = json.dumps(message, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"the message must be JSON (no NaN or infinity): {error}") from None
-    with db.immediate():
-        # The fence that was here: assert_current(db, held, now)
-        cursor = db.execute(
-            "INSERT INTO transcript(work_id, generation, message) VALUES (?, ?, ?)",
-            (held.work_id, held.generation, text),
+    with db.immediate() as connection:
+        # The fence that was here: chapter().assert_current(connection, held)
+        connection.execute(
+            "INSERT INTO transcript (work_id, generation, message) VALUES (?, ?, ?)",
+            (held.work_id, held.generation, json.dumps(message, allow_nan=False)),
         )
-        return int(cursor.lastrowid)
+
+
+STALE_LEASE = 30.0  # exercise 3's lease; its first claim is made two leases in the past
 
 
 def exercise_3_remove_one_fence(directory: Path) -> dict:
     """Remove one fence from a copy: the same stale write, through the copy and through ``observe``.
 
-    Two fresh shops run one script in injected time (``now=``, so the expiry is exact and
-    said so): claim, let the lease run out, reacquire as generation 2, write generation 2's
-    row; then generation 1 comes back with a late transcript row and a completion. In the
-    first shop the late row goes through ``observe_without_fence``; in the second through the
-    chapter's ``observe``. Each shop ends with generation 2 finishing the work DONE: its
-    outcome is the only one, as generation 1's completion is refused either way.
+    Two fresh shops run one script. Generation 1 is claimed in the past (``claim``'s ``now``,
+    two leases ago), so its lease has already run out by the clock when generation 2 claims the
+    work at the real time and writes its row. Then generation 1 comes back with a late
+    transcript row and a completion. In the first shop the late row goes through
+    ``observe_without_fence``; in the second through the chapter's ``observe``. Each shop ends
+    with generation 2 finishing the work DONE: its outcome is the only one, as generation 1's
+    completion is refused either way.
 
     Returns ``{"without_fence": ..., "with_fence": ...}``, each with ``shop``, ``work_id``,
     ``late_write`` and ``stale_completion`` (``''`` when the write went through, else
@@ -375,7 +367,7 @@ def exercise_3_remove_one_fence(directory: Path) -> dict:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     return {
-        "time": "injected with now=",
+        "time": "generation 1 claimed two leases in the past (claim's now=), generation 2 now",
         "without_fence": _stale_transcript_write(
             leases, directory / "without-fence.db", observe_without_fence
         ),
@@ -384,26 +376,19 @@ def exercise_3_remove_one_fence(directory: Path) -> dict:
 
 
 def _stale_transcript_write(
-    leases: ModuleType, shop: Path, write: Callable[..., int]
+    leases: ModuleType, shop: Path, write: Callable[[Any, Any, dict[str, Any]], None]
 ) -> dict[str, Any]:
     db, queue = leases.open_worker_shop(shop)
     try:
-        t0, ttl = 1_000_000.0, 30.0
         work_id = leases.enqueue(queue, "ex3-1", "session-a", "Is the pistachio nut-free?")
-        old = leases.claim(db, OWNER, ttl=ttl, now=t0)
-        new = leases.claim(db, OWNER, ttl=ttl, now=t0 + ttl + 0.001)
-        leases.observe(
-            db, new, {"role": "assistant", "text": "No: pistachio is a nut."}, now=t0 + ttl + 1
-        )
+        old = leases.claim(db, OWNER, ttl=STALE_LEASE, now=time.time() - 2 * STALE_LEASE)
+        new = leases.claim(db, OWNER, ttl=STALE_LEASE)
+        leases.observe(db, new, {"role": "assistant", "text": "No: pistachio is a nut."})
         late = attempt(
-            lambda: write(
-                db, old, {"role": "assistant", "text": "Yes, it is nut-free."}, now=t0 + ttl + 2
-            )
+            lambda: write(db, old, {"role": "assistant", "text": "Yes, it is nut-free."})
         )
-        completion = attempt(
-            lambda: leases.finish(db, old, "DONE", {"by": old.worker_id}, now=t0 + ttl + 2)
-        )
-        leases.finish(db, new, "DONE", {"by": new.worker_id}, now=t0 + ttl + 3)
+        completion = attempt(lambda: leases.finish(db, old, "DONE", "It is nut-free."))
+        leases.finish(db, new, "DONE", "Pistachio is a nut: not nut-free.")
         transcript = transcript_rows(db, work_id)
         return {
             "shop": str(shop),
@@ -492,8 +477,7 @@ def exercise_4_sessions_vs_ceiling(directory: Path) -> dict:
             _raise_first_failure(results)
         orders = rows(
             db,
-            "SELECT id, work_id, amount_cents, status FROM assistant_orders"
-            " ORDER BY id",
+            "SELECT id, work_id, amount_cents, status FROM assistant_orders ORDER BY id",
         )
         return {
             "shop": str(shop),
@@ -586,14 +570,14 @@ def renew(
     (``prepare_renewals`` adds the table; ``progressed_at``: when ``progress`` last grew).
     """
     leases = chapter()
-    ttl = validate.seconds(ttl, "ttl", positive=True, most=leases.MAX_TTL)
+    ttl = validate.seconds(ttl, "ttl", positive=True, most=LONGEST_LEASE)
     if isinstance(progress, bool) or not isinstance(progress, int) or progress < 0:
         raise ValueError(f"progress is a whole number from 0: {progress!r}")
     bound = None if bound is None else validate.seconds(bound, "bound", positive=True)
     now = time.time() if now is None else float(now)
-    with db.immediate():
-        leases.assert_current(db, held, now)
-        last = db.execute(
+    with db.immediate() as connection:
+        current = leases.assert_current(connection, held, now)  # the lease's expiry
+        last = connection.execute(
             "SELECT progress, progressed_at FROM lease_renewals"
             " WHERE work_id = ? AND generation = ?"
             " ORDER BY seq DESC LIMIT 1",
@@ -614,15 +598,12 @@ def renew(
                     "expire"
                 )
             expires = min(expires, limit)
-        current = db.execute(
-            "SELECT expires FROM assignment_leases WHERE work_id = ?", (held.work_id,)
-        ).fetchone()
-        expires = max(expires, current["expires"])
-        db.execute(
+        expires = max(expires, current)
+        connection.execute(
             "UPDATE assignment_leases SET expires = ? WHERE work_id = ? AND generation = ?",
             (expires, held.work_id, held.generation),
         )
-        db.execute(
+        connection.execute(
             "INSERT INTO lease_renewals"
             "(work_id, generation, progress, progressed_at, renewed_at, expires)"
             " VALUES (?, ?, ?, ?, ?, ?)",

@@ -10,9 +10,10 @@
   test reads back before and after a call.
 - ``supplier``: a real supplier process for one test, ``shared_supplier`` one for a whole
   test file (its tests only add to its ledger); both reject ``REJECTED_SKU``.
-- ``held``: one work item claimed by ``till`` for 30 s, in whichever suite asks; the suite
-  says how it claims (``claim_as``: the chapter's SQLite ``claim`` in tests/learner, exercise
-  7's PostgreSQL one in tests/postgres).
+- ``held``: one work item claimed by ``till`` for 30 s from now, so its holder is current
+  while the test runs, in whichever suite asks; the suite says how it claims (``claim_as``:
+  the chapter's SQLite ``claim`` at the real clock in tests/learner, exercise 7's PostgreSQL
+  one at the server's clock in tests/postgres).
 
 ``tests/conftest.py`` makes the fixtures available to every test; the data and helpers are
 imported from here. ``tests/test_shop_fixtures.py`` fails when any of them is stated again.
@@ -126,7 +127,7 @@ def garbage_supplier() -> Iterator[str]:
 
 @pytest.fixture
 def held(add_work: Callable[..., int], claim_as: Callable[..., Any]) -> Any:
-    """Work item 1 (session ``s1``), claimed by ``till`` for 30 s: where the tests of a
-    holder's functions start. ``add_work`` and ``claim_as`` are the suite's own."""
+    """Work item 1 (session ``s1``), claimed by ``till`` for 30 s from now: where the tests of
+    a holder's functions start. ``add_work`` and ``claim_as`` are the suite's own."""
     add_work()
     return claim_as("till", ttl=30)

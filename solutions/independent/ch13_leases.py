@@ -234,12 +234,15 @@ class Claim:
 def enqueue(queue: WorkQueue, source_id: str, session_id: str, text: str) -> int:
     """Admit one assignment and return its work id; a retried delivery returns the same id.
 
-    A conflicting or refused admission raises ValueError with the queue's reason.
+    A conflicting or refused admission (the queue's status word) raises ValueError.
     """
-    result = queue.admit(source_id, session_id, text)
-    if result.status not in {"accepted", "duplicate"}:
-        raise ValueError(f"{result.status}: {result.reason}")
-    return result.work_id
+    said = queue.admit(source_id, session_id, text)
+    if said == "accepted" or said == "duplicate":
+        row = queue.store.connection.execute(
+            "SELECT work_id FROM work WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        return int(row[0])
+    raise ValueError(f"{source_id!r}: the queue said {said}")
 
 
 def _lease_row(conn: sqlite3.Connection, work_id: int) -> sqlite3.Row | None:
@@ -319,8 +322,9 @@ def claim(
     return None
 
 
-def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> None:
-    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now.
+def assert_current(connection: sqlite3.Connection, held: Claim, now: float | None = None) -> float:
+    """Refuse (PermissionError) unless ``held`` is the current holder of its work right now;
+    else return when its lease ends.
 
     Four checks, each sufficient on its own to refuse: the work is running; it is run by
     ``held``'s owner; the lease is at ``held``'s generation; the lease has not expired. Call
@@ -347,53 +351,40 @@ def assert_current(connection: sqlite3.Connection, held: Claim, now: float | Non
         raise PermissionError(
             f"{held.worker_id} may not write work {held.work_id}: " + "; ".join(reasons)
         )
+    return float(lease["expires"])
 
 
-def observe(db: sqlite3.Connection, held: Claim, message: Any, *, now: float | None = None) -> int:
-    """Append one transcript message (any JSON value) for the held work; return its seq.
+def observe(db: sqlite3.Connection, held: Claim, message: dict[str, Any]) -> None:
+    """Append one transcript message for the held work, at the writer's generation.
 
     The holder check and the insert share one transaction: a refused writer leaves no row.
-    The row records the writer's generation. A message that is not JSON (or holds NaN) is a
-    ValueError and writes nothing.
+    A message JSON cannot hold (NaN, say) is a ValueError and writes nothing.
     """
     payload = _encode(message)
     with _write_txn(db):
-        assert_current(db, held, now)
-        return db.execute(
+        assert_current(db, held)
+        db.execute(
             "INSERT INTO transcript (work_id, generation, message) VALUES (?, ?, ?)",
             (held.work_id, held.generation, payload),
-        ).lastrowid
+        )
 
 
-def finish(
-    db: sqlite3.Connection, held: Claim, status: str, result: Any, *, now: float | None = None
-) -> None:
-    """Record the outcome (DONE, BLOCKED or CANCELED) and move the work to finished, fenced.
+def finish(db: sqlite3.Connection, held: Claim, status: str, result: str) -> None:
+    """Record the outcome (DONE, BLOCKED or CANCELED) with its text and move the work to
+    finished, fenced.
 
     One transaction: the holder check, the outcome row at the writer's generation, and the
     state move. A stale or repeated finish is refused and changes nothing.
     """
     if status not in STATUSES:
         raise ValueError(f"unknown outcome {status!r}")
-    payload = _encode(result)
     with _write_txn(db):
-        assert_current(db, held, now)
+        assert_current(db, held)
         db.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (held.work_id,))
         db.execute(
             "INSERT INTO outcomes (work_id, generation, status, result) VALUES (?, ?, ?, ?)",
-            (held.work_id, held.generation, status, payload),
+            (held.work_id, held.generation, status, result),
         )
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What one ``recover_once`` did: IDLE (nothing to take), DONE or BLOCKED."""
-
-    status: str
-    work_id: int | None = None
-    generation: int | None = None
-    receipts: tuple[dict, ...] = ()
-    reason: str = ""
 
 
 def recover_once(
@@ -403,40 +394,36 @@ def recover_once(
     supplier: Supplier,
     policy: SpendingPolicy,
     ttl: float = 30,
-) -> Recovery:
+) -> dict[str, Any]:
     """Take over one expired or pending item and continue it from the records alone.
 
     No model is consulted: the work's APPROVED, SENDING and UNKNOWN orders go through
     ``execute`` (which looks an uncertain order up by its operation id before any send).
     DONE when every order is then conclusive; BLOCKED when none was approved, or one is
-    still uncertain or refused, for an operator to decide. IDLE when nothing is eligible.
+    still uncertain or refused, for an operator to decide. ``{"status": "IDLE"}`` when
+    nothing is eligible, else the status with ``work`` and ``generation``.
     """
     mine = claim(db, owner, ttl=ttl)
     if mine is None:
-        return Recovery("IDLE")
-    done: list[dict] = []
+        return {"status": "IDLE"}
     notes: list[str] = []
     todo = [
-        o["id"]
-        for o in orders_for(db, mine.work_id)
-        if o["status"] in {"APPROVED", *UNCERTAIN}
+        o["id"] for o in orders_for(db, mine.work_id) if o["status"] in {"APPROVED", *UNCERTAIN}
     ]
     for order_id in todo:
         try:
-            done.append(execute(db, mine, order_id, supplier, policy=policy))
+            execute(db, mine, order_id, supplier, policy=policy)
         except PermissionError as no:
             notes.append(f"order {order_id} refused: {no}")
     final = orders_for(db, mine.work_id)
     if not any(o["status"] in CONCLUSIVE for o in final):
         notes.append("nothing approved to continue; an operator must decide")
-    notes.extend(
-        f"order {o['id']} still {o['status']}" for o in final if o["status"] in UNCERTAIN
-    )
+    notes.extend(f"order {o['id']} still {o['status']}" for o in final if o["status"] in UNCERTAIN)
     verdict = "DONE" if not notes else "BLOCKED"
     why = "; ".join(notes)
-    summary = {"orders": [[o["operation"], o["status"]] for o in final], "reason": why}
-    finish(db, mine, verdict, summary)
-    return Recovery(verdict, mine.work_id, mine.generation, tuple(done), why)
+    said = ", ".join(f"{o['operation']} {o['status']}" for o in final)
+    finish(db, mine, verdict, f"{verdict}: {why or 'every order settled'} ({said})")
+    return {"status": verdict, "work": mine.work_id, "generation": mine.generation}
 
 
 def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
@@ -452,8 +439,7 @@ def reconcile(db: sqlite3.Connection, supplier: Supplier) -> list[dict]:
     pending = [
         dict(r)
         for r in db.execute(
-            "SELECT id, operation, status, work_id, supplier FROM assistant_orders"
-            " ORDER BY id"
+            "SELECT id, operation, status, work_id, supplier FROM assistant_orders ORDER BY id"
         ).fetchall()
         if r["work_id"] in finished
         and r["status"] in UNCERTAIN

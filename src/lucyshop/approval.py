@@ -176,9 +176,7 @@ def orders_for(db: sqlite3.Connection, work_id: int) -> list[dict[str, Any]]:
     """Every order row of the work item ``work_id``, oldest first (by ``id``): each a
     dict of ``assistant_orders``' columns (``status``, ``operation``, ``amount_cents``, ...).
     Empty when the work has no order; it reads only, so any connection will do."""
-    rows = db.execute(
-        "SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY id", (work_id,)
-    )
+    rows = db.execute("SELECT * FROM assistant_orders WHERE work_id = ? ORDER BY id", (work_id,))
     return [dict(r) for r in rows]
 
 

@@ -68,6 +68,14 @@ class Transactions:
             raise ValueError("a migration line needs a non-empty name")
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in migrations):
             raise ValueError(f"migration versions are whole numbers from 1: {list(migrations)!r}")
+        for version, statements in migrations.items():
+            if not isinstance(statements, (list, tuple)) or not all(
+                isinstance(statement, str) for statement in statements
+            ):
+                raise ValueError(
+                    f"version {version} of {line!r} is a tuple or list of SQL statements,"
+                    f" not {statements!r}"
+                )
         newest = max(migrations, default=0)
         current = schema_version(db, line)
         if current > newest:

@@ -6,6 +6,10 @@ the bad call the test reads back every table the call could touch (work, leases,
 outcomes, orders, the spending account) and the supplier's own ledger file; they must be equal,
 except where a row names the one change that is the correct answer (an order left UNKNOWN,
 its reservation kept, when the supplier answers garbage or nothing at all).
+
+The chapter's functions are called as the book calls them (a dict message, a text result, no
+``now`` for ``observe`` and ``finish``); the reference's refusals beyond the book (a hostile
+owner label, ttl or clock for ``claim``) have rows of their own here too.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from shop_fixtures import CHANGED_TABLES, VANILLA
 from lucyshop import approval
 from lucyshop.lab.given.orders import OPERATOR, POLICY
 from lucyshop.lab.loader import MODULE, ImplementationError, load_impl
-from lucyshop.queue import WorkQueue
+from lucyshop.queue import WorkQueue, refusal
 from lucyshop.store import connect
 from lucyshop.supplier import (
     MAX_BODY_BYTES,
@@ -85,11 +89,9 @@ def world(tmp_path, shared_supplier, garbage_supplier, hanging) -> Iterator[Worl
     pending = LEASES.enqueue(queue, "bad-3", "session-c", "order more next week")
     held = LEASES.claim(db, "ann", ttl=600)
     order = approval.propose(db, held, supplier=supplier.identity, proposal=VANILLA)
-    order = approval.approve(
-        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
-    )
+    order = approval.approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
     done = LEASES.claim(db, "bob", ttl=600)
-    LEASES.finish(db, done, "DONE", {"said": "hello"})
+    LEASES.finish(db, done, "DONE", "said hello")
     assert (held.work_id, done.work_id) == (first, finished)
     try:
         yield World(tmp_path, path, db, held, order, finished, pending, supplier, garbage, hanging)
@@ -306,7 +308,16 @@ def malformed_workers_file(w: World) -> Any:
 
 
 def admit(source_id: Any, session_id: Any, text: Any = "hello") -> Callable[[World], Any]:
-    return lambda w: LEASES.enqueue(WorkQueue(w.db), source_id, session_id, text)
+    """``enqueue`` of one delivery; its ValueError (the book's, which does not say why) is
+    raised again with the queue's own reason (``queue.refusal``)."""
+
+    def act(w: World) -> Any:
+        try:
+            return LEASES.enqueue(WorkQueue(w.db), source_id, session_id, text)
+        except ValueError as error:
+            raise ValueError(f"{error}: {refusal(source_id, session_id, text)}") from None
+
+    return act
 
 
 def cancel_with(**changes: Any) -> Callable[[World], Any]:
@@ -347,7 +358,6 @@ def announce(length: str) -> Callable[[World], Any]:
 
 OWNER_RULE = "owner must be a non-empty label of at most 100 characters without '#' or control"
 NOW_RULE = "now must be a time from 0 to 4102444800 seconds since 1970 (the year 2100)"
-BIG = "x" * 70_000
 
 
 # ------------------------------------------------------------------ the table
@@ -375,7 +385,7 @@ def claim_for(ttl: Any) -> Callable[[World], Any]:
 
 
 def finish_as(status: Any) -> Callable[[World], Any]:
-    return lambda w: LEASES.finish(w.db, w.held, status, {})
+    return lambda w: LEASES.finish(w.db, w.held, status, "a result")
 
 
 def propose_this(bad: Any) -> Callable[[World], Any]:
@@ -414,14 +424,7 @@ TABLE = [
         "message-nan",
         lambda w: LEASES.observe(w.db, w.held, {"x": float("nan")}),
         ValueError,
-        "must be JSON",
-    ),
-    Bad("message-set", lambda w: LEASES.observe(w.db, w.held, {1, 2}), ValueError, "must be JSON"),
-    Bad(
-        "message-object",
-        lambda w: LEASES.observe(w.db, w.held, object()),
-        ValueError,
-        "must be JSON",
+        "not JSON compliant",
     ),
     # outcome statuses
     *(
@@ -431,7 +434,11 @@ TABLE = [
             ValueError,
             "status is one of DONE, BLOCKED, CANCELED",
         )
-        for name, status in (("lowercase-done", "done"), ("empty", ""), ("none", None))
+        for name, status in (
+            ("lowercase-done", "done"),
+            ("empty", ""),
+            ("an-order-status", "ACCEPTED"),
+        )
     ),
     # proposals: the shop and the supplier share one validator
     *(
@@ -729,34 +736,10 @@ ROUND_TWO = [
     Bad(
         "claim-now-10**400", lambda w: LEASES.claim(w.db, "eve", now=10**400), ValueError, NOW_RULE
     ),
-    Bad(
-        "observe-now-1e300",
-        lambda w: LEASES.observe(w.db, w.held, "late", now=1e300),
-        ValueError,
-        NOW_RULE,
-    ),
-    Bad(
-        "finish-now-1e300",
-        lambda w: LEASES.finish(w.db, w.held, "DONE", {}, now=1e300),
-        ValueError,
-        NOW_RULE,
-    ),
     Bad("cancel-now-1e300", cancel_with(now=1e300), ValueError, NOW_RULE),
     Bad("approve-now-1e300", approve_with(now=1e300), ValueError, NOW_RULE),
     Bad("propose-now-nan", propose_for("dairy", now=float("nan")), ValueError, NOW_RULE),
     # size limits, each named in the error
-    Bad(
-        "message-over-limit",
-        lambda w: LEASES.observe(w.db, w.held, BIG),
-        ValueError,
-        "the message is 70002 characters of JSON; the limit is 65536",
-    ),
-    Bad(
-        "result-over-limit",
-        lambda w: LEASES.finish(w.db, w.held, "DONE", {"text": BIG}),
-        ValueError,
-        "the limit is 65536",
-    ),
     Bad(
         "cancel-reason-over-limit",
         cancel_with(reason="r" * 4001),

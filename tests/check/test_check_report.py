@@ -21,7 +21,15 @@ import pytest
 
 from lucyshop.lab import check
 from lucyshop.lab.check import results, suites
-from lucyshop.lab.check.subjects import MEASURED, PG_EXERCISE, shown, subjects
+from lucyshop.lab.check.subjects import (
+    BEYOND,
+    FUNCTIONS,
+    MEASURED,
+    PG_EXERCISE,
+    shown,
+    stubs_in,
+    subjects,
+)
 from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.lesson.inline import pg_checker
@@ -34,7 +42,10 @@ pytestmark = pytest.mark.timeout(900)
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "ch13_leases.py"
 STUBS = ROOT / "learner" / "ch13_leases.py"
-ROWS = [row.label for row in subjects()]  # every function, then every exercise
+ROWS = [row.label for row in subjects()]  # every function, beyond the book, every exercise
+# The chapter's ready-made parts, written in the stubs as shipped: their rows pass there.
+WRITTEN = [f for f in FUNCTIONS if f not in stubs_in(STUBS)]
+BEYOND_ROWS = [row.label for row in BEYOND]
 # The stubs' checkpoint stops at its first case; where the kit has no checkpoint it is skipped.
 CHECKPOINT_STATUS = "NOT STARTED" if (ROOT / CHECKPOINT).is_file() else "SKIPPED"
 STATUSES = "NOT STARTED|FAILING|PASSING|LEFT OUT"
@@ -140,7 +151,9 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback(stubs_checked):
     result = stubs_checked
     assert result.returncode == 3, result.stdout + result.stderr  # not started is not failing
     rows = statuses(result.stdout)
-    assert {f: s for f, (s, _m) in rows.items()} == {f: measured("NOT STARTED", f) for f in ROWS}
+    assert {f: s for f, (s, _m) in rows.items()} == {
+        f: "PASSING" if f in WRITTEN else measured("NOT STARTED", f) for f in ROWS
+    }
     for function, (status, message) in rows.items():
         if status == "NOT STARTED":
             assert message.startswith(tuple(f"read notebook 13{part} § " for part in "abcd")), (
@@ -153,10 +166,15 @@ def test_the_untouched_stubs_are_not_started_without_a_traceback(stubs_checked):
     ), rows[PG_EXERCISE]
     assert "Traceback" not in result.stdout + result.stderr
     assert "FAILING" not in result.stdout
+    stubbed = len(FUNCTIONS) - len(WRITTEN)
     assert (
         result.stdout.strip()
         .splitlines()[-1]
-        .startswith(f"0/16 functions PASSING, 16 NOT STARTED · checkpoint {CHECKPOINT_STATUS} · ")
+        .startswith(
+            f"{len(WRITTEN)}/{len(FUNCTIONS)} functions PASSING, {stubbed} NOT STARTED"
+            f" · beyond the book: 0/{len(BEYOND)} PASSING, {len(BEYOND)} NOT STARTED"
+            f" · checkpoint {CHECKPOINT_STATUS} · "
+        )
     )
 
 
@@ -171,7 +189,7 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
     rows = statuses(result.stdout)
     assert rows["claim"][0] == "FAILING", rows["claim"]
     assert rows["claim"][1], "a failing row says what it expected, in one line"
-    others = {f: s for f, (s, _m) in rows.items() if f not in ("claim", PG_EXERCISE)}
+    others = {f: s for f, (s, _m) in rows.items() if f not in ("claim", PG_EXERCISE, *BEYOND_ROWS)}
     assert others == {f: measured("PASSING", f, left_out=True) for f in others}, others
     assert rows["exercise 5"] == ("LEFT OUT", "left out by --no-measured")
     assert rows[PG_EXERCISE][0] == "NOT STARTED"  # its stubs were handed in
@@ -258,7 +276,7 @@ def test_one_written_function_among_stubs_runs_its_tests(tmp_path):
     assert rows["percentile"][1] != "no test ran", result.stdout
     assert "test_q_0_is_the_minimum" not in result.stdout  # that one passed: it ran
     assert all(
-        s == "NOT STARTED"
+        s == ("PASSING" if f in WRITTEN else "NOT STARTED")
         for f, (s, _m) in rows.items()
         if f not in ("percentile",) and f not in MEASURED
     ), rows
@@ -355,18 +373,10 @@ def suites_run_by_a_check(chapter, monkeypatch, *, measured: bool) -> tuple:
     return check.run(str(chapter), checkpoint=False, measured=measured), runs
 
 
-@pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
-def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
-    """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
-    suite run (none at all for the untouched stubs), every other module still runs."""
-    text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
-    chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
-    _result, runs = suites_run_by_a_check(chapter, monkeypatch, measured=False)
-    capsys.readouterr()
-    if not written:
-        assert runs == [], "nothing is written: no test may run"
-        return
-    ran = set()  # each part names suites or modules, less the modules it ignores
+def modules_run(runs: list) -> set[str]:
+    """The test modules a check's suite runs named: each part names suites or modules, less
+    the modules it ignores."""
+    ran = set()
     for paths in runs:
         named = {p for p in paths if not p.startswith("--")}
         ignored = {p.removeprefix("--ignore=") for p in paths if p.startswith("--ignore=")}
@@ -376,7 +386,25 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
             for m in row.modules
             if {row.directory, f"{row.directory}/{m}.py"} & named
         } - ignored
-    assert ran == {"tests/learner/test_percentile.py"}
+    return ran
+
+
+WRITTEN_MODULES = {
+    f"{row.directory}/{m}.py" for row in subjects() if row.label in WRITTEN for m in row.modules
+}
+
+
+@pytest.mark.parametrize("written", [(), ("percentile",)], ids=["untouched", "percentile"])
+def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, capsys):
+    """A row still a stub is NOT STARTED from its syntax: its test modules are left out of the
+    suite run (for the untouched stubs, all but the ready-made parts' own), every other
+    module still runs."""
+    text = stubs_with_percentile_written() if written else STUBS.read_text(encoding="utf-8")
+    chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
+    _result, runs = suites_run_by_a_check(chapter, monkeypatch, measured=False)
+    capsys.readouterr()
+    expected = WRITTEN_MODULES | ({"tests/learner/test_percentile.py"} if written else set())
+    assert modules_run(runs) == expected
 
 
 def pg_file_without(function: str) -> str:
@@ -434,7 +462,9 @@ def test_exercise_7_that_cannot_run_is_one_line_and_runs_nothing(
     printed = capsys.readouterr().out
     row = {r.label: r for r in result.rows}[PG_EXERCISE]
     assert (row.status, row.message) == expected
-    assert runs == [], "every other row is a stub, and exercise 7 cannot run: no test may run"
+    assert modules_run(runs) == WRITTEN_MODULES, (
+        "every other row is a stub or ready-made, and exercise 7 cannot run: no other test runs"
+    )
     assert "Traceback" not in printed
     assert check_row(PG_EXERCISE, str(chapter)) == f"exercise 7: {expected[0]}\n  {expected[1]}"
 
@@ -478,6 +508,8 @@ def test_without_the_pg_extra_a_real_check_leaves_exercise_7_out_in_one_line(tmp
     rows = statuses(result.stdout)
     why = "psycopg is not installed: pip install -e '.[pg]' (or make .venv/.pg)"
     assert rows[PG_EXERCISE] == ("LEFT OUT", f"left out: it needs PostgreSQL, and {why}")
-    assert {s for label, (s, _m) in rows.items() if label != PG_EXERCISE} == {"NOT STARTED"}
+    assert {
+        label: s for label, (s, _m) in rows.items() if label != PG_EXERCISE and s != "NOT STARTED"
+    } == dict.fromkeys(WRITTEN, "PASSING")
     assert "Traceback" not in result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1].endswith("6 of 7 not started, 1 left out")

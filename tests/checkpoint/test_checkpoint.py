@@ -33,6 +33,7 @@ from lucyshop.lab.checkpoint.cases import (
 )
 from lucyshop.lab.checkpoint.demo import EVIDENCE
 from lucyshop.lab.checkpoint.expectations import ExpectationFailed
+from lucyshop.lab.checkpoint.launch import PG_SCRIPT, SCRIPT, checkpoint_command
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.services.processes import processes_mentioning
@@ -40,15 +41,18 @@ from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 from lucyshop.status.signals import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
-PG_CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
+CHECKPOINT = ROOT / SCRIPT
+PG_CHECKPOINT = ROOT / PG_SCRIPT
 CASES_MODULE = ROOT / "src" / "lucyshop" / "lab" / "checkpoint" / "cases.py"
 
 
-def run_checkpoint(*args: str, tmp: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_checkpoint(
+    *args: str, tmp: Path, timeout: float = 120, command: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """The checkpoint with ``args``, after ``command`` (by default the script alone)."""
     env = os.environ | {"TMPDIR": str(tmp)}
     return subprocess.run(
-        [sys.executable, str(CHECKPOINT), *args],
+        [*(command or [sys.executable, str(CHECKPOINT)]), *args],
         check=False,
         capture_output=True,
         text=True,
@@ -234,6 +238,36 @@ def test_the_judge_finds_a_write_after_the_rivals_takeover_in_the_kept_copies(tm
     assert "after the holder check and before finish's write" in fence.message, fence
 
 
+def test_a_case_has_the_time_limit_its_launcher_gives_it(tmp_path):
+    """``make check`` stops a case past its limit and hands the checkpoint the same limit,
+    which bounds the case's calls into its sandbox: a call that hangs fails the case at that
+    limit, naming the call, before the watcher's kill."""
+    hangs = tmp_path / "ch13_leases.py"
+    source = (ROOT / "solutions" / "ch13_leases.py").read_text()
+    hangs.write_text(source + "\n\ndef percentile(values, p):\n    while True:\n        pass\n")
+    started = time.monotonic()
+    result = run_checkpoint(
+        "--case",
+        str(ARITHMETIC.number),
+        tmp=tmp_path,
+        command=checkpoint_command(hangs, case_timeout=3),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"FAIL  {ARITHMETIC.title}: CallTimedOut: timed out after 3 s in percentile()" in (
+        result.stdout
+    ), result.stdout
+    assert time.monotonic() - started < 60
+
+
+def test_a_lease_must_fit_in_a_case():
+    """A lease as long as a case could never be outlived inside it: refused before any case."""
+    namespace = {case.function: lambda *args: {} for case in CASES}
+    namespace |= {"__file__": str(CHECKPOINT), "__doc__": "a checkpoint"}
+    with pytest.raises(SystemExit) as refused:
+        runner.main(namespace, argv=["--lease", "5", "--case-timeout", "5"])
+    assert refused.value.code == 2
+
+
 def test_a_learner_file_that_imports_the_reference_is_stopped(tmp_path):
     cheat = tmp_path / "cheat.py"
     cheat.write_text("from solutions.ch13_leases import *  # noqa\n")
@@ -270,7 +304,7 @@ def test_no_process_survives_a_run_or_an_interrupt(tmp_path):
     assert processes_mentioning(marker) == []
     env = os.environ | {"TMPDIR": marker}
     proc = subprocess.Popen(
-        [sys.executable, str(CHECKPOINT), "--impl", "solutions", "--case", str(LIVE_STALE.number)],
+        [*checkpoint_command("solutions"), "--case", str(LIVE_STALE.number)],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -25,7 +25,8 @@ from lucyshop.lab.given import pg_shop
 from lucyshop.lab.loader import _ImportBlocker
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.inside import holder, pg_holder
-from lucyshop.lab.sandbox.inside.holder import DEADLINE, Mode
+from lucyshop.lab.services.holder_modes import Mode
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import wait_until
 from lucyshop.status.signals import pid_alive
 
@@ -133,9 +134,9 @@ def test_a_sandboxed_holder_is_known_by_its_pid_here_and_gone_once_killed(tmp_pa
         if box.mode == "bwrap":
             assert host != inside and namespace_pids(host) == [host, inside]
         proc.send_signal(signal.SIGKILL)  # as the killed-holder case does
-        proc.wait(timeout=DEADLINE)
-        wait_until(lambda: not pid_alive(host), timeout=DEADLINE, what="the holder to be gone")
+        proc.wait(timeout=WAIT_SECONDS)
+        wait_until(lambda: not pid_alive(host), timeout=WAIT_SECONDS, what="the holder to be gone")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=DEADLINE)
+        proc.wait(timeout=WAIT_SECONDS)

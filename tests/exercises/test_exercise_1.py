@@ -50,10 +50,7 @@ def test_every_other_write_of_the_old_execution_is_refused_too(result, read, que
         db, "SELECT generation FROM transcript WHERE work_id = ?", result["work_id"]
     )
     assert all(row["generation"] == 2 for row in generations)
-    assert (
-        query(db, "SELECT id FROM assistant_orders WHERE work_id = ?", result["work_id"])
-        == []
-    )
+    assert query(db, "SELECT id FROM assistant_orders WHERE work_id = ?", result["work_id"]) == []
 
 
 def test_the_log_line_that_shows_the_two_executions_apart(result):

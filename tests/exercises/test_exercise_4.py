@@ -35,9 +35,7 @@ def test_each_order_fits_but_together_they_exceed_the_ceiling(result, read, quer
 
 def test_only_the_affordable_order_is_reserved(result, read, query):
     db = read(result["shop"])
-    orders = query(
-        db, "SELECT id, amount_cents, status FROM assistant_orders ORDER BY id"
-    )
+    orders = query(db, "SELECT id, amount_cents, status FROM assistant_orders ORDER BY id")
     approved = [o for o in orders if o["status"] == "APPROVED"]
     assert sorted(o["status"] for o in orders) == ["APPROVED", "DRAFT"]
     account = query(db, "SELECT reserved_cents, spent_cents FROM spending_account")[0]

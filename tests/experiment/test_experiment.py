@@ -1,7 +1,9 @@
-"""The Part A experiment: a real quick run's receipt is verified, and verifying catches edits.
+"""The Part A experiment: a real quick run's receipt is verified, and verifying catches edits
+and every condition of a sound run failing.
 
 The quick run is real (embedded SmolLM2, worker and replacement processes, SIGKILL) and runs
-once per module; it takes a minute or more on two cores.
+once per module; it takes a minute or more on two cores. A doctored copy keeps its figures
+consistent with its observations (they are recomputed), so only the condition under test fails.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from shop_fixtures import free_port
 
 from lucyshop import IMPL_ENV
 from lucyshop.lab.experiment.overhead import summary
-from lucyshop.lab.experiment.receipt import figures, verify
+from lucyshop.lab.experiment.receipt import RULES, figures, verify
 from lucyshop.lab.loader import ROOT, load_impl
 from lucyshop.lab.services.processes import wait_until
 
@@ -67,16 +69,24 @@ def test_quick_run_observes_every_phase_and_is_verified(quick_receipt: Path) -> 
     observed, settings = receipt["observations"], receipt["settings"]
     assert (settings["pilot_turns"], settings["trials_per_rule"], settings["quick"]) == (6, 3, True)
     assert settings["max_tokens"] == TOKENS
-    assert len(observed["pilot"]) == 6 and settings["pilot_process"] == "worker"
+    assert len(observed["pilot"]) == 6 and len(observed["pilot_after"]) == 3
     assert all(turn["seconds"] > 0 and turn["tokens"] > 0 for turn in observed["pilot"])
+    assert all(turn["ended"] > turn["started"] for turn in observed["pilot"])
     for rule in ("median", "p90", "twice_max"):
         trials = observed["false_expiry"][rule]["trials"]
-        assert len(trials) == 3
+        assert len(trials) == 3 and {row["rule"] for row in trials} == {rule}
         assert all(row["outcome"]["status"] == "DONE" for row in trials)  # read back from the shop
         assert receipt["figures"]["false_expiry"][rule]["stale_completions_accepted"] == 0
-    kills = observed["detection"]["trials"]
-    assert [row["exit_status"] for row in kills] == [-9, -9, -9]
-    assert all(row["takeover"]["took_at"] >= row["expires"] for row in kills)
+    # one worker ran the rules interleaved, the order rotating each round
+    order = sorted(
+        (row["trial"], rule) for rule in RULES for row in observed["false_expiry"][rule]["trials"]
+    )
+    assert [rule for _, rule in order[:3]] != [rule for _, rule in order[3:6]]
+    assert len(observed["control"]["trials"]) == 3
+    for name in ("detection", "detection_short"):
+        kills = observed[name]["trials"]
+        assert [row["exit_status"] for row in kills] == [-9, -9]
+        assert all(row["takeover"]["took_at"] >= row["expires"] for row in kills)
     assert len(next(iter(observed["recovery"]["models"].values()))["samples"]) == 3
     assert receipt["provenance"]["loadavg_start"] and receipt["provenance"]["loadavg_end"]
     assert len(receipt["settings"]["model"]["sha256"]) == 64
@@ -88,6 +98,8 @@ def test_quick_run_observes_every_phase_and_is_verified(quick_receipt: Path) -> 
     assert "ok    false_expiry.median.p_value = " in checked.stdout
     assert "ok    detection.predicted_from_kill_moments = " in checked.stdout
     assert "ok    turn_times.mann_whitney.p_value = " in checked.stdout
+    assert "ok    detection_slope.measured_slope = " in checked.stdout
+    assert "ok    control.stale_writes = " in checked.stdout
     overhead = receipt["provenance"]["blocker_overhead"]
     assert len(overhead["plain"]) == len(overhead["blocked"]) == overhead["pairs"] == 2
     assert overhead["same_tokens"] and overhead["order"] == "alternating"
@@ -167,30 +179,171 @@ def test_a_tampered_figure_fails_verification_naming_it(
     assert "FAILED: 1 of" in out and f"verify {tampered}" in out
 
 
-@pytest.mark.timeout(RUN_SECONDS + 60)
-def test_a_stale_completion_accepted_fails_verification(
-    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    receipt = json.loads(quick_receipt.read_text())
-    forged = copy.deepcopy(receipt["observations"])
-    row = forged["false_expiry"]["median"]["trials"][0]
-    row["finish"] = "accepted"  # the worker's finish went through after the replacement took over
+SUPERSEDED = "generation 1 of work 1 is superseded by 2"
+
+
+def take_over(row: dict, *, refusal: str | None = SUPERSEDED) -> dict:
+    """Make ``row`` a trial whose work generation + 1 took over just before the holder's writes
+    and held until after them; each write refused with ``refusal`` (None: accepted)."""
+    first, last = row["writes"][0]["at"], row["writes"][-1]["at"]
     row["takeover"] = {
         "work_id": row["work_id"],
         "generation": row["generation"] + 1,
-        "worker_id": f"replacement#{row['generation'] + 1}",
-        "took_at": row["expires"],
+        "worker_id": f"{row['owner']}#{row['generation'] + 1}",
+        "took_at": first - 0.1,
+        "expires": last + 10,
+        "finished": {"write": "outcome", "at": last + 1, "accepted": True, "refusal": None},
     }
-    receipt["observations"] = forged
-    leases = load_impl("solutions")
-    receipt["figures"] = figures(forged, receipt["settings"], leases)  # consistent arithmetic
-    stale = tmp_path / "stale.json"
-    stale.write_text(json.dumps(receipt))
-    assert verify(stale, leases) == 1
-    assert (
-        "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)"
-        in capsys.readouterr().out
-    )
+    for write in row["writes"]:
+        write["accepted"], write["refusal"] = refusal is None, refusal
+    row["finish"] = "accepted" if refusal is None else "refused"
+    row["refusal"] = refusal
+    return row
+
+
+def _trial(observed: dict, rule: str = "median") -> dict:
+    return observed["false_expiry"][rule]["trials"][0]
+
+
+def _stale_accepted(observed: dict) -> None:
+    take_over(_trial(observed), refusal=None)
+
+
+def _refused_by_state(observed: dict) -> None:
+    take_over(_trial(observed), refusal="work 1 is finished, not running")
+
+
+def _stale_after_the_replacement_finished(observed: dict) -> None:
+    row = take_over(_trial(observed))
+    row["takeover"]["finished"]["at"] = row["writes"][0]["at"] - 0.01
+
+
+def _another_owner_label(observed: dict) -> None:
+    take_over(_trial(observed))["takeover"]["worker_id"] = "replacement#2"
+
+
+def _control_refused(observed: dict) -> None:
+    take_over(observed["control"]["trials"][0])
+
+
+def _untimed_turn(observed: dict) -> None:
+    del observed["pilot"][0]["started"]
+
+
+def _kinds_apart(observed: dict) -> None:
+    _trial(observed, "p90")["kind"] = "a kind no other rule met"
+
+
+def _slower_after(observed: dict) -> None:
+    """The pilot repeated after the trials, every turn half as long again per token."""
+    for turn in observed["pilot"]:
+        turn["tokens"] = TOKENS  # every turn capped, so the drift is judged
+    observed["pilot_after"] = copy.deepcopy(observed["pilot"])
+    for turn in observed["pilot_after"]:
+        turn["seconds"] *= 1.5
+
+
+def _another_lease(observed: dict) -> None:
+    _trial(observed, "p90")["lease"] += 0.5
+
+
+def _not_killed(observed: dict) -> None:
+    observed["detection_short"]["trials"][0]["exit_status"] = 0
+
+
+def _detected_late(observed: dict) -> None:
+    for row in observed["detection"]["trials"]:
+        row["takeover"]["took_at"] += row["lease"] / 2
+
+
+# Each condition of verify: the doctoring that breaks it, and the FAIL lines that follow (by
+# their start); no other line may fail.
+BROKEN = {
+    "stale completion accepted": (
+        _stale_accepted,
+        [
+            "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)",
+            "FAIL  fence: every stale write refused by the generation (",
+        ],
+    ),
+    "refused by another comparison": (
+        _refused_by_state,
+        ["FAIL  fence: every stale write refused by the generation ("],
+    ),
+    "stale write after the replacement finished": (
+        _stale_after_the_replacement_finished,
+        ["FAIL  fence: generation + 1 held the work at every stale write ("],
+    ),
+    "another owner label": (
+        _another_owner_label,
+        ["FAIL  fence: the replacement used the holder's owner label"],
+    ),
+    "control refused": (
+        _control_refused,
+        ["FAIL  control: every stale write accepted ("],
+    ),
+    "turn without its start": (_untimed_turn, ["FAIL  turns: every turn has its start"]),
+    "rules met other kinds": (_kinds_apart, ["FAIL  trials: the three rules met the same task"]),
+    "drift": (_slower_after, ["FAIL  drift: seconds per token on capped turns moved +50.0%"]),
+    "trial under another lease": (
+        _another_lease,
+        ["FAIL  false_expiry.p90: every trial ran under the lease"],
+    ),
+    "worker not killed": (
+        _not_killed,
+        ["FAIL  detection_short: every worker died of SIGKILL"],
+    ),
+    "slope": (_detected_late, ["FAIL  detection: the delay grows with the lease at slope"]),
+}
+
+
+def doctored(receipt: dict, change: object, tmp_path: Path) -> Path:
+    """A copy of ``receipt`` with ``change`` applied to its observations and its figures
+    recomputed from them, so that its arithmetic still holds."""
+    forged = copy.deepcopy(receipt)
+    change(forged["observations"])
+    forged["figures"] = figures(forged["observations"], forged["settings"], load_impl("solutions"))
+    path = tmp_path / "doctored.json"
+    path.write_text(json.dumps(forged))
+    return path
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_each_condition_of_a_sound_run_can_fail(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: str
+) -> None:
+    change, lines = BROKEN[broken]
+    receipt = json.loads(quick_receipt.read_text())
+    assert verify(doctored(receipt, change, tmp_path), load_impl("solutions")) == 1
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == len(lines), failed
+    for start in lines:
+        assert any(line.startswith(start) for line in failed), (start, failed)
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+def test_a_full_run_without_a_stale_write_fails_both_fences(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quick run is too small to promise a takeover; a full one must show the fence and the
+    control each meeting at least one stale write, or it tested neither."""
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["settings"]["quick"] = False
+
+    def no_takeovers(observed: dict) -> None:
+        for row in [
+            *(row for phase in observed["false_expiry"].values() for row in phase["trials"]),
+            *observed["control"]["trials"],
+        ]:
+            row["takeover"] = None
+            for write in row["writes"]:
+                write["accepted"], write["refusal"] = True, None
+
+    assert verify(doctored(receipt, no_takeovers, tmp_path), load_impl("solutions")) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  fence: at least one stale write was made (saw 0)" in out
+    assert "FAIL  control: at least one stale write was made (saw 0)" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -284,7 +437,13 @@ def test_the_committed_receipt_is_verified() -> None:
     assert [
         receipt["figures"]["false_expiry"][rule]["trials"]
         for rule in ("median", "p90", "twice_max")
-    ] == [20, 20, 20]
+    ] == [24, 24, 24]
+    # the fence was tested where the generation alone decides, and the control let it through
+    fence, control = receipt["figures"]["fence"], receipt["figures"]["control"]
+    assert fence["stale_writes"] > 0 and fence["refused_by"] == {
+        "generation": fence["stale_writes"]
+    }
+    assert control["stale_writes"] > 0 and control["accepted"] == control["stale_writes"]
 
 
 def test_no_ollama_server_is_one_sentence_and_exit_2(tmp_path: Path) -> None:

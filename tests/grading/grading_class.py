@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 from mutants import BY_NAME
@@ -37,6 +39,13 @@ RENAMES = {
     "admission": "adm",
     "holder": "who",
 }
+
+
+def hidden_as_data(source: str) -> str:
+    """A chapter file that runs ``source`` shipped as a zlib and base64 blob (``make grade``
+    meets one with wrappers of its own: ``tests/sandbox/test_hostile_hidden.py``)."""
+    blob = base64.b64encode(zlib.compress(source.encode("utf-8"))).decode("ascii")
+    return f"import base64, zlib\n\nexec(zlib.decompress(base64.b64decode({blob!r})))\n"
 
 
 def renamed_reference() -> str:

@@ -1,8 +1,9 @@
 """Copies found between students: a classmate's file as it was, after ``ast.unparse``, after
-``ruff format --line-length 60``, and a copied ``exercises.py`` are each flagged; the stubs,
-a file that differs from them by one short function and an independently written file are not;
-an archive of earlier hand-ins is compared too; the similarity report is ranked, side by side,
-escaped.
+``ruff format --line-length 60``, shipped as a compressed blob it ``exec``s, and a copied
+``exercises.py`` are each flagged; the stubs, a file that differs from them by one short
+function and an independently written file are not; a file that hides code as data is flagged
+whatever it scores; an archive of earlier hand-ins is compared too; the similarity report is
+ranked, side by side, escaped.
 
 No check runs here: similarity reads the files only.
 """
@@ -10,8 +11,11 @@ No check runs here: similarity reads the files only.
 from __future__ import annotations
 
 import ast
+import base64
+import bz2
 import csv
 import io
+import lzma
 
 import pytest
 from grading_class import (
@@ -19,6 +23,7 @@ from grading_class import (
     REFERENCE,
     SOLVED_EXERCISES,
     STUBS,
+    hidden_as_data,
     reformatted,
     renamed_reference,
 )
@@ -187,3 +192,31 @@ def test_fingerprints_keep_the_lines_they_came_from():
     prints = similarity.fingerprints(similarity.syntax_stream(source))
     lines = source.count("\n")
     assert prints and all(1 <= lo <= hi <= lines for lo, hi in prints.values())
+
+
+def test_a_copy_hidden_as_data_is_compared_as_the_code_it_runs(original):
+    """The reference, or a classmate's file, compressed and encoded and ``exec``'d behind
+    wrappers of its own: it scored 0.01 against the reference, and was not flagged."""
+    hider = hidden_as_data(original)
+    assert flagged(original, hider).flagged(FLAG_AT)
+    assert similarity.similarity(hidden_as_data(REFERENCE.read_text())) >= FLAG_AT
+    assert similarity.similarity(hidden_as_data(INDEPENDENT.read_text())) < FLAG_AT / 2
+
+
+def test_code_hidden_several_layers_deep_is_opened(original):
+    layered = base64.b85encode(lzma.compress(base64.b64encode(bz2.compress(original.encode()))))
+    text = STUBS.read_text(encoding="utf-8") + f"\n_BLOB = {layered!r}\n"
+    assert flagged(original, text).flagged(FLAG_AT)
+
+
+def test_what_hides_code_is_named_with_its_line():
+    hider = hidden_as_data(REFERENCE.read_text())
+    assert [name.split()[0] for name in similarity.hiding(hider)] == ["base64", "zlib", "exec"]
+    assert similarity.hiding("import re\nPATTERN = re.compile('x')\n") == []
+    assert similarity.hiding("import builtins\nbuiltins.eval('1')\n") == ["eval (line 2)"]
+    assert similarity.hiding("f = __import__('marshal')\n") == ["__import__ (line 1)"]
+
+
+@pytest.mark.parametrize("path", [REFERENCE, STUBS, INDEPENDENT, SOLVED_EXERCISES])
+def test_the_kits_own_files_hide_nothing(path):
+    assert similarity.hiding(path.read_text(encoding="utf-8")) == []

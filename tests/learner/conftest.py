@@ -4,10 +4,19 @@
     .venv/bin/python -m pytest tests/learner --impl solutions        # the reference
     .venv/bin/python -m pytest tests/learner --impl path/to/file.py  # anyone's file
 
-``--impl`` defaults to ``$LEASES_IMPL``, else ``learner``. ``--block-reference`` (what
-``make check`` passes) makes the reference solutions unreadable in this process, so a student's
-file is tested on its own. One test module per function (``test_claim.py`` tests ``claim``):
-that is how the ``make check`` table groups the results.
+``--impl`` defaults to ``$LEASES_IMPL``, else ``learner``. The file runs in a sandboxed
+worker (``impl``), whose view of the kit has no ``solutions/`` where the machine can isolate
+it. ``--block-reference`` also makes the reference unreadable in this pytest process itself
+(the mutant runs of tests/check pass it); ``make check`` does not pass it: its children never
+import the student's file, and the sandbox keeps the reference out of the file's reach. One
+test module per function (``test_claim.py`` tests ``claim``), and one per row beyond the
+book (``test_claim_beyond_the_book.py``): that is how the ``make check`` table groups the
+results.
+
+Every call is the chapter's: its functions' own arguments, never a keyword or a type the book
+does not pass. Time is controlled only through the ``now`` that ``claim`` and
+``assert_current`` take and through real leases: ``held`` is claimed at the real clock, so
+it stays current for its 30 s; a holder claimed a minute in the past has already expired.
 
 Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop file
 (``worker_shop``). A test whose function is still a stub fails with that function's own
@@ -25,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from learner_support import T
+from learner_support import work_id_of
 from shop_fixtures import held, supplier
 
 from lucyshop import IMPL_ENV
@@ -39,7 +48,10 @@ from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 # The shared shop fixtures this suite uses (make check loads no tests/conftest.py).
 __all__ = ["held", "supplier"]
 # The function each test module is about, where the module name alone does not say it.
-FUNCTION_OF_MODULE = {"test_worker_id": "Claim.worker_id"}
+FUNCTION_OF_MODULE = {
+    "test_worker_id": "Claim.worker_id",
+    "test_claim_beyond_the_book": "claim",
+}
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -124,25 +136,25 @@ def add_work(worker_shop):
     """``add_work(session="s1", text=None) -> work_id``: admit one assignment through the queue.
 
     Goes through chapter 8's ``WorkQueue.admit`` directly, so a test of ``claim`` does not
-    depend on ``enqueue``.
+    depend on ``enqueue``; the work id is read back from the file by its source id.
     """
-    _db, queue = worker_shop
+    db, queue = worker_shop
     numbers = itertools.count(1)
 
     def add(session: str = "s1", text: str | None = None) -> int:
         n = next(numbers)
-        admission = queue.admit(f"source-{n}", session, text or f"turn {n} of {session}")
-        assert admission.status == "accepted", admission
-        return admission.work_id
+        answer = queue.admit(f"source-{n}", session, text or f"turn {n} of {session}")
+        assert answer == "accepted", answer
+        return work_id_of(db, f"source-{n}")
 
     return add
 
 
 @pytest.fixture
 def claim_as(impl, db):
-    """``claim_as(owner, ttl)``: the chapter's ``claim`` on this test's shop at ``T`` (what the
-    shared ``held`` fixture claims with)."""
-    return lambda owner, ttl: impl.claim(db, owner, ttl=ttl, now=T)
+    """``claim_as(owner, ttl)``: the chapter's ``claim`` on this test's shop at the real clock
+    (what the shared ``held`` fixture claims with): its holder is current for ``ttl`` s."""
+    return lambda owner, ttl: impl.claim(db, owner, ttl=ttl)
 
 
 @pytest.fixture

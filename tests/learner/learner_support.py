@@ -8,6 +8,7 @@ means whichever pytest loaded last. The fixtures stay in ``conftest.py``.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,33 @@ from shop_fixtures import CHANGED_TABLES, VANILLA
 from lucyshop.approval import SpendingPolicy, approve, propose
 from lucyshop.lab.given.orders import OPERATOR
 
-T = 1_000.0  # the injected clock of the tests that work inside a lease
+T = 1_000.0  # an injected clock, for tests of claim and assert_current alone
+PAST = 60.0  # seconds back that ``expired_claim`` claims: its 30 s lease is long over
+
+
+def work_id_of(db: sqlite3.Connection, source_id: str) -> int:
+    """The work id of the assignment admitted as ``source_id``, read from the file."""
+    row = db.execute("SELECT work_id FROM work WHERE source_id = ?", (source_id,)).fetchone()
+    assert row is not None, f"no work admitted as {source_id!r}"
+    return row[0]
+
+
+def expired_claim(impl: Any, db: sqlite3.Connection, owner: str = "till") -> Any:
+    """The chapter's ``claim`` a minute ago with a 30 s lease: a holder whose lease has already
+    run out in real time, without a wait (time injected only through ``claim``'s ``now``)."""
+    held = impl.claim(db, owner, ttl=30, now=time.time() - PAST)
+    assert held is not None, "a pending item to claim"
+    return held
+
+
+def take_over(impl: Any, db: sqlite3.Connection, held: Any, owner: str = "night") -> Any:
+    """Another claim of ``held``'s work at the moment its lease ends: the new holder is current
+    (its 30 s lease starts at ``held.expires``, after now) and ``held`` is stale by generation."""
+    taken = impl.claim(db, owner, ttl=30, now=held.expires)
+    assert taken is not None and taken.work_id == held.work_id, (
+        f"at the end of {held.worker_id}'s lease its work is taken over, got {taken}"
+    )
+    return taken
 
 
 def rows(db: sqlite3.Connection, table: str, order: str = "rowid") -> list[dict]:
@@ -55,9 +82,7 @@ def approved_order(
 ) -> dict[str, Any]:
     """Propose six vanilla tubs for the held work and record the operator's approval."""
     order = propose(db, held, supplier=supplier, proposal=VANILLA, now=now)
-    return approve(
-        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now
-    )
+    return approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=now)
 
 
 @contextmanager

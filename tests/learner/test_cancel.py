@@ -1,9 +1,9 @@
 """``cancel(db, work_id, *, actor, policy, reason)``: the operator's one-transaction stop.
 
-The holder works in injected time (``now=T``, well inside its lease), so every refusal here
-comes from the cancel and not from an expired lease. ``cancel`` itself reads the real clock;
-nothing below depends on what it reads. The orders' suppliers are scripted stand-ins: no test
-here may reach a supplier after the cancel, and the stand-ins fail the test if one does.
+The holder is claimed at the real clock and works well inside its 30 s lease, so every
+refusal here comes from the cancel and not from an expired lease. The orders' suppliers are
+scripted stand-ins: no test here may reach a supplier after the cancel, and the stand-ins fail
+the test if one does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 
 import pytest
 from learner_support import (
-    T,
     approved_order,
     lease,
     refuses,
@@ -55,10 +54,8 @@ class Scripted:
 
 
 def approve_other(db, held, policy, proposal):
-    order = propose(db, held, supplier="dairy", proposal=proposal, now=T + 1)
-    return approve(
-        db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=T + 1
-    )
+    order = propose(db, held, supplier="dairy", proposal=proposal)
+    return approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy)
 
 
 def unknown_order(db, held, policy, proposal=OAT):
@@ -70,7 +67,6 @@ def unknown_order(db, held, policy, proposal=OAT):
         order["id"],
         Scripted(ConnectionError("reply lost")),
         policy=policy,
-        now=T + 2,
     )
     assert get_order(db, order["id"])["status"] == "UNKNOWN"
     return get_order(db, order["id"])
@@ -86,7 +82,6 @@ def sending_order(db, held, policy, proposal=CHOCOLATE):
             order["id"],
             Scripted(RuntimeError("crashed while sending")),
             policy=policy,
-            now=T + 2,
         )
     assert get_order(db, order["id"])["status"] == "SENDING"
     return get_order(db, order["id"])
@@ -98,7 +93,7 @@ def outcome(db, work_id):
 
 
 def test_cancel_finishes_the_work_as_canceled_with_actor_and_reason(impl, db, held, policy):
-    order = approved_order(db, held, "dairy", policy, now=T + 1)
+    order = approved_order(db, held, "dairy", policy)
 
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
 
@@ -133,13 +128,11 @@ def test_cancel_advances_the_lease_generation(impl, db, held, policy):
 
 
 def test_the_holder_cannot_write_its_transcript_after_a_cancel(impl, db, held, policy):
-    impl.observe(
-        db, held, {"role": "assistant", "text": "before"}, now=T + 1
-    )  # the holder is current
+    impl.observe(db, held, {"role": "assistant", "text": "before"})  # the holder is current
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "the holder's observe after a cancel"):
-        impl.observe(db, held, {"role": "assistant", "text": "after"}, now=T + 2)
+        impl.observe(db, held, {"role": "assistant", "text": "after"})
     assert snapshot(db) == before, "a refused observe writes no transcript row"
 
 
@@ -147,23 +140,23 @@ def test_the_holder_cannot_finish_after_a_cancel(impl, db, held, policy):
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "the holder's finish after a cancel"):
-        impl.finish(db, held, "DONE", {"by": held.worker_id}, now=T + 2)
+        impl.finish(db, held, "DONE", f"finished by {held.worker_id}")
     assert snapshot(db) == before, "a refused finish changes nothing"
     assert outcome(db, held.work_id)["status"] == "CANCELED", "the CANCELED outcome stands"
 
 
 def test_the_holder_cannot_send_after_a_cancel(impl, db, held, policy):
-    order = approved_order(db, held, "dairy", policy, now=T + 1)
+    order = approved_order(db, held, "dairy", policy)
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "the holder's approval.execute after a cancel"):
-        execute(db, held, order["id"], Scripted(), policy=policy, now=T + 2)
+        execute(db, held, order["id"], Scripted(), policy=policy)
     assert snapshot(db) == before, "a refused send changes nothing"
 
 
 def test_approved_and_draft_orders_are_revoked_and_their_money_released(impl, db, held, policy):
-    approved = approved_order(db, held, "dairy", policy, now=T + 1)
-    draft = propose(db, held, supplier="dairy", proposal=CHOCOLATE, now=T + 1)
+    approved = approved_order(db, held, "dairy", policy)
+    draft = propose(db, held, supplier="dairy", proposal=CHOCOLATE)
     assert account(db)["reserved_cents"] == VANILLA_CENTS
 
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
@@ -186,7 +179,7 @@ def test_approved_and_draft_orders_are_revoked_and_their_money_released(impl, db
 def test_orders_that_may_be_at_the_supplier_are_left_for_reconcile(impl, db, held, policy):
     unknown = unknown_order(db, held, policy)
     sending = sending_order(db, held, policy)
-    approved = approved_order(db, held, "dairy", policy, now=T + 1)
+    approved = approved_order(db, held, "dairy", policy)
     reserved = unknown["amount_cents"] + sending["amount_cents"]
     assert account(db)["reserved_cents"] == reserved + VANILLA_CENTS
 
@@ -218,13 +211,13 @@ def test_pending_work_can_be_cancelled(impl, db, add_work, policy):
     assert lease(db, work_id)["generation"] == 1, (
         f"the cancel takes generation 1 of work never claimed: {lease(db, work_id)}"
     )
-    assert impl.claim(db, "till", ttl=30, now=T) is None, "a cancelled item is never claimed"
+    assert impl.claim(db, "till", ttl=30) is None, "a cancelled item is never claimed"
 
 
 def test_cancelled_work_is_never_taken_over_and_frees_its_session(impl, db, add_work, held, policy):
     nxt = add_work("s1", "the next turn of the same conversation")
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
-    taken = impl.claim(db, "night", ttl=30, now=T + 3600)
+    taken = impl.claim(db, "night", ttl=30, now=held.expires + 3600)
     assert taken is not None and taken.work_id == nxt, (
         "the cancelled turn is final and its session is free: the next turn is claimed, got "
         f"{taken}"
@@ -233,7 +226,7 @@ def test_cancelled_work_is_never_taken_over_and_frees_its_session(impl, db, add_
 
 
 def test_finished_work_cannot_be_cancelled(impl, db, held, policy):
-    impl.finish(db, held, "DONE", {"orders": []}, now=T + 1)
+    impl.finish(db, held, "DONE", "nothing to order")
     before = snapshot(db)
     with refuses(PermissionError, "cancelling finished work"):
         impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
@@ -241,7 +234,7 @@ def test_finished_work_cannot_be_cancelled(impl, db, held, policy):
 
 
 def test_cancelling_twice_is_refused(impl, db, held, policy):
-    approved_order(db, held, "dairy", policy, now=T + 1)
+    approved_order(db, held, "dairy", policy)
     impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=REASON)
     before = snapshot(db)
     with refuses(PermissionError, "cancelling work already cancelled"):
@@ -258,21 +251,19 @@ def test_unknown_work_cannot_be_cancelled(impl, db, held, policy):
 
 @pytest.mark.parametrize("actor", ["till", "", "LUCY"], ids=["the-holder", "empty", "wrong-case"])
 def test_only_an_operator_may_cancel(impl, db, held, policy, actor):
-    approved_order(db, held, "dairy", policy, now=T + 1)
+    approved_order(db, held, "dairy", policy)
     before = snapshot(db)
     with refuses(PermissionError, f"a cancel by {actor!r}, who is not an operator"):
         impl.cancel(db, held.work_id, actor=actor, policy=policy, reason=REASON)
     assert snapshot(db) == before, (
         "a refused cancel changes nothing: work, lease, outcomes, orders, money"
     )
-    impl.observe(
-        db, held, {"role": "assistant", "text": "still mine"}, now=T + 2
-    )  # still the holder
+    impl.observe(db, held, {"role": "assistant", "text": "still mine"})  # still the holder
 
 
 @pytest.mark.parametrize("reason", ["", "   ", None], ids=["empty", "blank", "none"])
 def test_a_cancel_needs_a_reason(impl, db, held, policy, reason):
-    approved_order(db, held, "dairy", policy, now=T + 1)
+    approved_order(db, held, "dairy", policy)
     before = snapshot(db)
     with refuses(ValueError, f"a cancel with the reason {reason!r}"):
         impl.cancel(db, held.work_id, actor=OPERATOR, policy=policy, reason=reason)

@@ -1,11 +1,16 @@
 """``claim(db, owner, *, ttl=90, now=None)``: one immediate transaction takes the oldest eligible
-item."""
+item.
+
+The chapter's claim, as the book prints it: its refusals are the book's (an owner label
+without ``#``, a finite lease of (0, 3600] s). What 13b teaches past it (hostile labels, a
+bool ttl, a clock outside [0, 2100], a claim as fast at 9,900 items queued as at 200) is the
+row ``claim (beyond the book)``, in ``test_claim_beyond_the_book.py``.
+"""
 
 from __future__ import annotations
 
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -22,7 +27,6 @@ from learner_support import (
     work,
 )
 
-from lucyshop.lab.sandbox import sandboxed_shop
 from lucyshop.lab.services.processes import SharedGroupChildren, wait_exit, wait_for_file
 
 
@@ -180,10 +184,10 @@ def test_a_ttl_above_0_up_to_an_hour_is_accepted(impl, db, add_work, ttl):
     )
 
 
-BAD_TTLS = [math.nan, math.inf, -math.inf, 0, -1, 3600.5, True, "30", None]
+BAD_TTLS = [math.nan, math.inf, -math.inf, 0, -1, 3600.5]
 
 
-BAD_TTL_IDS = ["nan", "inf", "-inf", "zero", "negative", "over-an-hour", "bool", "str", "none"]
+BAD_TTL_IDS = ["nan", "inf", "-inf", "zero", "negative", "over-an-hour"]
 
 
 @pytest.mark.parametrize("ttl", BAD_TTLS, ids=BAD_TTL_IDS)
@@ -197,10 +201,10 @@ def test_a_bad_ttl_is_refused_and_changes_nothing(impl, db, add_work, ttl):
     assert snapshot(db) == before, "a refused claim changes no work and no lease"
 
 
-BAD_OWNERS = ["", "  ", "till#2", "#", None, 7, b"till", ["till"]]
+BAD_OWNERS = ["", "till#2", "#"]
 
 
-BAD_OWNER_IDS = ["empty", "blank", "hash", "only-hash", "none", "int", "bytes", "list"]
+BAD_OWNER_IDS = ["empty", "hash", "only-hash"]
 
 
 @pytest.mark.parametrize("owner", BAD_OWNERS, ids=BAD_OWNER_IDS)
@@ -298,85 +302,3 @@ def test_claims_are_atomic_under_contention(impl, db, add_work, sandboxed, tmp_p
         (w, by_work[w], 1) for w in ids
     ], "the lease table agrees with what each process was told"
     assert {r["state"] for r in rows(db, "work")} == {"running"}
-
-
-# Appended for issue 17: the refusals claim's docstring names for labels and injected time.
-UNPRINTABLE_OWNERS = ["till\n", "till\x00", "till\x1b[2J", "t" * 101]
-
-
-@pytest.mark.parametrize("owner", UNPRINTABLE_OWNERS, ids=["newline", "nul", "escape", "101"])
-def test_an_owner_with_a_control_character_or_over_100_is_refused(impl, db, add_work, owner):
-    add_work("s1")
-    before = snapshot(db)
-    with refuses(ValueError, f"claim(db, {owner!r})"):
-        impl.claim(db, owner, ttl=30, now=T)
-    assert snapshot(db) == before, "a refused claim changes no work and no lease"
-
-
-@pytest.mark.parametrize("now", [1e300, -1.0, 10**400, 4_102_444_800.5], ids=str)
-def test_an_injected_clock_outside_0_to_the_year_2100_is_refused(impl, db, add_work, now):
-    add_work("s1")
-    impl.claim(db, "till", ttl=5, now=T)  # a live holder that a far-future clock would expire
-    before = snapshot(db)
-    with refuses(ValueError, f"claim(db, 'night', now={now!r:.20})"):
-        impl.claim(db, "night", ttl=30, now=now)
-    assert snapshot(db) == before, "a refused claim changes no work and no lease"
-
-
-SMALL_SHOP = 200
-NEAR_CAPACITY = 9_900  # the queue admits 10,000 open items
-ROUNDS = 41
-
-
-def fill(db, pending: int, finished: int = 0) -> None:
-    """Bulk-load work rows in one transaction: ``finished`` done items, then ``pending`` queued.
-
-    Straight SQL, because admitting 20,000 items one transaction at a time would take the
-    test's whole time budget; the student's migrations (and their indexes) see every row.
-    """
-    items = [
-        (f"bulk-{n}", f"session-{n}", "one turn", 0.0, "finished" if n < finished else "pending")
-        for n in range(finished + pending)
-    ]
-    with db.immediate():
-        db.executemany(
-            "INSERT INTO work(source_id, session_id, text, created, state) VALUES (?, ?, ?, ?, ?)",
-            items,
-        )
-
-
-def claim_seconds(impl, db, owner: str) -> float:
-    start = time.perf_counter()
-    held = impl.claim(db, owner, ttl=600, now=T)
-    elapsed = time.perf_counter() - start
-    assert held is not None, "a shop with queued work always has something to claim"
-    return elapsed
-
-
-def test_a_claim_near_capacity_costs_about_what_it_costs_on_a_small_shop(impl, db, tmp_path):
-    """A claim must not sort the eligible set: with 9,900 items queued (and as many finished) it
-    takes at most 8x a claim with 200. A ratio measured here, both shops interleaved, never a
-    wall-clock limit. On a quiet machine the reference measures about 1x and the sorting claim
-    (mutant claim_sorts_the_queue) about 29x; while a class was graded beside it the reference
-    once measured 3.2x, which the 3x bound this test had before failed."""
-    small, _queue = sandboxed_shop(impl, tmp_path / "small.db")
-    try:
-        fill(small, SMALL_SHOP)
-        fill(db, NEAR_CAPACITY, finished=NEAR_CAPACITY)
-        for shop in (small, db):
-            # Commits without fsync: the ratio is about the query, not this machine's disk.
-            shop.remote.execute("PRAGMA synchronous = OFF")
-            claim_seconds(impl, shop, "warm-up")
-        times: dict[str, list[float]] = {"small": [], "big": []}
-        for n in range(ROUNDS):
-            order = [("small", small), ("big", db)]
-            for name, shop in order if n % 2 else reversed(order):
-                times[name].append(claim_seconds(impl, shop, f"w{n}"))
-    finally:
-        small.close()
-    small_ms, big_ms = (1000 * statistics.median(times[k]) for k in ("small", "big"))
-    assert big_ms <= 8 * small_ms, (
-        f"a claim with {NEAR_CAPACITY} items queued took {big_ms / small_ms:.1f}x a claim with "
-        f"{SMALL_SHOP} (medians of {ROUNDS}: {big_ms:.2f} ms vs {small_ms:.2f} ms): the claim "
-        "sorts or scans the queue; walk the work_open index and stop at the first eligible item"
-    )

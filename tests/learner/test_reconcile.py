@@ -7,9 +7,10 @@ import time
 
 import pytest
 from learner_support import approved_order, snapshot
-from shop_fixtures import VANILLA_CENTS, dead_endpoint
+from shop_fixtures import REJECTED_SKU, VANILLA_CENTS, dead_endpoint
 
 from lucyshop.approval import account, approve, execute, get_order, propose
+from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.supplier import SupplierClient, ledger_orders
 
 
@@ -30,21 +31,19 @@ class LookupOnly:
 
 @pytest.fixture
 def uncertain(impl, db, add_work, policy):
-    """``uncertain(client, proposal=None)``: work whose one order ended UNKNOWN, finished BLOCKED.
-
-    The holder works in the past (injected ``now``); ``client`` is where it sent the order.
-    """
+    """``uncertain(client, drop=None)``: work whose one order ended UNKNOWN, finished BLOCKED by
+    its holder (claimed at the real clock, within its lease); ``client`` is where it sent the
+    order, ``drop`` a supplier that commits the order and loses the reply."""
 
     def make(client, *, drop=None):
-        past = time.time() - 60
         add_work()
-        held = impl.claim(db, "till", ttl=30, now=past)
-        order = approved_order(db, held, "dairy", policy, now=past + 1)
+        held = impl.claim(db, "till", ttl=30)
+        order = approved_order(db, held, "dairy", policy)
         if drop is not None:
             drop.set_faults(drop_next=1)  # the supplier commits the order, then loses the reply
-        sent = execute(db, held, order["id"], client, policy=policy, now=past + 2)
+        sent = execute(db, held, order["id"], client, policy=policy)
         assert sent["status"] == "UNKNOWN", sent
-        impl.finish(db, held, "BLOCKED", {"unknown": [order["operation"]]}, now=past + 3)
+        impl.finish(db, held, "BLOCKED", f"{order['operation']} is UNKNOWN")
         return held, get_order(db, order["id"])
 
     return make
@@ -77,17 +76,14 @@ def test_an_order_the_supplier_has_is_settled_by_lookup(impl, db, uncertain, sup
 
 
 def test_a_rejected_order_releases_its_reservation(impl, db, add_work, policy, supplier):
-    past = time.time() - 60
     add_work()
-    held = impl.claim(db, "till", ttl=30, now=past)
-    oat = {"sku": "oat-milk", "quantity": 2, "unit_cents": 300}
-    order = propose(db, held, supplier="dairy", proposal=oat, now=past + 1)
-    approve(
-        db, order["id"], actor="lucy", digest=order["digest"], policy=policy, now=past + 1
-    )
+    held = impl.claim(db, "till", ttl=30)
+    oat = {"sku": REJECTED_SKU, "quantity": 2, "unit_cents": 300}
+    order = propose(db, held, supplier="dairy", proposal=oat)
+    approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy)
     supplier.set_faults(drop_next=1)
-    execute(db, held, order["id"], supplier.client(), policy=policy, now=past + 2)
-    impl.finish(db, held, "BLOCKED", {}, now=past + 3)
+    execute(db, held, order["id"], supplier.client(), policy=policy)
+    impl.finish(db, held, "BLOCKED", "the oat milk order is UNKNOWN")
     assert account(db)["reserved_cents"] == 600, "approval reserved 600 cents"
 
     report = impl.reconcile(db, LookupOnly(supplier.client()))

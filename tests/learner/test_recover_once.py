@@ -1,8 +1,10 @@
-"""``recover_once(db, *, owner, supplier, policy, ttl=30)``: continue from the records,
+"""``recover_once(db, *, owner, supplier, policy, ttl=30) -> dict``: continue from the records,
 never a model.
 
-The first holder works in the past (its ``now`` is injected), so its lease has already
-expired in real time when ``recover_once``, which reads the real clock, takes over.
+The first holder claimed a minute in the past (``claim``'s ``now``), so its lease has already
+expired in real time when ``recover_once``, which reads the real clock, takes over. The
+result is the chapter's dict: ``{"status": "IDLE"}``, else its status, ``work`` and
+``generation``; a BLOCKED outcome row says why in its result text.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import time
 
 import pytest
 from learner_support import approved_order, lease, rows, snapshot, work
-from shop_fixtures import VANILLA_CENTS, dead_endpoint
+from shop_fixtures import REJECTED_SKU, VANILLA_CENTS, dead_endpoint
 
-from lucyshop.approval import account, execute, get_order, propose
+from lucyshop.approval import account, approve, execute, get_order, propose
+from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.supplier import SupplierClient, ledger_orders
+
+OAT = {"sku": REJECTED_SKU, "quantity": 2, "unit_cents": 300}  # the suppliers reject it
 
 
 @pytest.fixture
@@ -28,10 +33,10 @@ def past():
 def crashed(impl, db, add_work, policy, past):
     """A holder claimed the work, proposed six vanilla tubs, got them approved, and died."""
 
-    def make(supplier_identity: str = "dairy"):
+    def make():
         work_id = add_work("s1", "order six vanilla tubs")
         held = impl.claim(db, "till", ttl=30, now=past)
-        order = approved_order(db, held, supplier_identity, policy, now=past + 1)
+        order = approved_order(db, held, "dairy", policy, now=past + 1)
         assert lease(db, work_id)["expires"] < time.time(), "the first holder's lease has expired"
         return held, order
 
@@ -67,7 +72,7 @@ def test_there_is_no_model_to_pass(impl, db, add_work, supplier, policy):
     assert not any("model" in name for name in parameters), "recovery must not consult a model"
     add_work()
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy, ttl=5)
-    assert got.status == "BLOCKED", (
+    assert got["status"] == "BLOCKED", (
         f"with nothing but the records and a supplier, it decides: {got}"
     )
 
@@ -78,11 +83,8 @@ def test_an_approved_order_is_continued_to_accepted(impl, db, crashed, supplier,
 
     got = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
 
-    assert (got.status, got.work_id, got.generation) == ("DONE", held.work_id, 2), (
+    assert got == {"status": "DONE", "work": held.work_id, "generation": 2}, (
         f"the replacement takes over at generation 2 and is DONE, got {got}"
-    )
-    assert [r["status"] for r in got.receipts] == ["ACCEPTED"], (
-        f"one ACCEPTED receipt: {got.receipts}"
     )
     assert client.orders == [order["operation"]], (
         "the approved order was sent once, by its operation id"
@@ -102,13 +104,31 @@ def test_an_approved_order_is_continued_to_accepted(impl, db, crashed, supplier,
     assert rows(db, "transcript") == [], "recovery from records writes no transcript"
 
 
+def test_an_order_the_supplier_rejects_is_conclusive_and_done(
+    impl, db, add_work, supplier, policy, past
+):
+    work_id = add_work("s1", "order two oat milks")
+    held = impl.claim(db, "till", ttl=30, now=past)
+    order = propose(db, held, supplier="dairy", proposal=OAT, now=past + 1)
+    approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=policy, now=past + 1)
+
+    got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
+
+    assert got == {"status": "DONE", "work": work_id, "generation": 2}, (
+        f"a REJECTED receipt is a conclusive answer: the work is DONE, got {got}"
+    )
+    assert get_order(db, order["id"])["status"] == "REJECTED"
+    assert account(db)["reserved_cents"] == 0, "the rejection released the reservation"
+
+
 def test_a_second_recovery_after_done_is_idle(impl, db, crashed, supplier, policy):
     crashed()
     client = supplier.client()
-    assert impl.recover_once(db, owner="rescuer", supplier=client, policy=policy).status == "DONE"
+    done = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
+    assert done["status"] == "DONE", done
     before = snapshot(db)
     again = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
-    assert again.status == "IDLE", f"nothing left to recover: IDLE, got {again}"
+    assert again == {"status": "IDLE"}, f"nothing left to recover: IDLE, got {again}"
     assert snapshot(db) == before, "an idle recovery changes nothing"
     assert len(ledger_orders(supplier.database)) == 1, "still one order at the supplier"
 
@@ -124,7 +144,9 @@ def test_an_order_already_sent_is_looked_up_not_sent_again(
 
     got = impl.recover_once(db, owner="rescuer", supplier=client, policy=policy)
 
-    assert (got.status, got.generation) == ("DONE", 2), f"the lookup settles it: DONE, got {got}"
+    assert (got["status"], got["generation"]) == ("DONE", 2), (
+        f"the lookup settles it: DONE, got {got}"
+    )
     assert client.lookups == [order["operation"]] and client.orders == [], (
         f"an uncertain order is looked up by its operation id, never sent again: "
         f"lookups {client.lookups}, orders {client.orders}"
@@ -137,12 +159,12 @@ def test_work_without_an_order_is_blocked_for_a_person(impl, db, add_work, suppl
     work_id = add_work()
     impl.claim(db, "till", ttl=30, now=past)
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
-    assert (got.status, got.work_id, got.generation) == ("BLOCKED", work_id, 2), (
+    assert got == {"status": "BLOCKED", "work": work_id, "generation": 2}, (
         f"no approved order: BLOCKED for an operator, got {got}"
     )
-    assert got.reason, "a BLOCKED recovery says why"
     stored = outcome(db, work_id)
     assert (stored["generation"], stored["status"]) == (2, "BLOCKED"), f"the outcome row: {stored}"
+    assert stored["result"].strip(), "a BLOCKED outcome says why in its result"
     assert work(db, work_id)["state"] == "finished"
     assert ledger_orders(supplier.database) == [], "nothing was sent"
 
@@ -152,7 +174,7 @@ def test_pending_work_without_an_order_is_blocked_at_generation_1(
 ):
     work_id = add_work()
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
-    assert (got.status, got.work_id, got.generation) == ("BLOCKED", work_id, 1), f"got {got}"
+    assert got == {"status": "BLOCKED", "work": work_id, "generation": 1}, f"got {got}"
 
 
 def test_a_proposal_nobody_approved_is_not_sent(impl, db, add_work, supplier, policy, past):
@@ -166,7 +188,7 @@ def test_a_proposal_nobody_approved_is_not_sent(impl, db, add_work, supplier, po
         now=past + 1,
     )
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
-    assert got.status == "BLOCKED", f"a DRAFT is not approved: BLOCKED, got {got}"
+    assert got["status"] == "BLOCKED", f"a DRAFT is not approved: BLOCKED, got {got}"
     assert get_order(db, draft["id"])["status"] == "DRAFT"
     assert ledger_orders(supplier.database) == [], "nothing was sent"
     assert outcome(db, work_id)["status"] == "BLOCKED"
@@ -178,7 +200,7 @@ def test_a_supplier_that_is_down_leaves_the_order_unknown_and_blocked(impl, db, 
 
     got = impl.recover_once(db, owner="rescuer", supplier=down, policy=policy)
 
-    assert (got.status, got.generation) == ("BLOCKED", 2), f"no answer: BLOCKED, got {got}"
+    assert (got["status"], got["generation"]) == ("BLOCKED", 2), f"no answer: BLOCKED, got {got}"
     assert get_order(db, order["id"])["status"] == "UNKNOWN", "the order may or may not exist"
     money = account(db)
     assert (money["reserved_cents"], money["spent_cents"]) == (VANILLA_CENTS, 0), (
@@ -186,13 +208,13 @@ def test_a_supplier_that_is_down_leaves_the_order_unknown_and_blocked(impl, db, 
     )
     stored = outcome(db, held.work_id)
     assert (stored["generation"], stored["status"]) == (2, "BLOCKED")
-    assert got.reason, "a BLOCKED recovery says why"
+    assert stored["result"].strip(), "a BLOCKED outcome says why in its result"
 
 
 def test_nothing_eligible_is_idle(impl, db, supplier, policy):
     before = snapshot(db)
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
-    assert got.status == "IDLE", f"an empty shop: IDLE, got {got}"
+    assert got == {"status": "IDLE"}, f"an empty shop: IDLE, got {got}"
     assert snapshot(db) == before, "an idle recovery changes nothing"
 
 
@@ -201,5 +223,5 @@ def test_a_live_holder_is_not_disturbed(impl, db, add_work, supplier, policy):
     live = impl.claim(db, "till", ttl=30)
     before = snapshot(db)
     got = impl.recover_once(db, owner="rescuer", supplier=supplier.client(), policy=policy)
-    assert got.status == "IDLE", f"work under a live lease is not taken: IDLE, got {got}"
+    assert got == {"status": "IDLE"}, f"work under a live lease is not taken: IDLE, got {got}"
     assert snapshot(db) == before and lease(db, work_id)["worker_id"] == live.worker_id

@@ -1,5 +1,8 @@
 """``Claim.worker_id`` is ``owner#generation``: chapter 11's holder check then fences by
-generation."""
+generation.
+
+``Claim`` arrives written in the learner's file (the chapter gives it); the row stays so that a
+learner who breaks it is told, and needs no function the learner writes."""
 
 from __future__ import annotations
 
@@ -31,12 +34,21 @@ def test_the_same_owner_at_another_generation_is_another_worker(impl):
 
 
 def test_chapter_11_holder_check_fences_an_old_generation(impl, worker_shop, add_work):
+    """The records after the same label took expired work over (till#2, written here by SQL,
+    so this row needs no ``claim``): chapter 11's check, unchanged, passes generation 2's
+    claim and refuses generation 1's."""
     db, _queue = worker_shop
-    add_work()
-    first = impl.claim(db, "till", ttl=10, now=1000.0)
-    second = impl.claim(
-        db, "till", ttl=10, now=1020.0
-    )  # the same label takes the expired work over
+    work_id = add_work()
+    db.execute(
+        "UPDATE work SET state = 'running', worker_id = 'till#2' WHERE work_id = ?", (work_id,)
+    )
+    db.execute(
+        "INSERT INTO assignment_leases(work_id, worker_id, expires, generation)"
+        " VALUES (?, 'till#2', 1030.0, 2)",
+        (work_id,),
+    )
+    first = impl.Claim(work_id, "s1", "turn 1 of s1", "till", 1, 1010.0)
+    second = impl.Claim(work_id, "s1", "turn 1 of s1", "till", 2, 1030.0)
     assert require_holder(db, second, 1021.0) > 0, (
         "the current claim passes chapter 11's holder check"
     )

@@ -1,20 +1,21 @@
 """``assert_current(connection, held)``: four conditions, the last on the server's clock, under a
-row lock that keeps a takeover out until the guarded write commits."""
+row lock that keeps a takeover out until the guarded write commits; it returns the lease's
+expiry, as chapter 13's does."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from pg_support import expire
+from pg_support import expire, lease
 
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.sandbox.postgres.box import transaction
 
 
-def test_the_current_holder_passes(pg, worker, conn, held):
+def test_the_current_holder_passes_and_gets_the_leases_expiry(pg, worker, conn, held):
     with transaction(worker, conn):
-        assert pg.assert_current(conn, held) is None
+        assert pg.assert_current(conn, held) == held.expires == lease(conn, held.work_id)["expires"]
 
 
 @pytest.mark.parametrize(
@@ -42,7 +43,7 @@ def test_unknown_work_is_refused(pg, worker, conn, held):
 def test_a_worker_clock_ahead_does_not_expire_a_live_lease(shifted, held):
     ahead = shifted(+600)
     with transaction(ahead.worker, ahead.conn):
-        assert ahead.pg.assert_current(ahead.conn, held) is None, "the lease has 30 s left"
+        assert ahead.pg.assert_current(ahead.conn, held) == held.expires, "30 s are left"
 
 
 def test_a_worker_clock_behind_does_not_keep_an_expired_lease(shifted, conn, held):

@@ -16,6 +16,7 @@ import pytest
 
 from lucyshop.approval import SpendingPolicy, account, open_shop
 from lucyshop.lab.given.orders import POLICY
+from lucyshop.queue import WorkQueue
 
 SUPPLIER = "dairy"
 _sources = itertools.count(1)
@@ -27,6 +28,15 @@ class Held:
 
     work_id: int
     worker_id: str
+
+
+def work_id_of(queue: WorkQueue, source_id: str) -> int:
+    """The id of admitted work, read back by its source id as chapter 13's ``enqueue`` does."""
+    found = queue.store.connection.execute(
+        "SELECT work_id FROM work WHERE source_id=?", (source_id,)
+    ).fetchone()
+    assert found is not None, f"no work was admitted for {source_id!r}"
+    return found[0]
 
 
 def make_running(
@@ -41,18 +51,20 @@ def make_running(
 ) -> Held:
     """Admit one piece of work, make it running under ``worker_id`` and write its lease row."""
     now = time.time() if now is None else now
-    admission = queue.admit(f"source-{next(_sources)}", session_id, text)
-    assert admission.status == "accepted", admission
-    with db.immediate():
-        db.execute(
+    source_id = f"source-{next(_sources)}"
+    status = queue.admit(source_id, session_id, text)
+    assert status == "accepted", status
+    work_id = work_id_of(queue, source_id)
+    with db.immediate() as connection:
+        connection.execute(
             "UPDATE work SET state = 'running', worker_id = ? WHERE work_id = ?",
-            (worker_id, admission.work_id),
+            (worker_id, work_id),
         )
-        db.execute(
+        connection.execute(
             "INSERT INTO assignment_leases(work_id, worker_id, expires) VALUES (?, ?, ?)",
-            (admission.work_id, worker_id, now + ttl),
+            (work_id, worker_id, now + ttl),
         )
-    return Held(admission.work_id, worker_id)
+    return Held(work_id, worker_id)
 
 
 def orders_table(db) -> list[dict[str, Any]]:
@@ -120,6 +132,12 @@ def ch11_shop(tmp_path):
     db, queue = open_shop(tmp_path / "shop.db")
     yield db, queue
     db.close()
+
+
+@pytest.fixture(name="work_id_of")
+def work_id_of_fixture() -> Callable[[WorkQueue, str], int]:
+    """``work_id_of(queue, source_id)``: the id of admitted work, read back by its source id."""
+    return work_id_of
 
 
 @pytest.fixture

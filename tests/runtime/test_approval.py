@@ -206,9 +206,10 @@ def test_only_the_current_holder_may_propose_and_a_refusal_writes_nothing(ch11_s
     assert orders(db) == []
 
 
-def test_proposing_for_pending_or_missing_work_is_refused(ch11_shop, hold):
+def test_proposing_for_pending_or_missing_work_is_refused(ch11_shop, hold, work_id_of):
     db, queue = ch11_shop
-    pending = queue.admit("pending-source", "s", "nobody runs this").work_id
+    assert queue.admit("pending-source", "s", "nobody runs this") == "accepted"
+    pending = work_id_of(queue, "pending-source")
     held = hold()
     for caller in (replace(held, work_id=pending), replace(held, work_id=pending + 100)):
         with pytest.raises(PermissionError):
@@ -570,6 +571,29 @@ def test_execute_sends_an_approved_order_once_and_records_the_receipt(
     assert account(db) == money(spent=VANILLA_CENTS)
 
 
+def test_the_chapters_recovery_query_finds_an_order_by_id_and_execute_sends_it(
+    ch11_shop, hold, policy, fake_supplier
+):
+    """Chapter 13's replacement reads the work's open orders by ``id`` and hands each id to
+    ``execute`` positionally, with only ``policy`` as a keyword."""
+    db, _ = ch11_shop
+    held = hold()
+    order = approved(db, held, policy)
+    draft(db, held, {**VANILLA, "quantity": 1})  # a DRAFT is not the replacement's to send
+    found = [
+        row[0]
+        for row in db.connection.execute(
+            "SELECT id FROM assistant_orders WHERE work_id = ?"
+            " AND status IN ('APPROVED', 'SENDING', 'UNKNOWN') ORDER BY created, id",
+            (held.work_id,),
+        )
+    ]
+    assert found == [order["id"]]
+    receipts = [execute(db, held, each, fake_supplier, policy=policy) for each in found]
+    assert [receipt.get("status") for receipt in receipts] == ["ACCEPTED"]
+    assert fake_supplier.orders_sent == 1
+
+
 def test_execute_records_a_rejection_and_releases_the_money(ch11_shop, hold, policy, make_supplier):
     db, _ = ch11_shop
     held = hold()
@@ -839,9 +863,7 @@ def test_execute_refuses_a_supplier_timeout_not_shorter_than_the_lease_left(
     )
     # The same order goes through once the timeout fits inside the lease.
     fits = make_supplier(timeout=29.0)
-    assert (
-        execute(db, held, order["id"], fits, policy=policy, now=now)["status"] == "ACCEPTED"
-    )
+    assert execute(db, held, order["id"], fits, policy=policy, now=now)["status"] == "ACCEPTED"
 
 
 def test_a_transport_failure_leaves_the_order_unknown_with_its_reservation_kept(

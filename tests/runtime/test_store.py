@@ -12,6 +12,7 @@ import time
 import pytest
 
 from lucyshop import store
+from lucyshop.approval import open_shop
 from lucyshop.store import (
     BUSY_TIMEOUT_MS,
     RETRY_S,
@@ -74,6 +75,35 @@ def test_wal_is_recorded_in_the_file_for_every_later_connection(tmp_path):
 
 
 # ---------------------------------------------------------------- immediate
+
+
+def test_immediate_yields_the_shop_whose_execute_writes_inside_the_transaction(db, tmp_path):
+    """The chapter's spelling: ``with db.immediate() as connection: connection.execute(...)``."""
+    with db.immediate() as connection:
+        assert connection is db
+        assert connection.in_transaction
+        connection.execute("INSERT INTO notes(body) VALUES (?)", ("through the connection",))
+    assert not db.in_transaction
+    other = connect(tmp_path / "store.db")
+    try:
+        assert notes(other) == ["through the connection"]
+    finally:
+        other.close()
+
+
+def test_the_shop_is_its_own_connection_for_reads_outside_a_transaction(db):
+    db.execute("INSERT INTO notes(body) VALUES ('read back')")
+    assert db.connection is db
+    assert db.connection.execute("SELECT count(*) FROM notes").fetchone()[0] == 1
+    assert not db.in_transaction
+
+
+def test_a_failure_inside_the_chapters_with_block_writes_nothing(db):
+    with pytest.raises(sqlite3.IntegrityError), db.immediate() as connection:
+        connection.execute("INSERT INTO notes(body) VALUES ('first')")
+        connection.execute("INSERT INTO notes(body) VALUES (NULL)")
+    assert not db.in_transaction
+    assert notes(db) == []
 
 
 def test_immediate_commits_on_success(db, tmp_path):
@@ -362,3 +392,38 @@ def test_a_migration_line_needs_a_name(db, line):
     with pytest.raises(ValueError, match="non-empty name"):
         db.migrate(line, {1: ("CREATE TABLE one(x)",)})
     assert "one" not in tables(db)
+
+
+def test_the_chapters_lease_migration_applies_once_and_a_second_call_changes_nothing(tmp_path):
+    """Chapter 13 opens every worker's shop with ``db.migrate("leases", {...})``: the second
+    opening must not add the generation column again (SQLite would refuse a duplicate)."""
+    leases = {
+        1: (
+            "ALTER TABLE assignment_leases ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
+            "CREATE TABLE outcomes(work_id INTEGER PRIMARY KEY, result TEXT NOT NULL)",
+        )
+    }
+    shop, _ = open_shop(tmp_path / "shop.db")
+    try:
+        assert shop.migrate("leases", leases) == 1
+        columns = [row[1] for row in shop.execute("PRAGMA table_info(assignment_leases)")]
+        assert columns.count("generation") == 1
+        before = tables(shop)
+        assert shop.migrate("leases", leases) == 1
+        assert tables(shop) == before
+        assert schema_version(shop, "leases") == 1
+    finally:
+        shop.close()
+
+
+@pytest.mark.parametrize(
+    "statements", ["CREATE TABLE one(x)", None, ("CREATE TABLE one(x)", 7), {"CREATE TABLE x(y)"}]
+)
+def test_a_version_that_is_not_a_list_of_statements_is_refused_before_anything_is_written(
+    db, statements
+):
+    before = tables(db)
+    with pytest.raises(ValueError, match="tuple or list of SQL statements"):
+        db.migrate("line", {1: ("CREATE TABLE first(x)",), 2: statements})
+    assert tables(db) == before
+    assert schema_version(db, "line") == 0

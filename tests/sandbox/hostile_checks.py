@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from mutants import BY_NAME
 from sandbox_files import ROOT, SOLUTIONS
 
 from lucyshop.lab.check.guard import MARKER
@@ -36,14 +37,12 @@ HOSTILE = Path(__file__).resolve().parent / "hostile"
 LEARNER = ROOT / "learner"
 STUB = re.compile(r"^( +)raise NotStarted\([^)]*\)$", re.MULTILINE)
 SECRET_NAME = "LUCYSHOP_TEST_SECRET"
-# Every hostile test: slow, and never where nothing isolates the student's file.
-MARKS = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        isolation() == "none",
-        reason="nothing isolates a student's file here: a hostile one would run with our rights",
-    ),
-]
+# Every hostile file runs only where something isolates it; a whole make check of one is slow.
+ISOLATED = pytest.mark.skipif(
+    isolation() == "none",
+    reason="nothing isolates a student's file here: a hostile one would run with our rights",
+)
+MARKS = [pytest.mark.slow, ISOLATED]
 
 
 def hostile(name: str, **params: object) -> str:
@@ -83,6 +82,21 @@ def hand_in(
 
 def reference() -> str:
     return (SOLUTIONS / "ch13_leases.py").read_text(encoding="utf-8")
+
+
+SPLIT = ("observe_check_in_its_own_transaction", "finish_check_in_its_own_transaction")
+
+
+def split_writers() -> str:
+    """The reference with the kit's two "holder check in its own transaction" mutants
+    (``tests/mutants.py``): ``observe`` and ``finish`` check in one transaction and write in
+    the next."""
+    text = reference()
+    for name in SPLIT:
+        mutant = BY_NAME[name]
+        assert text.count(mutant.old) == 1, name
+        text = text.replace(mutant.old, mutant.new)
+    return text
 
 
 @contextmanager

@@ -10,6 +10,14 @@ and through the database (the superuser's login, ``pg_read_file``, ``lo_import``
 it executes, so a route that worked would make the row pass; what it writes carries a token we
 look for.
 
+One real ``make check`` of the reference ``ch13_postgres.py`` with ``hostile/pg_fill.py``
+appended: from the first ``observe`` it writes rows that compress to nothing but not on the
+wire, for the trusted side to read back, and fills the server's disk every way its role may
+try (a temporary table, its own tables, a sort's spill, large objects). The server's
+directory grew by 2.8 GB and the trusted pytest to 2.9 GB (issue 47): now the directory must
+grow by under 1 GiB, the run's processes stay under 1 GiB, and the row say the trusted side
+did not fetch what it was left.
+
 And one real run of exercise 7's checkpoint on a ``ch13_postgres.py`` that does nothing and, at
 import, makes every case pass wherever it can reach the checkpoint's code, and writes the
 files a correct run keeps beside every case directory it may write
@@ -23,13 +31,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 from hostile_checks import (
     LEARNER,
     MARKS,
+    du,
     hand_in,
     hostile,
     leftovers,
@@ -37,6 +50,7 @@ from hostile_checks import (
     short_tmpdir,
 )
 from sandbox_files import ROOT, SOLUTIONS
+from test_hostile_wire import PEAK_BYTES, measured_check
 
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.checkpoint.cases import ON_POSTGRES
@@ -123,4 +137,56 @@ def test_a_ch13_postgres_that_forges_the_checkpoint_passes_no_case(tmp_path):
     ], done.stdout
     assert done.stdout.rstrip().splitlines()[-1].startswith("checkpoint FAILED"), done.stdout
     assert [path for path, data in kept.items() if b"forged" in data] == []
+    assert left == [], left
+
+
+@contextmanager
+def server_growth() -> Iterator[dict[str, int]]:
+    """The most any PostgreSQL server started below this process grew its directory (from
+    the first time it was seen), sampled every half second: ``{"bytes": ...}``."""
+    found = {"bytes": 0}
+    first: dict[Path, int] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            for proc in psutil.process_iter(["name", "cmdline"]):
+                command = proc.info["cmdline"] or []
+                try:
+                    ours = os.getpid() in {parent.pid for parent in proc.parents()}
+                except psutil.Error:
+                    continue
+                if proc.info["name"] != "postgres" or "-D" not in command or not ours:
+                    continue
+                root = Path(command[command.index("-D") + 1]).parent
+                size = du(root)
+                first.setdefault(root, size)
+                found["bytes"] = max(found["bytes"], size - first[root])
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        yield found
+    finally:
+        done.set()
+        watcher.join(10)
+
+
+def test_exercise_7_fills_neither_the_servers_disk_nor_the_trusted_sides_memory(tmp_path):
+    text = (SOLUTIONS / "ch13_postgres.py").read_text() + hostile(
+        "pg_fill", rows=1500, megabytes=1200
+    )
+    with short_tmpdir() as tmpdir, server_growth() as grown:
+        chapter = hand_in(tmp_path / "student", (LEARNER / "ch13_leases.py").read_text())
+        chapter.with_name("ch13_postgres.py").write_text(text, encoding="utf-8")
+        checked, peak = measured_check(
+            chapter, tmpdir, "--no-measured", "--no-checkpoint", "--test-timeout=90"
+        )
+        left = leftovers(checked.marker, str(tmpdir))
+    rows = checked.rows()
+    assert rows[PG_EXERCISE]["status"] == "FAILING", checked.output[-3000:]
+    messages = [failure["message"] for failure in rows[PG_EXERCISE]["failures"]]
+    assert any("the trusted side does not fetch" in m for m in messages), messages
+    assert grown["bytes"] < 1 << 30, f"the server's directory grew by {grown['bytes'] >> 20} MiB"
+    assert peak < PEAK_BYTES, f"the run's processes peaked at {peak >> 20} MiB"
     assert left == [], left

@@ -12,8 +12,7 @@ within its deadlines.
 
 from __future__ import annotations
 
-from hostile_checks import MARKS, hand_in, hostile, leftovers, reference, short_tmpdir
-from mutants import BY_NAME
+from hostile_checks import MARKS, hand_in, hostile, leftovers, short_tmpdir, split_writers
 from test_hostile_wire import CHECK_SECONDS, PEAK_BYTES, measured_check
 
 from lucyshop.lab.check.subjects import FUNCTIONS
@@ -21,24 +20,12 @@ from lucyshop.lab.check.subjects import FUNCTIONS
 pytestmark = MARKS
 
 FAST = ("--no-measured", "--test-timeout=20", "--no-checkpoint")
-MUTANTS = ("observe_check_in_its_own_transaction", "finish_check_in_its_own_transaction")
 CAUGHT = {"observe", "finish"}
-
-
-def both_mutants() -> str:
-    """The reference with the holder check of ``observe`` and of ``finish`` each in a
-    transaction of its own."""
-    text = reference()
-    for name in MUTANTS:
-        mutant = BY_NAME[name]
-        assert text.count(mutant.old) == 1, name
-        text = text.replace(mutant.old, mutant.new)
-    return text
 
 
 def test_a_swapped_probe_does_not_hide_the_check_in_its_own_transaction(tmp_path):
     with short_tmpdir() as tmpdir:
-        path = hand_in(tmp_path, both_mutants() + hostile("swapped_probe"))
+        path = hand_in(tmp_path, split_writers() + hostile("swapped_probe"))
         checked, peak = measured_check(path, tmpdir, *FAST)
         left = leftovers(checked.marker, str(tmpdir))
     assert checked.status == 1, checked.output[-3000:]

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from lucyshop.lab.sandbox import (
     jail,
     wire,
 )
-from lucyshop.lab.sandbox.host import pids, uids
+from lucyshop.lab.sandbox.host import cgroups, uids
 from lucyshop.lab.sandbox.remote import confined_file
 
 needs_bwrap = pytest.mark.skipif(
@@ -192,24 +193,26 @@ def test_no_network_and_no_secrets(box, monkeypatch):
     assert "hunter2" not in repr(impl.environment())
 
 
-def test_call_backs_reach_public_methods_only_and_answer_by_value(box):
+def test_call_backs_reach_what_a_kind_offers_and_answer_by_value(box):
+    """A stop event offers ``is_set`` and ``wait`` (``callbacks``), not ``set``; a function is
+    called, and what it returns comes back by value or not at all; an object of a kind that
+    offers nothing is never handed in."""
     impl = box.load(seconds=30)
+    event = threading.Event()
+    assert impl.call_back(event, "is_set") == [False]
+    with pytest.raises(Exception, match="may not use 'set'"):
+        impl.call_back(event, "set")
+    assert not event.is_set()
+    assert impl.call_back(lambda: 42, "__call__") == [42]
+    with pytest.raises(Exception, match="cannot be handed back"):
+        impl.call_back(lambda: sqlite3.connect(":memory:"), "__call__")
 
     class Handed:
         def public(self) -> int:
             return 42
 
-        def _private(self) -> int:
-            return 0
-
-        def connection(self) -> sqlite3.Connection:
-            return sqlite3.connect(":memory:")
-
-    assert impl.call_back(Handed(), "public") == [42]
-    with pytest.raises(Exception, match="may not use '_private'"):
-        impl.call_back(Handed(), "_private")
-    with pytest.raises(Exception, match="cannot be handed back"):
-        impl.call_back(Handed(), "connection")
+    with pytest.raises(TypeError, match="cannot be handed in"):
+        impl.call_back(Handed(), "public")
 
 
 def test_a_bad_frame_is_refused_not_built():
@@ -274,7 +277,9 @@ print("forked:", forked, flush=True)
 
 
 @needs_bwrap
-@pytest.mark.skipif(bool(pids.missing()), reason=f"no process-count limit here: {pids.missing()}")
+@pytest.mark.skipif(
+    bool(cgroups.home("pids")[1]), reason=f"no process-count limit: {cgroups.home('pids')[1]}"
+)
 def test_a_fork_loop_under_bubblewrap_stops_at_the_process_count_limit(tmp_path):
     """Root's processes escape ``RLIMIT_NPROC`` even when mapped to another uid inside a
     namespace: root's sandboxes are counted by a pids cgroup of their own, an ordinary user's
@@ -307,6 +312,6 @@ def test_a_dead_checks_empty_pid_groups_are_swept_and_a_live_ones_kept(tmp_path)
     }
     for name in names.values():
         (tmp_path / name).mkdir()
-    pids.sweep(tmp_path, settled=60)
+    cgroups.sweep(tmp_path, settled=60)
     left = {key for key, name in names.items() if (tmp_path / name).exists()}
     assert left == {"young", "other"}

@@ -31,7 +31,7 @@ from lucyshop.lab.soak.chaos import (
 from lucyshop.lab.soak.invariants import Evidence, read_evidence
 from lucyshop.lab.soak.script import SCRIPT_SECONDS, Script
 from lucyshop.lab.soak.shop import install_history, patient
-from lucyshop.store import BUSY_TIMEOUT_MS, WriteLockTimeout, connect, immediate, migrate
+from lucyshop.store import BUSY_TIMEOUT_MS, WriteLockTimeout, connect
 from lucyshop.supplier import Ledger
 
 ACCEPTED_CENTS = 500
@@ -82,11 +82,14 @@ class History:
         )
 
     def finish(self, work_id: int, generation: int, status: str = "DONE") -> None:
-        self.db.execute(
-            "INSERT INTO outcomes(work_id, generation, status, result) VALUES (?, ?, ?, '{}')",
-            (work_id, generation, status),
-        )
-        self.db.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (work_id,))
+        """In the chapter's order, in one transaction: the state moves, then the outcome."""
+        with self.db.immediate() as connection:
+            connection.execute("UPDATE work SET state = 'finished' WHERE work_id = ?", (work_id,))
+            connection.execute(
+                "INSERT INTO outcomes(work_id, generation, status, result)"
+                " VALUES (?, ?, ?, 'done')",
+                (work_id, generation, status),
+            )
 
     def order(self, work_id: int, status: str, cents: int, *, ledger_cents: int | None = None):
         operation = f"op-{work_id}"
@@ -214,6 +217,18 @@ def test_no_superseded_writes_fails_for_a_row_written_after_a_takeover(history):
 
     detail = breaks(invariants.no_superseded_writes, history.evidence(), [three])
     assert "written by generation 1 while the lease was at generation 2" in detail
+
+
+def test_no_superseded_writes_fails_for_a_transcript_row_of_finished_work(history):
+    clean_run(history)
+    three = history.admit()
+    history.claim(three, 1)
+    history.finish(three, 1)
+    history.say(three, 1)  # the holder's generation, but the work is over
+
+    detail = breaks(invariants.no_superseded_writes, history.evidence(), [three])
+    assert "the transcript of work 3 written by generation 1" in detail
+    assert "the work finished" in detail
 
 
 def test_stale_writes_refused_fails_for_an_accepted_probe(history):

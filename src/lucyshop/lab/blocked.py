@@ -1,9 +1,12 @@
 """``python -m lucyshop.lab.blocked TARGET [ARGS...]``: run a module or script with the reference
 blocked.
 
-Every child process the lab starts goes through here, so the blocker is in place before a
-single line of the student's code (or of the child's own code) runs. The one file allowed
-is the implementation named by ``$LEASES_IMPL``.
+The lab's children started through ``services.processes.python_argv`` (its default: the
+experiment's workers, the soak's chaos workers, the bench's pool) go through here, so the
+blocker is in place before a single line of the student's code (or of the child's own code)
+runs; the one file allowed is the implementation named by ``$LEASES_IMPL``. Not every child
+does: ``make check``'s pytest children and checkpoint never import the student's file, whose
+code runs in the sandbox (``lucyshop.lab.sandbox``), and the supplier needs no blocker.
 """
 
 import os

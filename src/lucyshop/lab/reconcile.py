@@ -3,7 +3,8 @@
     python -m lucyshop.lab.reconcile SHOP_DB --supplier URL --identity NAME
         [--impl learner|solutions|PATH] [--timeout S] [--json]
 
-It runs the chosen implementation's ``reconcile(db, supplier)``: it looks up the SENDING and
+It runs the chosen implementation's ``reconcile(db, supplier)`` (the kit's own function: the
+chapter describes reconciliation but prints no code for it): it looks up the SENDING and
 UNKNOWN orders of finished work by their operation ids, settles what the supplier has, and
 never sends. It lives in the lab because choosing an implementation is the lab's job; the
 runtime's ``python -m lucyshop status`` prints this command for each order it settles. Exit

@@ -1,7 +1,7 @@
 """The skew experiment: the same takeover trial on client-clock and server-clock leases.
 
     python -m lucyshop.lab.skew run --impl solutions --out evidence/ch13-skew-receipt.json
-                                    [--repeats 2]
+                                    [--repeats 5]
     python -m lucyshop.lab.skew verify evidence/ch13-skew-receipt.json
     python -m lucyshop.lab.skew plot evidence/ch13-skew-receipt.json evidence/ch13-skew.png
 
@@ -9,20 +9,26 @@ Two hosts rarely agree on the time. Here one of two worker processes runs with i
 shifted by libfaketime (``LD_PRELOAD``; its monotonic clock is left alone, so every process
 still measures durations on one shared clock). In a trial the *holder* claims one work item
 with a lease of ``LEASE`` seconds and either lives (it works ``WORK`` leases, then writes a
-transcript row and its outcome, both fenced) or is SIGKILLed at once; the *taker* polls
-``claim`` every ``SCAN`` seconds. Either of the two is the shifted one. The trial runs on
-SQLite with chapter 13's leases (``time.time()`` on each worker decides expiry) and on
-PostgreSQL with exercise 7's (the server's ``clock_timestamp()`` decides). Counted:
+transcript row and its outcome, both fenced), is SIGKILLed at once, or is *slow* (it works
+``SLOW`` leases, past its own lease, unshifted); the *taker* polls ``claim`` every ``SCAN``
+seconds and holds what it takes until the holder has tried its writes. Both claim under one
+owner label, so only the generation tells the stale holder from the current one. Either of the
+two is the shifted one (at shift 0, neither). The trial runs on SQLite with chapter 13's leases
+(``time.time()`` on each worker decides expiry) and on PostgreSQL with exercise 7's (the
+server's ``clock_timestamp()`` decides). The slow trials run twice on each store: with the
+chapter's fence, and as a negative control with a copy that lacks the generation comparison
+(``lucyshop.lab.experiment.control``). Counted, per store, shift and shifted role, never pooled:
 
 - a *false takeover*: the taker claims the work while a live holder still works on it;
 - a *late takeover*: a dead holder's work is claimed more than ``LATE`` leases after its lease
   should have run out (or not at all before the deadline);
-- a *stale write accepted*: a holder write that started after the takeover committed and was
-  not refused, or an outcome row older than the lease's generation. Must be 0 everywhere.
+- a *stale write*: a holder write made after the takeover, with the comparison that refused
+  it; every trial whose live holder was taken over could have made one (the denominator).
+  Accepted: must be 0 with the fence, and every one in the control.
 
-Shifts are whole fractions of the lease (0, ±0.5, ±2), and a live holder finishes a quarter
-lease before its lease ends, so a shift moves a takeover by a second or more while a loaded
-machine's scheduling noise moves it by tenths: the counts do not hinge on timing luck.
+Shifts are fractions of the lease (0, ±0.1, ±0.2, ±0.5, ±2) and a live holder writes a quarter
+lease before its lease ends: ±0.1 and ±0.2 stay inside that margin, ±0.5 and ±2 exceed it, so
+the counts show the dose at which a skewed clock starts to cost.
 """
 
 from __future__ import annotations
@@ -37,13 +43,14 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.evidence import receipts
+from lucyshop.lab.experiment.control import comparison, unfenced
 from lucyshop.lab.loader import add_impl_option, impl_path, load_impl
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
@@ -53,14 +60,20 @@ from lucyshop.lab.services.processes import (
 )
 
 LEASE = 2.0  # seconds
-SHIFTS = (-2.0, -0.5, 0.0, 0.5, 2.0)  # in leases
+SHIFTS = (-2.0, -0.5, -0.2, -0.1, 0.0, 0.1, 0.2, 0.5, 2.0)  # in leases
 WORK = 0.75  # a live holder's turn, in leases: it writes a quarter lease before expiry
+SLOW = 1.5  # a slow holder's turn, in leases: it writes after a taker took its lease
 LATE = 0.25  # in leases past the lease's end
 SCAN = 0.05  # the taker's polling interval, seconds
 STORES = ("sqlite", "postgres")
-ROLES = ("taker", "holder")  # whose clock is shifted
+ROLES = ("taker", "holder")  # whose clock is shifted ("none" at shift 0)
 FATES = ("live", "dead")
+ARMS = ("fenced", "control")  # the slow trials: the chapter's fence, and a copy without it
+OWNER = "worker"  # holder and taker alike: only the generation tells them apart
+MARGIN = 1 - WORK  # a shift beyond this share of the lease decides every trial of its cell
 STARTUP = 60.0  # seconds a worker may take to start and claim on a loaded machine
+# The files that decide the receipt's figures (beside the chapter files), by sha256.
+CODE = [Path(__file__), Path(__file__).parent / "experiment" / "control.py"]
 
 
 def shifted_env(seconds: float) -> dict[str, str]:
@@ -86,7 +99,8 @@ class Store:
     """One trial's world in one store: a work item, and the calls a worker makes on it."""
 
     def __init__(self, kind: str, target: str, impl: Path) -> None:
-        """``impl`` is the chapter file; on PostgreSQL, its ``ch13_postgres.py`` twin runs."""
+        """``impl`` is the chapter file, or a directory holding the control's copies; on
+        PostgreSQL, the ``ch13_postgres.py`` beside it runs."""
         self.kind, self.target, self.impl = kind, target, impl
         self.lease_table = "assignment_leases" if kind == "sqlite" else "leases"
         if kind == "sqlite":
@@ -98,13 +112,13 @@ class Store:
             self.leases = pg_shop.load_pg_impl(impl)
             self.db = pg_shop.connect(target)
 
-    def claim(self, owner: str) -> Any:
-        return self.leases.claim(self.db, owner, ttl=LEASE)
+    def claim(self) -> Any:
+        return self.leases.claim(self.db, OWNER, ttl=LEASE)
 
     def observe(self, held: Any, message: Any) -> None:
         self.leases.observe(self.db, held, message)
 
-    def finish(self, held: Any, result: Any) -> None:
+    def finish(self, held: Any, result: str) -> None:
         self.leases.finish(self.db, held, "DONE", result)
 
     def read(self, sql: str, *args: Any) -> list[dict[str, Any]]:
@@ -144,8 +158,8 @@ def trial_store(kind: str, impl: Path, server: Any, directory: Path) -> Iterator
 
 
 def holder(store: Store, fate: str, work: float, directory: Path) -> None:
-    """Claim, say so, then (if live) work and try both fenced writes, recording each."""
-    held = store.claim("holder")
+    """Claim, say so, then (if live or slow) work and try both fenced writes, recording each."""
+    held = store.claim()
     write_ready(
         directory / "holder-ready.json",
         {"claimed": time.monotonic(), "generation": held.generation, "pid": os.getpid()},
@@ -155,49 +169,62 @@ def holder(store: Store, fate: str, work: float, directory: Path) -> None:
         return
     time.sleep(work)
     writes = [
-        _attempt("transcript", lambda: store.observe(held, {"by": "holder"})),
-        _attempt("outcome", lambda: store.finish(held, {"by": "holder"})),
+        _attempt("transcript", store.observe, held, {"by": "holder"}),
+        _attempt("outcome", store.finish, held, "holder"),
     ]
     write_ready(directory / "holder.json", {"writes": writes})
 
 
-def _attempt(what: str, write: Any) -> dict[str, Any]:
+def _attempt(what: str, write: Callable[..., Any], *args: Any) -> dict[str, Any]:
     started = time.monotonic()
     try:
-        write()
+        write(*args)
     except PermissionError as refused:
         return {"write": what, "started": started, "accepted": False, "why": str(refused)}
     return {"write": what, "started": started, "accepted": True, "why": ""}
 
 
 def taker(store: Store, fate: str, deadline: float, directory: Path) -> None:
-    """Poll ``claim`` from the holder's claim on; on a takeover, finish the work itself
-    (after a live holder has tried its writes)."""
+    """Poll ``claim`` from the holder's claim on; on a takeover, hold the work until a live
+    holder has tried its writes, then finish it."""
     ready = wait_for_file(directory / "holder-ready.json", timeout=STARTUP)
     took, held = None, None
     while time.monotonic() < ready["claimed"] + deadline:
-        held = store.claim("taker")
+        held = store.claim()
         if held is not None:
             took = time.monotonic()
             break
         if store.read("SELECT state FROM work")[0]["state"] == "finished":
             break
         time.sleep(SCAN)
-    write_ready(directory / "taker.json", {"took": took, "clock": time.time()})
+    write_ready(
+        directory / "taker.json",
+        {"took": took, "clock": time.time(), "generation": held and held.generation},
+    )
     if held is not None:
         store.observe(held, {"by": "taker"})
-        if fate == "live":
+        if fate != "dead":
             wait_for_file(directory / "holder.json", timeout=deadline)
-        store.finish(held, {"by": "taker"})
+        finished = _attempt("outcome", store.finish, held, "taker")
+        write_ready(directory / "taker-finished.json", finished)
 
 
 # ------------------------------------------------------------------ one trial
 
 
 def run_trial(
-    kind: str, shift: float, role: str, fate: str, *, impl: Path, server: Any, work: float
+    kind: str,
+    shift: float,
+    role: str,
+    fate: str,
+    *,
+    impl: Path,
+    server: Any,
+    work: float,
+    arm: str = "fenced",
 ) -> dict[str, Any]:
-    """One holder and one taker on a fresh store; the raw observations of what happened."""
+    """One holder and one taker on a fresh store; the raw observations of what happened.
+    ``impl``: the chapter file (for the control arm, its unfenced copy)."""
     deadline = LEASE * (2 + max(abs(s) for s in SHIFTS))
     with tempfile.TemporaryDirectory(prefix="skew-") as tmp, SharedGroupChildren() as children:
         directory = Path(tmp)
@@ -218,17 +245,20 @@ def run_trial(
                 wait_exit(proc, timeout=STARTUP + deadline * 2)
             taken = json.loads((directory / "taker.json").read_text())
             writes = []
-            if fate == "live":
+            if fate != "dead":
                 writes = json.loads((directory / "holder.json").read_text())["writes"]
             final = store.read(f"SELECT generation FROM {store.lease_table}")[0]["generation"]
             outcomes = store.read("SELECT generation FROM outcomes")
     return {
         "store": kind,
+        "arm": arm,
         "shift_leases": shift,
         "shifted": role,
         "fate": fate,
         "holder_claimed": ready["claimed"],
+        "holder_generation": ready["generation"],
         "taken_after": None if taken["took"] is None else taken["took"] - ready["claimed"],
+        "taker_generation": taken["generation"],
         "holder_writes": writes,
         "taken_at": taken["took"],
         "final_generation": final,
@@ -236,49 +266,115 @@ def run_trial(
     }
 
 
-def counts_of(trial: dict[str, Any]) -> dict[str, int]:
-    """The three counts of one trial, from its raw observations alone."""
+def stale_writes(trial: dict[str, Any]) -> list[dict[str, Any]]:
+    """The holder's writes made after the taker had taken its work over."""
+    if trial["taken_at"] is None:
+        return []
+    return [w for w in trial["holder_writes"] if w["started"] > trial["taken_at"]]
+
+
+def counts_of(trial: dict[str, Any]) -> dict[str, Any]:
+    """The counts of one trial, from its raw observations alone: a false takeover (of a live
+    holder), a late one (of a dead holder), whether a stale write was possible at all (a
+    holder alive to write, taken over), the stale writes made, accepted, and refused by each
+    comparison, and an outcome older than the lease's last generation."""
     after = trial["taken_after"]
     taken = after is not None
-    live = trial["fate"] == "live"
-    late = not live and (not taken or after > LEASE * (1 + LATE))
-    stale = sum(
-        1
-        for w in trial["holder_writes"]
-        if w["accepted"] and taken and w["started"] > trial["taken_at"]
-    )
-    stale += sum(1 for g in trial["outcome_generations"] if g < trial["final_generation"])
-    return {"false_takeover": int(live and taken), "late_takeover": int(late), "stale": stale}
+    dead = trial["fate"] == "dead"
+    stale = stale_writes(trial)
+    refused: dict[str, int] = {}
+    for write in stale:
+        if not write["accepted"]:
+            named = comparison(write["why"])
+            refused[named] = refused.get(named, 0) + 1
+    return {
+        "false_takeover": int(trial["fate"] == "live" and taken),
+        "late_takeover": int(dead and (not taken or after > LEASE * (1 + LATE))),
+        "could_write_stale": int(not dead and taken),
+        "stale_writes": len(stale),
+        "stale_accepted": sum(w["accepted"] for w in stale),
+        "refused_by": refused,
+        "old_outcome": sum(g < trial["final_generation"] for g in trial["outcome_generations"]),
+    }
 
 
-def summarise(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
-    """Per store and shift: false takeovers of live holders, late takeovers of dead ones,
-    stale writes accepted, and how many trials of each fate."""
-    table: dict[str, dict[str, dict[str, int]]] = {}
+COUNTED = ("false_takeover", "late_takeover", "could_write_stale", "stale_writes")
+COUNTED += ("stale_accepted", "old_outcome")
+
+
+def cell(trial: dict[str, Any]) -> str:
+    """The row of the summary a trial belongs to: store, arm, shift and shifted role."""
+    shift = trial["shift_leases"]
+    return f"{trial['store']} {trial['arm']} {shift:+g} {trial['shifted']} {trial['fate']}"
+
+
+def summarise(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per store, arm, shift, shifted role and fate (never pooled): how many trials, and the
+    sum of each count of ``counts_of`` over them."""
+    table: dict[str, dict[str, Any]] = {}
     for trial in trials:
-        row = table.setdefault(trial["store"], {}).setdefault(
-            f"{trial['shift_leases']:+g}",
-            {"live": 0, "dead": 0, "false_takeovers": 0, "late_takeovers": 0, "stale_accepted": 0},
+        row = table.setdefault(
+            cell(trial), {"trials": 0, **dict.fromkeys(COUNTED, 0), "refused_by": {}}
         )
         counts = counts_of(trial)
-        row[trial["fate"]] += 1
-        row["false_takeovers"] += counts["false_takeover"]
-        row["late_takeovers"] += counts["late_takeover"]
-        row["stale_accepted"] += counts["stale"]
-    return table
+        row["trials"] += 1
+        for name in COUNTED:
+            row[name] += counts[name]
+        for name, number in counts["refused_by"].items():
+            row["refused_by"][name] = row["refused_by"].get(name, 0) + number
+    return dict(sorted(table.items()))
 
 
-def conclusions(summary: dict[str, dict[str, dict[str, int]]]) -> dict[str, bool]:
-    """What the receipt must show: no stale write in either store, and fewer false takeovers
-    on the server's clock than on the workers' at every non-zero shift."""
-    shifts = [s for s in summary["sqlite"] if float(s) != 0]
+def predicted_false(trial_cell: str) -> bool | None:
+    """On SQLite a live holder is taken over when the taker's clock runs ahead of the holder's
+    by more than the margin: True or False beyond it, None (not predicted) within noise of it.
+    On PostgreSQL the server's clock decides: never."""
+    store, _, shift, role, fate = trial_cell.split()
+    if fate != "live":
+        return None
+    if store == "postgres":
+        return False
+    ahead = float(shift) * (1 if role == "taker" else -1)
+    if abs(abs(ahead) - MARGIN) < MARGIN / 2:
+        return None  # a shift this near the margin is decided by the scheduler, not the clock
+    return ahead > MARGIN
+
+
+def conclusions(summary: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """What the receipt must show. With the fence: no stale write accepted, every one refused
+    by the generation, and on each store at least one made (a live holder really taken over).
+    In the control: every stale write accepted, at least one on each store. No false takeover
+    on server time at any shift; on worker time, every live cell beyond the margin all or none
+    as the shift predicts."""
+    fenced = {k: v for k, v in summary.items() if k.split()[1] == "fenced"}
+    control = {k: v for k, v in summary.items() if k.split()[1] == "control"}
+    made = {
+        (arm, store): sum(v["stale_writes"] for k, v in rows.items() if k.startswith(store))
+        for arm, rows in (("fenced", fenced), ("control", control))
+        for store in STORES
+    }
+    predicted = {k: (predicted_false(k), v) for k, v in fenced.items() if k.startswith("sqlite")}
     return {
         "no_stale_write_accepted": all(
-            row["stale_accepted"] == 0 for store in summary.values() for row in store.values()
+            v["stale_accepted"] == 0 and v["old_outcome"] == 0 for v in fenced.values()
         ),
-        "fewer_false_takeovers_on_server_time_at_every_nonzero_shift": all(
-            summary["postgres"][s]["false_takeovers"] < summary["sqlite"][s]["false_takeovers"]
-            for s in shifts
+        "the_generation_refused_every_stale_write": all(
+            v["refused_by"].get("generation", 0) == v["stale_writes"] for v in fenced.values()
+        ),
+        "a_live_holder_was_taken_over_on_each_store": all(
+            made["fenced", store] > 0 for store in STORES
+        ),
+        "the_control_accepted_every_stale_write": all(
+            v["stale_accepted"] == v["stale_writes"] for v in control.values()
+        )
+        and all(made["control", store] > 0 for store in STORES),
+        "no_false_takeover_on_server_time": all(
+            v["false_takeover"] == 0 for k, v in fenced.items() if k.startswith("postgres")
+        ),
+        "worker_time_takes_over_as_the_shift_predicts_beyond_the_margin": all(
+            v["false_takeover"] == (v["trials"] if said else 0)
+            for said, v in predicted.values()
+            if said is not None
         ),
     }
 
@@ -286,44 +382,74 @@ def conclusions(summary: dict[str, dict[str, dict[str, int]]]) -> dict[str, bool
 # ------------------------------------------------------------------ the run and its receipt
 
 
-def run(*, impl: Path, repeats: int, seed: int) -> dict[str, Any]:
-    """Every store x shift x shifted role x fate, ``repeats`` times, in a seeded order."""
-    from lucyshop.lab.services.postgres import postgres_server
-
+def plan_of(repeats: int, seed: int) -> list[tuple[str, str, float, str, str, float]]:
+    """Every store x shift x shifted role x fate, and the slow trials with and without the
+    generation fence, ``repeats`` times each, in a seeded order: (store, arm, shift, role,
+    fate, work seconds)."""
     rng = random.Random(seed)
-    plan = [
-        (kind, shift, role, fate, round(LEASE * WORK * rng.uniform(0.95, 1.05), 3))
+    cells = [
+        (kind, "fenced", shift, role, fate, WORK)
         for kind in STORES
         for shift in SHIFTS
-        for role in ROLES
+        for role in (ROLES if shift else ("none",))
         for fate in FATES
+    ]
+    cells += [(kind, arm, 0.0, "none", "slow", SLOW) for kind in STORES for arm in ARMS]
+    plan = [
+        (kind, arm, shift, role, fate, round(LEASE * work * rng.uniform(0.95, 1.05), 3))
+        for kind, arm, shift, role, fate, work in cells
         for _ in range(repeats)
     ]
-    rng.shuffle(plan)  # stores and shifts interleaved: the machine's load falls on both alike
+    rng.shuffle(plan)  # stores and shifts interleaved: the machine's load falls on all alike
+    return plan
+
+
+def run(*, impl: Path, repeats: int, seed: int) -> dict[str, Any]:
+    """The plan's trials, each on a fresh store; the control's on copies without the fence."""
+    from lucyshop.lab.services.postgres import postgres_server
+
+    plan = plan_of(repeats, seed)
     load_before = os.getloadavg()
     started = time.time()
     trials = []
-    with postgres_server() as server:
-        for number, (kind, shift, role, fate, work) in enumerate(plan, 1):
-            trial = run_trial(kind, shift, role, fate, impl=impl, server=server, work=work)
-            trials.append(trial | {"work_seconds": work})
-            print(
-                f"{number}/{len(plan)} {kind} shift {shift:+g}L {role} {fate}: {counts_of(trial)}"
-            )
-        version = server.version
+    with tempfile.TemporaryDirectory(prefix="skew-control-") as copies:
+        control = unfenced(impl, Path(copies) / impl.name)
+        unfenced(impl.with_name("ch13_postgres.py"), Path(copies) / "ch13_postgres.py")
+        code = [impl, impl.with_name("ch13_postgres.py"), *CODE]
+        with postgres_server() as server:
+            for number, (kind, arm, shift, role, fate, work) in enumerate(plan, 1):
+                trial = run_trial(
+                    kind,
+                    shift,
+                    role,
+                    fate,
+                    impl=control if arm == "control" else impl,
+                    server=server,
+                    work=work,
+                    arm=arm,
+                )
+                trials.append(trial | {"work_seconds": work})
+                print(f"{number}/{len(plan)} {cell(trial)}: {counts_of(trial)}", flush=True)
+            version = server.version
+        copied = receipts.code_sha256s([control, Path(copies) / "ch13_postgres.py"])
     summary = summarise(trials)
     return {
-        "provenance": _provenance(version, seed, load_before, time.time() - started),
+        "provenance": _provenance(version, seed, load_before, time.time() - started)
+        | {"code": receipts.code_sha256s(code), "control_code": copied},
         "parameters": {
             "lease_seconds": LEASE,
             "shifts_leases": list(SHIFTS),
             "shift_seconds": [s * LEASE for s in SHIFTS],
             "work_leases": WORK,
+            "slow_leases": SLOW,
+            "margin_leases": MARGIN,
             "late_after_leases": 1 + LATE,
             "scan_seconds": SCAN,
+            "owner": OWNER,
+            "arms": list(ARMS),
             "repeats": repeats,
             "seed": seed,
-            "impl": str(impl),
+            "impl": receipts.shown(impl),
         },
         "summary": summary,
         "conclusions": conclusions(summary),
@@ -431,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     running = commands.add_parser("run", help="run the trials and write a receipt")
     running.add_argument("--out", type=Path, required=True)
-    running.add_argument("--repeats", type=int, default=2)
+    running.add_argument("--repeats", type=int, default=5)
     running.add_argument("--seed", type=int, default=13)
     add_impl_option(running)
     verifying = commands.add_parser("verify", help="recompute a receipt's figures")

@@ -22,7 +22,6 @@ import sqlite3 as _sqlite3
 import sys as _sys
 import time as _time
 
-
 _UNIT_TEST_PACE = 0.1  # the unit tests renew every 0.05 s; a real run every third of a lease
 _TABLES = (
     "CREATE TABLE work (work_id INTEGER PRIMARY KEY)",

@@ -56,7 +56,7 @@ class Kit:
             return None
         if self.observe:
             self.leases.observe(self.db, held, {"role": "assistant", "text": "ok"})
-        self.leases.finish(self.db, held, "DONE", {"ok": True})
+        self.leases.finish(self.db, held, "DONE", "ok")
         return held.work_id, took
 
     def close(self) -> None:

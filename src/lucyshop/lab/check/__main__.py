@@ -6,8 +6,9 @@
 Every row NOT STARTED, FAILING or PASSING (LEFT OUT: exercises 5 and 6 under
 ``--no-measured``, exercise 7 without PostgreSQL), then the checkpoint; ``engine.run`` says
 how. Exit status: 0 passing, 1 failing, 2 could not be checked, 3 not started yet (``make
-check`` treats 3 as success). ``--json FILE`` writes the result as ``ch13-check/1``
-(``results``), which ``make grade`` reads from its child.
+check`` treats 3 as success); a row beyond the book never changes it. ``--json FILE``
+writes the result as ``ch13-check/1`` (``results``), which ``make grade`` reads from its
+child.
 """
 
 from __future__ import annotations

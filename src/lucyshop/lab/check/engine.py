@@ -22,7 +22,8 @@ marker is ended before ``run`` returns.
 
 Exit status: 0 every function and the checkpoint passed (exercises may be not started); 1
 something FAILING; 2 the file could not be checked at all (no such file, a syntax error, an
-import that fails); 3 nothing failing, but work not started yet.
+import that fails); 3 nothing failing, but work not started yet. A row beyond the book
+(``subjects.BEYOND``) is shown and graded but changes none of these.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class Row:
     """One line of the table: a chapter function or an exercise."""
 
     label: str
-    kind: str  # "function" or "exercise"
+    kind: str  # "function", "beyond" (a row beyond the book) or "exercise"
     status: Status
     passed: int = 0
     total: int = 0

@@ -1,7 +1,9 @@
 """What ``make check`` checks: one ``Subject`` per row of its table, and which rows run nothing.
 
 Each chapter function (in the order of ``learner/ch13_leases.py``) is a row with its test
-module under ``tests/learner``; each exercise of the book a row with its modules under
+module under ``tests/learner``; so is each row *beyond the book* (``BEYOND``: what 13b teaches
+past the chapter's printed code, which never fails a chapter row, the checkpoint or make
+check's exit status); each exercise of the book a row with its modules under
 ``tests/exercises``; exercise 7 (``ch13_postgres.py``, beside the chapter file) a row with its
 four modules under ``tests/postgres``, and, for 13d's check of one function, a row of each
 function with its one module there (``PG_ROWS``, not in the table). A row still a stub, read
@@ -55,6 +57,14 @@ FUNCTIONS: tuple[str, ...] = (
     "cancel",
 )
 SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
+# Beyond the book: what 13b teaches past the chapter's code, a row each, with its own tests and
+# the stub that makes it NOT STARTED. Shown and graded like a function's row, it never fails
+# a chapter row or the checkpoint, and never on its own makes make check exit non-zero
+# (``table.exit_status``): the chapter's code, as printed, passes make check without it.
+BEYOND: tuple[Subject, ...] = (
+    # 13b § Hostile input to claim, 13b § A claim at any queue length
+    Subject("claim (beyond the book)", SUITES[0], ("test_claim_beyond_the_book",), ("claim",)),
+)
 # Exercise 7: the chapter's leases on PostgreSQL, in ch13_postgres.py beside the chapter file.
 # Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.
 PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
@@ -100,9 +110,22 @@ def module_of(function: str) -> str:
 
 
 def subjects() -> list[Subject]:
-    """Every row of the table: the chapter's functions, then the exercises."""
+    """Every row of the table: the chapter's functions, the rows beyond the book, then the
+    exercises."""
     functions = [Subject(f, SUITES[0], (module_of(f),), (f,)) for f in FUNCTIONS]
-    return functions + list(EXERCISES)
+    return functions + list(BEYOND) + list(EXERCISES)
+
+
+def kind_of(row: Subject) -> str:
+    """``function``, ``beyond`` (a row beyond the book) or ``exercise``: what a row counts for."""
+    if row in BEYOND:
+        return "beyond"
+    return "exercise" if row.label.startswith("exercise") else "function"
+
+
+def function_of(row: Subject) -> str:
+    """The function whose hang fails a row at once: a beyond-the-book row's is its stub's."""
+    return (row.stubs[0] if row in BEYOND else row.label).rpartition(".")[2]
 
 
 def subject(label: str) -> Subject:
@@ -121,8 +144,7 @@ def row_function(nodeid: str) -> str:
     module = Path(nodeid.split("::")[0]).stem
     if module in PG_MODULES:  # exercise 7: one module per function
         return module.removeprefix("test_pg_")
-    label = next((s.label for s in subjects() if module in s.modules), module)
-    return label.rpartition(".")[2]
+    return next((function_of(s) for s in subjects() if module in s.modules), module)
 
 
 def shown(path: Path) -> str:

@@ -33,7 +33,7 @@ from lucyshop.lab.check.guard import (
     disk_usage,
 )
 from lucyshop.lab.check.plugin.collect import deadline_of
-from lucyshop.lab.check.subjects import MEASURED, SUITES, row_function, subjects
+from lucyshop.lab.check.subjects import BEYOND, MEASURED, SUITES, row_function, subjects
 from lucyshop.lab.loader import ROOT
 
 GRACE = 10.0  # past a test's own deadline before its process is stopped
@@ -89,14 +89,15 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
     NOT STARTED whatever they do (the counts still name all its tests). Each suite runs in
     a pytest child of its own, and each measured exercise (mostly waiting on its scripted turns
     and leases) in another: the tests wait on the sandbox more than they compute, so side by
-    side they take the time of the longest. Exercise 7 is a suite of its own (tests/postgres,
-    with its own PostgreSQL server)."""
+    side they take the time of the longest. Each row beyond the book runs in a child of its
+    own too, so that a function that hangs there never fails at once in a chapter row's
+    tests. Exercise 7 is a suite of its own (tests/postgres, with its own PostgreSQL server)."""
     pairs = [(s, (s.directory, m)) for s in subjects() for m in s.modules]
     not_run = {pair for s, pair in pairs if s.label in aside}
     stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}
     paths = [p for suite in SUITES for p in suite_paths(suite, not_run)]
     skipped = stubbed | not_run
-    alone = {pair for s, pair in pairs if s.label in MEASURED} - skipped
+    alone = {pair for s, pair in pairs if s.label in MEASURED or s in BEYOND} - skipped
     parts = [suite_paths(suite, skipped | alone) for suite in SUITES]
     parts = [part for part in parts if part] + [[f"{d}/{m}.py"] for d, m in sorted(alone)]
     return paths, parts

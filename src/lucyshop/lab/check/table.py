@@ -17,9 +17,12 @@ from typing import Any
 
 from lucyshop.lab.check.results import CheckpointResult, Failure, Row
 from lucyshop.lab.check.subjects import (
+    BEYOND,
     PG_MODULES,
     PG_PREFIX,
     Subject,
+    function_of,
+    kind_of,
     not_started,
     shown,
     subject,
@@ -56,18 +59,20 @@ def build_rows(
     exercise 7's functions alone: ``subjects.PG_ROWS``); ``aside`` maps a row
     that did not run to its status and message (``subjects.set_aside``)."""
     hangs: dict[str, str] = {}  # function -> how it hung or died, from the first test it did
-    for record in results.values():  # exercise 7's functions share the chapter's names
-        if record.get("hung") and record.get("module") not in PG_MODULES:
+    # Exercise 7's functions share the chapter's names; a row beyond the book fails alone.
+    apart = {*PG_MODULES, *(m for row in BEYOND for m in row.modules)}
+    for record in results.values():
+        if record.get("hung") and record.get("module") not in apart:
             hangs.setdefault(record["hung"], record["message"])
     rows = []
     for row in subjects() if only is None else [subject(only)]:
-        kind = "exercise" if row.label.startswith("exercise") else "function"
+        kind = kind_of(row)
         if aside and row.label in aside:
             rows.append(Row(row.label, kind, aside[row.label][0], message=aside[row.label][1]))
             continue
         tests = [r for r in results.values() if r.get("module") in row.modules]
         found = grade_row(row, kind, tests, spec, stubs, counts, stopped)
-        function = row.label.rpartition(".")[2]
+        function = function_of(row)
         if found.status != Status.NOT_STARTED and function in hangs:
             found.status, found.message = Status.FAILING, hangs[function]
         rows.append(found)
@@ -97,7 +102,7 @@ def grade_row(
     row.failures = [
         Failure(
             r["nodeid"],
-            failure_message(r, subject.label, stubs),
+            failure_message(r, function_of(subject), stubs),
             rerun_command(r["nodeid"], spec),
         )
         for r in tests
@@ -116,14 +121,15 @@ def grade_row(
     return row
 
 
-def failure_message(record: dict[str, Any], label: str, stubs: dict[str, str | None]) -> str:
+def failure_message(record: dict[str, Any], function: str, stubs: dict[str, str | None]) -> str:
+    """One line for a failed test of the row whose own function is ``function``."""
     other = record.get("not_started")
     if other and (other in stubs or f"{PG_PREFIX}{other}" in stubs):
         return f"needs {other}() first: it is not started"
     if other:  # a NotStarted for a function the syntax says is written: a failure like any
         return f"raised NotStarted for {other}(), which is not the stub: {record.get('message')}"
     blocked = record.get("blocked_by")
-    if blocked == label.rpartition(".")[2]:
+    if blocked == function:
         return f"not run again: {blocked}() hung or ended the process in an earlier test"
     if blocked:
         return f"needs {blocked}() first: it hung or ended the process in an earlier test"
@@ -134,6 +140,9 @@ def failure_message(record: dict[str, Any], label: str, stubs: dict[str, str | N
 
 
 def table_lines(rows: list[Row]) -> list[str]:
+    """The table: a line per row, then each failing test with the command that reruns it. A
+    row beyond the book, which fails nothing else, lists its first failing test and the
+    command that reruns all of its module; the JSON keeps every one."""
     width = max(len(r.label) for r in rows) + 2
     lines = [f"  {'function':<{width}}{'status':<13}{'tests':>7}"]
     pad = " " * (width + 22)
@@ -141,9 +150,15 @@ def table_lines(rows: list[Row]) -> list[str]:
         tests = "" if row.status == Status.LEFT_OUT else f"{row.passed}/{row.total}"
         line = f"  {row.label:<{width}}{row.status:<13}{tests:>7}"
         lines.append(f"{line}   {row.message}" if row.message else line)
-        for failure in row.failures:
+        listed = row.failures[:1] if row.kind == "beyond" else row.failures
+        for failure in listed:
             lines.append(f"{pad} {failure.test.split('::')[-1]}: {failure.message}")
             lines.append(f"{pad}   rerun: {failure.rerun}")
+        if more := len(row.failures) - len(listed):
+            first = row.failures[0]
+            module = first.test.split("::")[0]
+            every = first.rerun.replace(shlex.quote(first.test), shlex.quote(module), 1)
+            lines.append(f"{pad} and {more} more failing tests; rerun them all: {every}")
     return lines
 
 
@@ -181,15 +196,22 @@ def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
 
 def summary_line(rows: list[Row], checkpoint: CheckpointStatus) -> str:
     functions = [r for r in rows if r.kind == "function"]
+    beyond = [r for r in rows if r.kind == "beyond"]
     exercises = [r for r in rows if r.kind == "exercise"]
 
     def count(group: list[Row], status: Status) -> int:
         return sum(r.status == status for r in group)
 
-    parts = [f"{count(functions, Status.PASSING)}/{len(functions)} functions PASSING"]
-    for status in (Status.FAILING, Status.NOT_STARTED):
-        if count(functions, status):
-            parts[0] += f", {count(functions, status)} {status}"
+    def passing(group: list[Row], what: str) -> str:
+        said = f"{count(group, Status.PASSING)}/{len(group)} {what}PASSING"
+        for status in (Status.FAILING, Status.NOT_STARTED):
+            if count(group, status):
+                said += f", {count(group, status)} {status}"
+        return said
+
+    parts = [passing(functions, "functions ")]
+    if beyond:
+        parts.append("beyond the book: " + passing(beyond, ""))
     parts.append(f"checkpoint {checkpoint}")
     words = [f"{count(exercises, Status.NOT_STARTED)} of {len(exercises)} not started"]
     if count(exercises, Status.FAILING):
@@ -201,8 +223,11 @@ def summary_line(rows: list[Row], checkpoint: CheckpointStatus) -> str:
 
 
 def exit_status(rows: list[Row], checkpoint: CheckpointStatus, tampered: bool) -> int:
-    """0 all passed; 1 something FAILING; 3 nothing failing, but work not started yet."""
-    failing = any(r.status == Status.FAILING for r in rows)
+    """0 all passed; 1 something FAILING; 3 nothing failing, but work not started yet.
+
+    A row beyond the book counts for none of them: the chapter's own code, which it does not
+    ask for, passes make check with it FAILING."""
+    failing = any(r.status == Status.FAILING for r in rows if r.kind != "beyond")
     if tampered or checkpoint == CheckpointStatus.FAILED or failing:
         return 1
     functions = [r for r in rows if r.kind == "function"]

@@ -1,18 +1,23 @@
-"""The checkpoints' cases, stated once: their numbers, names, tags and holder modes, in order.
+"""The checkpoints' cases, stated once: their numbers, names, tags and holder modes, in order;
+and what the judge says of one case (``Case``).
 
 Everything else reads them from here: both checkpoints (``checkpoints/ch13_worker_recovery.py``
 defines one function per case, named after it, whose docstring says what the case proves;
 ``checkpoints/ch13_postgres_recovery.py`` the same for the cases ``ON_POSTGRES`` lists), the
 runner, the judge, the rubric's count of cases, the demo, the lesson and the tests.
-``tests/checkpoint/test_checkpoint.py::test_the_case_list_is_stated_once`` fails if another file
-states the list, a case's name, tag or holder mode, its number, or the count again.
+
+A leaf: what only reads a case (the rubric, the gradebook, the check's JSON) loads neither the
+judge nor the runner, and the trusted side reaches nothing that runs inside the sandbox. The
+holders there read their ``Mode`` from the leaf this module reads it from
+(``lucyshop.lab.services.holder_modes``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from lucyshop.lab.sandbox.inside.holder import Mode
+from lucyshop.lab.services.holder_modes import Mode
 
 
 class CaseId(NamedTuple):
@@ -40,6 +45,17 @@ class CaseId(NamedTuple):
 
 
 BEYOND = "beyond the book"
+
+
+@dataclass
+class Case:
+    """One case as the judge read it from the files it kept: its number and name, whether it
+    passed, and why (or what confirmed it)."""
+
+    case: int
+    name: str
+    passed: bool
+    message: str
 
 
 # The chapter's checkpoint runs the first four; the paused holder, the crash after the

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from lucyshop import status
 from lucyshop.lab.checkpoint.cases import KILLED
+from lucyshop.lab.checkpoint.launch import checkpoint_command
 from lucyshop.lab.given.orders import OWNER
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.limits import CHECKPOINT_SECONDS
 
 EVIDENCE = ROOT / ".scratch" / "checkpoint-evidence.json"
 KEEP = ROOT / ".scratch" / "demo"
@@ -46,17 +48,8 @@ def main() -> int:
         "real lease and continues from the records, never asking a model.\n",
         flush=True,
     )
-    command = [
-        sys.executable,
-        str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
-        "--impl",
-        "solutions",
-        "--evidence",
-        str(EVIDENCE),
-        "--keep",
-        str(KEEP),
-    ]
-    outcome = subprocess.run(command, cwd=ROOT, timeout=300, check=False).returncode
+    command = checkpoint_command("solutions", evidence=EVIDENCE, keep=KEEP)
+    outcome = subprocess.run(command, cwd=ROOT, timeout=CHECKPOINT_SECONDS, check=False).returncode
     print(
         f"\nevidence (every figure observed in this run): {EVIDENCE.relative_to(ROOT)}", flush=True
     )

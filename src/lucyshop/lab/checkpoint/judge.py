@@ -23,7 +23,7 @@ import math
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from lucyshop.lab.checkpoint.cases import (
     ON_POSTGRES,
     PAUSED,
     POST_COMMIT,
+    Case,
 )
 from lucyshop.lab.checkpoint.rival import WRITERS, problems_in
 from lucyshop.lab.sandbox.remote import confined_file
@@ -54,14 +55,6 @@ Rule = Callable[[Path, dict[str, Any]], None]  # (the case's directory, its reco
 
 class Wrong(Exception):
     """What the kept files show that a correct run would not have left."""
-
-
-@dataclass
-class Case:
-    case: int
-    name: str
-    passed: bool
-    message: str
 
 
 def expect(what: str, seen: Any, expected: Any) -> None:

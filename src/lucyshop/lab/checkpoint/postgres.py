@@ -24,14 +24,13 @@ from lucyshop import atomic
 from lucyshop.lab.checkpoint.cases import ON_POSTGRES, CaseId
 from lucyshop.lab.checkpoint.expectations import expect
 from lucyshop.lab.checkpoint.judge import POSTGRES_RULES, TABLES, kept_directory
-from lucyshop.lab.checkpoint.runner import CASE_SECONDS, Checkpoint
+from lucyshop.lab.checkpoint.runner import CheckpointPlan
 from lucyshop.lab.checkpoint.shop import ASSIGNMENT, Holding
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.orders import OWNER, VANILLA
 from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
-from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.inside.pg_holder import DSN_ENV
 from lucyshop.lab.sandbox.postgres.box import (
     INSIDE,
@@ -41,6 +40,7 @@ from lucyshop.lab.sandbox.postgres.box import (
     transaction,
 )
 from lucyshop.lab.services import postgres
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import wait_until
 from lucyshop.supplier import ledger_orders
 
@@ -61,7 +61,7 @@ class PgCase:
     server: postgres.Server
 
 
-class OnPostgres(Checkpoint):
+class OnPostgres(CheckpointPlan):
     """Exercise 7's checkpoint: a PostgreSQL server for the run, a ``PgCase`` for each case."""
 
     def missing(self) -> str | None:
@@ -75,12 +75,12 @@ class OnPostgres(Checkpoint):
 
     @contextmanager
     def sandbox(
-        self, shared: postgres.Server, impl: Path, directory: Path, workdir: Path
+        self, shared: postgres.Server, impl: Path, directory: Path, workdir: Path, seconds: float
     ) -> Iterator[PgCase]:
         shown = receipts.shown(self.student_path(impl))
         with pg_sandbox(impl, shared, workdir=workdir, scratch=[directory], shown=shown) as box:
             box.box.share(directory)
-            yield PgCase(box.load(seconds=CASE_SECONDS), box, shared)
+            yield PgCase(box.load(seconds=seconds), box, shared)
 
 
 POSTGRES = OnPostgres("checkpoint 13d", ON_POSTGRES, POSTGRES_RULES, PG_FILE)
@@ -174,7 +174,7 @@ class PgShop(Holding):
         started = time.monotonic()
         held = wait_until(
             lambda: self.pg.claim(self.conn, OWNER, ttl=self.run.lease * 5),
-            timeout=self.run.lease + DEADLINE,
+            timeout=self.run.lease + WAIT_SECONDS,
             interval=0.05,
             what="the server to let a replacement claim the work",
         )

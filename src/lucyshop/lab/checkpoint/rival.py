@@ -1,21 +1,30 @@
 """A rival who takes the work over between any two statements of a writer, at moments the
-trusted side picks: the sandbox neither chooses them nor sees them coming.
+trusted side picks, in runs the writer cannot tell apart.
 
-Each run gives the writer (``observe`` or ``finish``) a connection to a copy of the shop that
-only the trusted side can open (``lucyshop.lab.sandbox.served.Server``): every statement is
-ours to execute, and before statement ``first`` and each one after, until it gets in, the
-rival tries to take the work over on a connection of its own, without waiting (a transaction
-that holds the write lock keeps it out). One calm run counts the writer's statements; then
-one run for each of them as ``first``, in an order drawn here. A holder check in the write's
-own transaction keeps every try out or comes after it; a holder check in a transaction of its
-own lets the rival in before the write, and a row written after the takeover is stale.
+Each run gives the writer (``observe`` or ``finish``) a connection to a fresh copy of the shop
+that only the trusted side can open (``lucyshop.lab.sandbox.served.Server``): every statement
+is ours to execute. Before every statement of every run the rival tries the write lock, on a
+connection of its own and without waiting, and lets it go again; from statement ``first`` on
+it also takes the work over once it has the lock (a transaction that holds the lock keeps it
+out). So until the rival strikes, a run looks the same from the sandbox whatever its
+``first``. There is one run for each ``first`` from 1 to ``BOUND`` and one run with no rival
+at all, in an order drawn here, the rival-free one anywhere among them: the writer cannot
+learn from its calls which is which, nor how many statements we counted.
 
-Each copy records, in a table the sandbox may neither read nor write (``RUNS``), which work
-and generation it tests, where the rival was let loose, and, in the takeover's own
-transaction, the rows written by then. So ``problems_in`` reads what happened from the file alone:
-the learner tests and the checkpoint call it on the copies as they run, and the checkpoint's
-judge calls it again on the copies kept. A writer the rival never got in front of at all
-fails: nothing was tested. Raw SQL, not the student's ``claim``: this is about the writer.
+Each copy records, in tables the sandbox may neither read nor write (``RUNS``, ``WRITES``):
+which work and generation it tests, where the rival was loose and where it struck, the
+statements the writer sent, whether it was refused, and, from triggers of ours on every table
+of the shop, each write with the lease's generation at that moment. A write after the takeover
+is in that log even if the writer deleted its row again before it returned. ``problems_in``
+reads what happened from the files alone: the learner tests and the checkpoint call it on
+the copies as they run, and the checkpoint's judge calls it again on the copies kept.
+
+A run fails when a row was written after the takeover; when the rival got in and the writer
+neither wrote before it nor was refused; when the writer sent, before the rival struck,
+other statements than in the rival-free run (it told the runs apart); when the rival-free run
+did not write one row of its own, was refused, or took more than ``BOUND`` statements; and
+when the rival never got in at all (nothing was tested). Raw SQL, not the student's
+``claim``: this is about the writer.
 """
 
 from __future__ import annotations
@@ -32,8 +41,11 @@ from typing import Any
 from lucyshop.lab.sandbox.served import TRUSTED_TABLES, Server
 
 RUNS = f"{TRUSTED_TABLES}rival"
+WRITES = f"{TRUSTED_TABLES}writes"
+QUIET = f"{TRUSTED_TABLES}quiet"  # holds a row only inside the rival's own transaction
 WRITERS = {"observe": "transcript", "finish": "outcomes"}  # the table each writer writes
-CALM = "calm"
+BOUND = 16  # the statements of one call the rival is loosed before; a writer needs about 7
+OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 
 
 class RivalWrong(AssertionError):
@@ -45,7 +57,7 @@ class Run:
     """One call on a served copy of the shop, the rival loose from statement ``first``."""
 
     path: Path
-    first: int | None  # None: the calm run, no rival
+    first: int | None  # None: no rival
     refused: PermissionError | None = None
     statements: int = 0
 
@@ -63,29 +75,19 @@ class RivalAtEveryMoment:
         with contextlib.closing(sqlite3.connect(self.pristine)) as copy:
             source.backup(copy)
 
-    def run(self, call: Callable[[Any], Any], first: int | None) -> Run:
-        """``call(connection)`` on a fresh copy, the rival loose from statement ``first``."""
-        run = Run(self.home / f"run-{first or CALM}.db", first)
-        with (
-            contextlib.closing(sqlite3.connect(self.pristine)) as source,
-            contextlib.closing(sqlite3.connect(run.path)) as copy,
-        ):
-            source.backup(copy)
-            copy.execute("PRAGMA journal_mode = DELETE")  # one file, kept and read whole
-            copy.execute(
-                f"CREATE TABLE {RUNS}(work_id, generation, tbl, first, took, took_sql, rows)"
-            )
-            copy.execute(
-                f"INSERT INTO {RUNS}(work_id, generation, tbl, first) VALUES (?, ?, ?, ?)",
-                (self.held.work_id, self.held.generation, self.table, first),
-            )
-            copy.commit()
-        taken = False
+    def run(self, call: Callable[[Any], Any], first: int | None, number: int) -> Run:
+        """``call(connection)`` on a fresh copy (``run-NN.db``, ``number`` its place among
+        the runs), the rival loose from statement ``first`` (None: never)."""
+        run = Run(self.home / f"run-{number:02d}.db", first)
+        self._copy(run)
+        rival = sqlite3.connect(run.path, isolation_level=None, timeout=0)
+        rival.execute("PRAGMA synchronous = OFF")  # a throwaway copy: no waiting on the disk
+        struck = False
 
         def before(number: int, sql: str) -> None:
-            nonlocal taken
-            if first is not None and number >= first and not taken:
-                taken = self._take_over(run.path, number, sql)
+            nonlocal struck
+            if not struck:
+                struck = self._try(rival, number, sql, first is not None and number >= first)
 
         server = Server(run.path, before)
         try:
@@ -93,21 +95,60 @@ class RivalAtEveryMoment:
         except PermissionError as error:
             run.refused = error
         finally:
-            run.statements = len(server.statements)
+            sent = list(server.statements)
+            run.statements = len(sent)
             server.close()
+            rival.execute(
+                f"UPDATE {RUNS} SET statements = ?, refused = ?",
+                (json.dumps(sent), None if run.refused is None else str(run.refused)[:300]),
+            )
+            rival.close()
         return run
 
-    def _take_over(self, path: Path, number: int, sql: str) -> bool:
-        """Take the work over now, never waiting, recording the rows written by then in the
-        same transaction; False if the writer's transaction kept the rival out."""
-        rival = sqlite3.connect(path, isolation_level=None, timeout=0)
+    def _copy(self, run: Run) -> None:
+        """The pristine shop at ``run.path``, with our record of the run and our triggers."""
+        with (
+            contextlib.closing(sqlite3.connect(self.pristine)) as source,
+            contextlib.closing(sqlite3.connect(run.path, isolation_level=None)) as copy,
+        ):
+            source.backup(copy)
+            copy.execute("PRAGMA journal_mode = DELETE")  # one file, kept and read whole
+            tables = [
+                name
+                for (name,) in copy.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if not name.startswith(("sqlite_", TRUSTED_TABLES))
+            ]
+            copy.execute("BEGIN")
+            copy.execute(
+                f"CREATE TABLE {RUNS}(work_id, generation, tbl, first, took, took_sql,"
+                " statements, refused)"
+            )
+            copy.execute(
+                f"INSERT INTO {RUNS}(work_id, generation, tbl, first) VALUES (?, ?, ?, ?)",
+                (self.held.work_id, self.held.generation, self.table, run.first),
+            )
+            copy.execute(f"CREATE TABLE {WRITES}(seq INTEGER PRIMARY KEY, tbl, op, generation)")
+            copy.execute(f"CREATE TABLE {QUIET}(rival)")
+            for table in tables:
+                for operation in OPERATIONS:
+                    copy.execute(_log_trigger(table, operation))
+            copy.execute("COMMIT")
+
+    def _try(self, rival: sqlite3.Connection, number: int, sql: str, strike: bool) -> bool:
+        """Try the write lock now, never waiting, and let it go again, unless ``strike`` and
+        the work is not finished yet: then take it over in that transaction. True once the
+        work is taken over."""
         try:
             rival.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:  # the writer's transaction holds the lock: no gap
-            rival.close()
             return False
         work_id = self.held.work_id
+        (state,) = rival.execute("SELECT state FROM work WHERE work_id = ?", (work_id,)).fetchone()
+        if not strike or state == "finished":  # finished work is nobody's to take over
+            rival.execute("ROLLBACK")
+            return False
         try:
+            rival.execute(f"INSERT INTO {QUIET} VALUES (1)")  # our own writes are not logged
             (generation,) = rival.execute(
                 "SELECT generation FROM assignment_leases WHERE work_id = ?", (work_id,)
             ).fetchone()
@@ -118,35 +159,38 @@ class RivalAtEveryMoment:
                 (holder, generation + 1, self.held.expires + 100, work_id),
             )
             rival.execute("UPDATE work SET worker_id = ? WHERE work_id = ?", (holder, work_id))
-            rival.execute(
-                f"UPDATE {RUNS} SET took = ?, took_sql = ?, rows = ?",
-                (number, sql[:120], json.dumps(written(rival, self.table, work_id))),
-            )
+            rival.execute(f"UPDATE {RUNS} SET took = ?, took_sql = ?", (number, sql[:120]))
+            rival.execute(f"DELETE FROM {QUIET}")
             rival.execute("COMMIT")
         except sqlite3.OperationalError:  # a reader's lock kept our commit out: no gap yet
             rival.execute("ROLLBACK")
             return False
-        finally:
-            rival.close()
         return True
 
     def attempt(self, call: Callable[[Any], Any], what: str) -> list[Run]:
-        """Every run of ``call``, vetted (``RivalWrong`` at the first wrong one): the calm one
-        writes the holder's row; wherever the rival got in, no row is written after it and
-        the writer wrote first or was refused; and the rival got in somewhere."""
-        calm = self.run(call, None)
-        if calm.refused is not None:
-            raise RivalWrong(
-                f"nothing came between the holder check and {what}, yet it was refused:"
-                f" {calm.refused}"
-            )
-        moments = list(range(1, calm.statements + 1))
-        random.SystemRandom().shuffle(moments)
-        runs = [calm, *(self.run(call, first) for first in moments)]
+        """Every run of ``call``, vetted (``RivalWrong`` at the first thing wrong, see the
+        module's docstring)."""
+        order: list[int | None] = list(range(1, BOUND + 1))
+        draw = random.SystemRandom()
+        draw.shuffle(order)
+        order.insert(draw.randrange(len(order) + 1), None)
+        runs = [self.run(call, first, number) for number, first in enumerate(order)]
         problems = problems_in([run.path for run in runs], what)
         if problems:
             raise RivalWrong(problems[0])
         return runs
+
+
+def _log_trigger(table: str, operation: str) -> str:
+    """A trigger of ours that logs each ``operation`` on ``table`` with the held lease's
+    generation at that moment (before the row changes), but not the rival's own."""
+    return (
+        f'CREATE TRIGGER "{TRUSTED_TABLES}log_{table}_{operation.lower()}"'
+        f' BEFORE {operation} ON "{table}" WHEN NOT EXISTS (SELECT 1 FROM {QUIET})'
+        f" BEGIN INSERT INTO {WRITES}(tbl, op, generation) VALUES ('{table}', '{operation}',"
+        f" (SELECT l.generation FROM assignment_leases l JOIN {RUNS} r"
+        f" ON l.work_id = r.work_id)); END"
+    )
 
 
 def written(db: sqlite3.Connection, table: str, work_id: int) -> list[list]:
@@ -155,36 +199,111 @@ def written(db: sqlite3.Connection, table: str, work_id: int) -> list[list]:
     return [list(row) for row in found]
 
 
+@dataclass(frozen=True)
+class Record:
+    """What one copy says happened in its run."""
+
+    name: str
+    generation: int
+    table: str
+    first: int | None
+    took: int | None
+    took_sql: str | None
+    statements: list[str]
+    refused: str | None
+    rows: int  # the held work's rows in the writer's table at the end
+    writes: list[tuple[str, str, int]]  # (table, operation, generation then), in order
+
+
+def read(path: Path) -> Record:
+    """The record a copy keeps of its run (ValueError when it keeps none that makes sense)."""
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        found = db.execute(
+            "SELECT work_id, generation, tbl, first, took, took_sql, statements, refused"
+            f" FROM {RUNS}"
+        ).fetchall()
+        if len(found) != 1 or found[0][2] not in WRITERS.values():
+            raise ValueError(f"{path.name}: the rival's record is not one row")
+        work_id, generation, table, first, took, took_sql, statements, refused = found[0]
+        sent = json.loads(statements) if isinstance(statements, str) else None
+        if not isinstance(sent, list):
+            raise ValueError(f"{path.name}: the run never ended")
+        writes = db.execute(f"SELECT tbl, op, generation FROM {WRITES} ORDER BY seq").fetchall()
+        rows = len(written(db, table, work_id))
+    return Record(path.name, generation, table, first, took, took_sql, sent, refused, rows, writes)
+
+
 def problems_in(paths: list[Path], what: str) -> list[str]:
-    """What the copies at ``paths`` (a calm run first, then one per moment) show went wrong,
-    from the files alone; empty when the writer held up and the rival got in somewhere."""
-    problems, took = [], 0
-    for path in paths:
-        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
-            record = db.execute(
-                f"SELECT work_id, generation, tbl, first, took, took_sql, rows FROM {RUNS}"
-            ).fetchall()
-            if len(record) != 1:
-                return [f"{path.name}: the rival's record is not one row"]
-            work_id, generation, table, first, number, sql, before = record[0]
-            rows = written(db, table, work_id)
-        if first is None and len(rows) != 1:  # the copy held no row of this work before
-            problems.append(
-                f"nothing came between the holder check and {what}, yet it wrote {len(rows)} rows"
-                f" for generation {generation}, not one"
-            )
-        if number is None:
-            continue
-        took += 1
-        stale = [row for row in rows if row not in json.loads(before)]
-        if stale:
-            problems.append(
-                f"a rival took the work over before statement {number} ({sql}), after the"
-                f" holder check and before {what} (a second transaction): the stale"
-                f" generation-{generation} row was written anyway"
-            )
-    if not took:
+    """What the copies at ``paths`` (one run without a rival, one per moment, any order)
+    show went wrong, from the files alone; empty when the writer held up everywhere."""
+    try:
+        records = [read(path) for path in paths]
+    except (ValueError, sqlite3.Error) as error:
+        return [str(error)]
+    calm = [record for record in records if record.first is None]
+    if len(calm) != 1 or len(records) != BOUND + 1:
+        return [f"the runs kept are not one without a rival and {BOUND} with one"]
+    (quiet,) = calm
+    problems = []
+    if quiet.refused is not None:
+        problems.append(
+            f"nothing came between the holder check and {what}, yet it was refused: {quiet.refused}"
+        )
+    if quiet.rows != 1:
+        problems.append(
+            f"nothing came between the holder check and {what}, yet it wrote {quiet.rows} rows"
+            f" for generation {quiet.generation}, not one"
+        )
+    if len(quiet.statements) > BOUND:
+        problems.append(
+            f"{what} took {len(quiet.statements)} statements; the rival is tried before the"
+            f" first {BOUND} only, so a writer may take no more"
+        )
+    for record in records:
+        problems += _run_problems(record, quiet, what)
+    if not any(record.took is not None for record in records):
         problems.append(
             f"the rival never got in, before any statement of {what}: nothing was tested"
+        )
+    return problems
+
+
+def _run_problems(record: Record, quiet: Record, what: str) -> list[str]:
+    """What one run shows went wrong, beside the run without a rival."""
+    problems = []
+    seen = record.statements if record.took is None else record.statements[: record.took]
+    if seen != quiet.statements[: len(seen)] or (
+        record.took is None and len(seen) != len(quiet.statements)
+    ):
+        where = next(
+            (i for i, pair in enumerate(zip(seen, quiet.statements)) if pair[0] != pair[1]),
+            min(len(seen), len(quiet.statements)),
+        )
+        problems.append(
+            f"{what} sent other statements in one run than in another before anything told"
+            f" them apart (from statement {where + 1}: {len(seen)} statements, against"
+            f" {len(quiet.statements)} without a rival): a writer must not act on which run"
+            " it is in"
+        )
+    if record.took is None:
+        return problems
+    held = record.generation
+    after = [(table, op) for table, op, generation in record.writes if generation != held]
+    if after:
+        table, op = after[0]
+        problems.append(
+            f"a rival took the work over before statement {record.took} ({record.took_sql}),"
+            f" after the holder check and before {what} (a second transaction): the stale"
+            f" holder still wrote ({op} on {table}, {len(after)} writes after the takeover,"
+            " counted even if undone before it returned)"
+        )
+    wrote = any(
+        (table, op, generation) == (record.table, "INSERT", held)
+        for table, op, generation in record.writes
+    )
+    if not wrote and record.refused is None:
+        problems.append(
+            f"a rival took the work over before statement {record.took} ({record.took_sql}):"
+            f" {what} neither wrote before it nor was refused"
         )
     return problems

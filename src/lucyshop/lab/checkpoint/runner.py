@@ -3,13 +3,15 @@ each case prints, and the judge's result at the end.
 
     python checkpoints/ch13_worker_recovery.py [--impl learner|solutions|PATH]
                                                [--evidence FILE] [--lease SECONDS] [--case N]
-                                               [--keep DIR]
+                                               [--keep DIR] [--case-timeout SECONDS]
     python checkpoints/ch13_postgres_recovery.py  (the same options)
 
-A checkpoint file holds only its cases and ends with ``main(globals(), CHECKPOINT)``: this
-module finds one function there for each of the checkpoint's cases (``Checkpoint.cases``, from
-``lucyshop.lab.checkpoint.cases``, each named after its case), runs the cases chosen in order,
-each with a sandbox of its own whose only writable place is the case's directory, and writes
+A checkpoint file holds only its cases and ends with ``main(globals())`` (exercise 7's with
+``main(globals(), POSTGRES)``): this module finds one function there for each of the
+checkpoint's cases (``CheckpointPlan.cases``, from ``lucyshop.lab.checkpoint.cases``, each
+named after its case), runs the cases chosen in order, each with a sandbox of its own whose
+only writable place is the case's directory and whose calls share the case's time limit
+(``--case-timeout``, the one ``make check`` stops a case at), and writes
 what it observed (``Run``) and nothing else to the evidence. Whatever the student's code
 raises fails that case by name. This process never imports the student's code; still, the
 result that counts is the judge's, read from the evidence and the files each case kept, and
@@ -44,17 +46,17 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
 from lucyshop.lab.sandbox import Sandbox, describe
+from lucyshop.lab.services.limits import CASE_SECONDS
 from lucyshop.lab.statuses import CaseResult, Mark, result_line
 
-CASE_SECONDS = 120.0  # what one case's calls into the sandbox may take in all
 CaseFunction = Callable[
     ["Run", Any, Path], dict[str, Any]
 ]  # (run, what the checkpoint's sandbox hands its cases, directory)
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    """What one checkpoint is: a title, its cases, the judge's rules of them, and the student
+class CheckpointPlan:
+    """What one checkpoint runs: a title, its cases, the judge's rules of them, and the student
     file it rules (``student_file`` beside the chapter file, or the chapter file itself);
     this one's sandbox hands its cases the chapter file."""
 
@@ -77,15 +79,18 @@ class Checkpoint:
         yield None
 
     @contextmanager
-    def sandbox(self, shared: Any, impl: Path, directory: Path, workdir: Path) -> Iterator[Any]:
-        """A sandbox of the case's own, whose only writable place is ``directory``; what it
-        yields is what the case functions get. ``shared``: what ``services`` yielded."""
+    def sandbox(
+        self, shared: Any, impl: Path, directory: Path, workdir: Path, seconds: float
+    ) -> Iterator[Any]:
+        """A sandbox of the case's own, whose only writable place is ``directory`` and whose
+        calls may take ``seconds`` in all; what it yields is what the case functions get.
+        ``shared``: what ``services`` yielded."""
         with Sandbox(impl, scratch=[directory], workdir=workdir, shown=receipts.shown(impl)) as box:
             box.share(directory)
-            yield box.load(seconds=CASE_SECONDS)
+            yield box.load(seconds=seconds)
 
 
-SQLITE = Checkpoint("checkpoint 13", CASES, RULES)
+SQLITE = CheckpointPlan("checkpoint 13", CASES, RULES)
 
 
 @dataclass
@@ -195,7 +200,7 @@ def run_case(
 
 
 def main(
-    namespace: Mapping[str, Any], checkpoint: Checkpoint = SQLITE, argv: list[str] | None = None
+    namespace: Mapping[str, Any], checkpoint: CheckpointPlan = SQLITE, argv: list[str] | None = None
 ) -> int:
     """The checkpoint whose case functions are in ``namespace`` (its file's ``globals()``)."""
     functions = case_functions(namespace, checkpoint.cases)
@@ -217,9 +222,17 @@ def main(
     parser.add_argument(
         "--keep", type=Path, help="keep each case's shop and ledger under this directory"
     )
+    parser.add_argument(
+        "--case-timeout",
+        type=float,
+        default=CASE_SECONDS,
+        help=f"seconds one case may take (default {CASE_SECONDS:g}, make check's)",
+    )
     args = parser.parse_args(argv)
-    if not math.isfinite(args.lease) or not 0.5 <= args.lease <= 60:
-        parser.error("--lease must be between 0.5 and 60 seconds")
+    if not math.isfinite(args.case_timeout) or args.case_timeout <= 0:
+        parser.error("--case-timeout must be a positive number of seconds")
+    if not math.isfinite(args.lease) or not 0.5 <= args.lease < args.case_timeout:
+        parser.error("--lease must be at least 0.5 seconds and shorter than a case's limit")
     if reason := checkpoint.missing():
         print(f"SKIP  {checkpoint.title} needs {reason}")
         return 1
@@ -247,7 +260,7 @@ def run_cases(
     run: Run,
     args: argparse.Namespace,
     places: tuple[Path, Path, Any],
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointPlan,
     functions: dict[CaseId, CaseFunction],
     here: Path,
 ) -> int:
@@ -273,7 +286,9 @@ def run_cases(
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
         with ExitStack() as stack:
-            box = checkpoint.sandbox(shared, run.impl, directory, workdir / f"case{number}")
+            box = checkpoint.sandbox(
+                shared, run.impl, directory, workdir / f"case{number}", args.case_timeout
+            )
             try:
                 given = stack.enter_context(box)
             except ReferenceBlocked as blocked:

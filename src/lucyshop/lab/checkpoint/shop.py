@@ -28,8 +28,8 @@ from lucyshop.lab.checkpoint.judge import kept_directory, supplier_directory
 from lucyshop.lab.given.orders import OWNER, POLICY
 from lucyshop.lab.loader import CHAPTER
 from lucyshop.lab.sandbox import Remote, Sandbox, relay, sandboxed_shop
-from lucyshop.lab.sandbox.inside.holder import DEADLINE
 from lucyshop.lab.sandbox.jail import inside_pids
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import (
     SharedGroupChildren,
     is_stopped,
@@ -93,7 +93,7 @@ class Holding(ABC):
             shown.append((self.relay.directory, relay.INSIDE))
         with open(self.err, "w") as stderr:  # the child writes through the descriptor
             child = self.children.spawn(jail.argv(command, shown), env=jail.env(env), stderr=stderr)
-        ready = child_record(child, self.directory / "ready.json", DEADLINE, self.box.shown)
+        ready = child_record(child, self.directory / "ready.json", WAIT_SECONDS, self.box.shown)
         # The holder knows its pid in the sandbox's PID namespace only (often 2); the evidence
         # and `lucy status` need this machine's, or None where it cannot be told.
         ready["pid"] = host_pid(child, ready["pid"])
@@ -111,7 +111,7 @@ class Holding(ABC):
     def kill(self, child: Any) -> int:
         """SIGKILL the holder, wait for it to exit and expect the signal as its exit status."""
         child.send_signal(signal.SIGKILL)
-        status = wait_exit(child, timeout=DEADLINE)
+        status = wait_exit(child, timeout=WAIT_SECONDS)
         self.event("holder exited", status=status)
         expect("holder exit status", status, -signal.SIGKILL)
         return status
@@ -127,8 +127,8 @@ class Holding(ABC):
     def release(self, child: Any) -> dict[str, str]:
         """Let a still-living holder go on; return its record of its stale writes."""
         write_ready(self.directory / "release.json", {"released_at": time.time()})
-        outcomes = child_record(child, self.directory / "stale.json", timeout=DEADLINE)
-        status = wait_exit(child, timeout=DEADLINE)
+        outcomes = child_record(child, self.directory / "stale.json", timeout=WAIT_SECONDS)
+        status = wait_exit(child, timeout=WAIT_SECONDS)
         self.event("stale holder wrote back", exit_status=status, **outcomes)
         return outcomes
 
@@ -183,7 +183,7 @@ class Shop(Holding):
         start = time.time()
         wait_until(
             lambda: time.time() > ready["expires"],
-            timeout=self.run.lease + DEADLINE,
+            timeout=self.run.lease + WAIT_SECONDS,
             what="the holder's lease to expire",
         )
         waited = round(time.time() - start, 3)

@@ -9,6 +9,14 @@
 - ``median_interval(values)``: a distribution-free confidence interval for the median, from
   two order statistics of the sample (the sign test's interval).
 - ``wilson(k, n)``: the Wilson score interval of a share k/n.
+- ``nearest_rank(values, q)``: the q-th percentile as a value the sample holds (the lessons'
+  rule; an interpolated median can be a turn that never happened).
+- ``fisher_exact(k1, n1, k2, n2)``: the two-sided p of Fisher's exact test that two shares
+  k1/n1 and k2/n2 are one.
+- ``beta_binomial(count, trials, k, n)``: what ``trials`` new trials may count when the share
+  itself is known only from a sample k of n (Jeffreys prior): the central 95% range of counts
+  and the two-sided p of ``count``.
+- ``rule_of_three(n)``: the 95% upper bound on a share after 0 of n.
 """
 
 from __future__ import annotations
@@ -116,3 +124,65 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The smallest sample with at least ``q`` percent of the samples at or below it."""
+    ordered = sorted(values)
+    if not ordered or not 0 <= q <= 100:
+        raise ValueError(f"need at least one value and 0 <= q <= 100: {len(ordered)}, {q}")
+    return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
+
+
+def _two_sided(probabilities: Sequence[float], observed: int) -> float:
+    """The summed probability of every outcome no likelier than ``observed``."""
+    cut = probabilities[observed] * (1 + 1e-7)
+    return min(1.0, sum(p for p in probabilities if p <= cut))
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p that k1 of n1 and k2 of n2 come from one share (Fisher's exact test)."""
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2 and n1 > 0 and n2 > 0):
+        raise ValueError(f"need 0 <= k <= n and n >= 1: {k1}/{n1}, {k2}/{n2}")
+    total, both = n1 + n2, k1 + k2
+    low, high = max(0, both - n2), min(both, n1)
+    odds = [
+        math.comb(n1, k) * math.comb(n2, both - k) / math.comb(total, both)
+        if low <= k <= high
+        else 0.0
+        for k in range(n1 + 1)
+    ]
+    return _two_sided(odds, k1)
+
+
+def beta_binomial(count: int, trials: int, k: int, n: int) -> dict[str, Any]:
+    """The counts ``trials`` trials may show when their share is known only as k of n: the
+    share's Jeffreys posterior Beta(k + 1/2, n - k + 1/2) mixed over Binomial(trials, share).
+    The central range holds at least 95% of the mass; ``p_value`` is two-sided for ``count``."""
+    if not (0 <= k <= n and n > 0 and 0 <= count <= trials and trials > 0):
+        raise ValueError(f"need 0 <= k <= n, 0 <= count <= trials: {k}/{n}, {count}/{trials}")
+    a, b = k + 0.5, n - k + 0.5
+
+    def log_beta(x: float, y: float) -> float:
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+    mass = [
+        math.comb(trials, j) * math.exp(log_beta(j + a, trials - j + b) - log_beta(a, b))
+        for j in range(trials + 1)
+    ]
+    low, below = 0, 0.0
+    while below + mass[low] <= 0.025:
+        below += mass[low]
+        low += 1
+    high, above = trials, 0.0
+    while above + mass[high] <= 0.025:
+        above += mass[high]
+        high -= 1
+    return {"range": [low, high], "p_value": _two_sided(mass, count)}
+
+
+def rule_of_three(n: int) -> float:
+    """After 0 events in n trials, the share is below 3/n with about 95% confidence."""
+    if n < 1:
+        raise ValueError("n must be positive")
+    return min(1.0, 3 / n)

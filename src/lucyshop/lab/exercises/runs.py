@@ -453,9 +453,7 @@ def crashed_records(
             )
             held = leases.claim(db, OWNER, ttl=30)
             order = approval.propose(db, held, supplier=SUPPLIER, proposal=VANILLA)
-            approval.approve(
-                db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY
-            )
+            approval.approve(db, order["id"], actor=OPERATOR, digest=order["digest"], policy=POLICY)
             sent = approval.execute(
                 db, held, order["id"], supplier.client(timeout=2.0), policy=POLICY
             )

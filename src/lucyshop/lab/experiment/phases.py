@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -121,8 +121,10 @@ class Lab:
                 stderr=stderr,
             )
 
-    def start_replacement(self, directory: Path, lease: float) -> subprocess.Popen[Any]:
-        proc = self.spawn("replacement", directory, lease)
+    def start_replacement(
+        self, directory: Path, lease: float, *extra: str
+    ) -> subprocess.Popen[Any]:
+        proc = self.spawn("replacement", directory, lease, *extra)
         wait_for_file(directory / "ready-replacement.json", timeout=LOAD_SECONDS, proc=proc)
         return proc
 
@@ -147,14 +149,15 @@ def expect_exit(proc: subprocess.Popen[Any], status: int, who: str) -> None:
 # ------------------------------------------------------------------ 1. pilot
 
 
-def pilot(lab: Lab, turns: int, seed: int, bar: tqdm) -> dict[str, Any]:
+def pilot(lab: Lab, turns: int, seed: int, bar: tqdm, name: str = "pilot") -> dict[str, Any]:
     """``turns`` real turns over the eight task kinds, timed in a worker process.
 
     The conditions are the trials': a child started with the reference blocked, the same
     model settings, and a replacement scanning the pilot's shop every ``lab.scan`` seconds
-    (it finds nothing to take: the pilot holds no lease). Rows: seconds, tokens and text.
+    (it finds nothing to take: the pilot holds no lease). Rows: start, end, seconds, tokens
+    and text. ``name``: the phase's directory (a pilot repeated after the trials has its own).
     """
-    directory, db = lab.shop("pilot")
+    directory, db = lab.shop(name)
     db.close()
     scanner = lab.start_replacement(directory, lease=3600.0)
     worker = lab.spawn(
@@ -192,35 +195,75 @@ def false_expiry(
 ) -> dict[str, Any]:
     """One worker process runs ``trials`` trials under ``lease`` while a replacement scans.
 
-    Each row is the worker's own record (its claim, its turn, whether its finish was
+    Each row is the worker's own record (its claim, its turn, whether its writes were
     accepted), the replacement's takeover of that item if there was one, and the outcome row
     read back from the shop file. ``arms`` (exercise 5) names each trial's renewal arm.
     """
-    directory, db = lab.shop(f"expiry-{rule}")
-    scanner = lab.start_replacement(directory, lease)
+    holder = ["--trials", str(trials), *(["--arms", ",".join(arms)] if arms else [])]
+    return holding(lab, f"expiry-{rule}", lease, trials, seed, bar, holder, [])
+
+
+def interleaved(
+    lab: Lab,
+    name: str,
+    plan: Sequence[Mapping[str, Any]],
+    seed: int,
+    bar: tqdm,
+    *,
+    owner: str,
+    hold_ttl: float,
+) -> dict[str, Any]:
+    """Part A's trials: one worker runs ``plan`` (each trial's rule, lease and task kind, the
+    rules interleaved) while a replacement with the same owner label ``owner`` scans. The
+    replacement claims for ``hold_ttl`` and holds what it takes over through the old holder's
+    writes and a real turn of its own, so that only the generation tells the two apart."""
+    holder = ["--plan", json.dumps(list(plan))]
+    scanner = [
+        "--owner",
+        owner,
+        "--hold-ttl",
+        repr(hold_ttl),
+        "--hold",
+        *model_argv(lab.backend, lab.model, seed + 1),
+    ]
+    longest = max(step["lease"] for step in plan)
+    return holding(lab, name, longest, len(plan), seed, bar, holder, scanner)
+
+
+def holding(
+    lab: Lab,
+    name: str,
+    lease: float,
+    trials: int,
+    seed: int,
+    bar: tqdm,
+    holder: Sequence[str],
+    scanner: Sequence[str],
+) -> dict[str, Any]:
+    """A holder worker (``holder``: its arguments) runs ``trials`` trials of at most ``lease``
+    while a replacement (``scanner``: its arguments) scans the shop of phase ``name``."""
+    directory, db = lab.shop(name)
+    scan = lab.start_replacement(directory, lease, *scanner)
     worker = lab.spawn(
-        "holder",
-        directory,
-        lease,
-        "--trials",
-        str(trials),
-        *(["--arms", ",".join(arms)] if arms else []),
-        *model_argv(lab.backend, lab.model, seed),
+        "holder", directory, lease, *holder, *model_argv(lab.backend, lab.model, seed)
     )
     ready = wait_for_file(directory / "ready-holder.json", timeout=LOAD_SECONDS, proc=worker)
     rows = []
     for trial in range(trials):
         rows.append(
             wait_for_file(
-                directory / f"trial-{trial}.json", timeout=lease + TURN_SECONDS, proc=worker
+                directory / f"trial-{trial}.json",
+                timeout=lease + 2 * TURN_SECONDS,
+                proc=worker,
             )
         )
         bar.update()
     expect_exit(worker, 0, "the worker")
-    takeovers = lab.stop_replacement(scanner, directory)
+    takeovers = lab.stop_replacement(scan, directory)
     for row in rows:
         row["takeover"] = takeovers.pop(row["work_id"], None)
         row["outcome"] = outcome(db, row["work_id"])
+        row["transcript_generations"] = transcript(db, row["work_id"])
     if takeovers:
         raise RuntimeError(
             f"the replacement took over work that no trial enqueued: {sorted(takeovers)}"
@@ -235,18 +278,24 @@ def false_expiry(
 
 
 def outcome(db: sqlite3.Connection, work_id: int) -> dict[str, Any] | None:
-    """The outcome row of one item, read from the shop file: who finished it,
-    at which generation."""
+    """The outcome row of one item, read from the shop file: at which generation, with which
+    status and result (the role that wrote it)."""
     row = db.execute(
         "SELECT generation, status, result FROM outcomes WHERE work_id = ?", (work_id,)
     ).fetchone()
     if row is None:
         return None
-    return {
-        "generation": row["generation"],
-        "status": row["status"],
-        "by": json.loads(row["result"])["by"],
-    }
+    return {"generation": row["generation"], "status": row["status"], "by": row["result"]}
+
+
+def transcript(db: sqlite3.Connection, work_id: int) -> list[int]:
+    """The generations that wrote an item's transcript rows, oldest first."""
+    return [
+        row["generation"]
+        for row in db.execute(
+            "SELECT generation FROM transcript WHERE work_id = ? ORDER BY seq", (work_id,)
+        )
+    ]
 
 
 # ------------------------------------------------------------------ 3. detection
@@ -259,12 +308,20 @@ def kill_offsets(typical: float, trials: int, seed: int) -> list[float]:
 
 
 def detection(
-    lab: Lab, lease: float, offsets: Sequence[float], seeds: Sequence[int], bar: tqdm
+    lab: Lab,
+    lease: float,
+    offsets: Sequence[float],
+    seeds: Sequence[int],
+    bar: tqdm,
+    *,
+    name: str = "detection",
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """Per trial: a fresh worker claims one item and runs turns; it is SIGKILLed ``offset``
-    seconds after its lease began, and the replacement's takeover time is recorded."""
-    directory, _ = lab.shop("detection")
-    scanner = lab.start_replacement(directory, lease)
+    seconds after its lease began, and the replacement's takeover time is recorded.
+    ``owner``: the replacement's owner label (default its own)."""
+    directory, _ = lab.shop(name)
+    scanner = lab.start_replacement(directory, lease, *(["--owner", owner] if owner else []))
     rows = []
     for trial, (offset, seed) in enumerate(zip(offsets, seeds, strict=True)):
         worker = lab.spawn(

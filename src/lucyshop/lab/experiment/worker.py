@@ -7,18 +7,24 @@
                  under exactly the conditions of the trials (a child process, the blocker, a
                  replacement scanning the same shop).
 ``holder``       loads the model once, then runs ``--trials`` trials: enqueue one item, claim it
-                 with ``ttl=lease``, run one real turn, ``finish``; it records each trial,
-                 including a refused finish, in ``trial-N.json``. With ``--arms`` (exercise 5)
-                 each trial has an arm: ``plain``, ``renewed`` or ``bounded`` (the answers'
-                 renewer runs alongside the turn, bounded by ``--bound``).
+                 with ``ttl=lease``, run one real turn, then two fenced writes, ``observe``
+                 (the reply) and ``finish``; it records each trial, with every write's moment
+                 and refusal, in ``trial-N.json``, and says it is done writing in
+                 ``attempted-WORK.json``. ``--plan`` gives each trial its own rule and lease
+                 (the rules interleaved in one process). With ``--arms`` (exercise 5) each
+                 trial has an arm: ``plain``, ``renewed`` or ``bounded`` (the answers' renewer
+                 runs alongside the turn, bounded by ``--bound``).
 ``crash``        loads the model, claims one item and runs real turns back to back until the
                  parent SIGKILLs it; each turn's start and end go to ``turns-N.jsonl`` as they
                  happen, so the parent can tell which turn the kill cut short. With
                  ``--answers`` the lease is renewed (bounded) while it runs.
 ``hung``         (exercise 5) claims, renews, makes ``--steps`` real steps, then hangs.
-``replacement``  scans every ``--scan`` seconds with ``claim(owner="replacement", ttl=lease)``;
+``replacement``  scans every ``--scan`` seconds with ``claim(owner=--owner, ttl=--hold-ttl)``;
                  what it takes over (an expired lease) it records in ``takeover-WORK.json`` and
-                 finishes as its own. It stops when ``stop`` appears or its parent is gone.
+                 finishes as its own. With ``--hold`` it first holds the work: it waits until
+                 the old holder has tried its writes (``attempted-WORK.json``), so every stale
+                 write meets generation + 1 as the current holder, then runs a real turn of its
+                 own. It stops when ``stop`` appears or its parent is gone.
 
 Every role loads the chapter functions from ``$LEASES_IMPL`` with the reference blocked (the
 parent starts them through ``python_argv(..., blocked=True)``) and uses the shop file the
@@ -39,7 +45,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -50,7 +56,7 @@ from lucyshop.lab.experiment.sandboxed import Sandboxed
 from lucyshop.lab.loader import impl_path, load_impl
 from lucyshop.lab.model.backend import BACKENDS, open_model, warm_up
 from lucyshop.lab.model.tasks import TASKS, kind_of, turn_messages
-from lucyshop.lab.services.processes import wait_until, write_ready
+from lucyshop.lab.services.processes import wait_for_file, wait_until, write_ready
 from lucyshop.queue import WorkQueue
 from lucyshop.store import connect
 
@@ -59,8 +65,9 @@ LOCK = "scan.lock"
 STOP = "stop"
 WORKER = "worker"
 REPLACEMENT = "replacement"
-SETTLE_SECONDS = 30.0  # how long a refused holder waits for the replacement to finish its work
+SETTLE_SECONDS = 300.0  # how long a refused holder waits for the replacement to finish its work
 HANG_SECONDS = 600.0  # a hung worker waits this long for the parent's SIGKILL
+KIND_OF_TEXT = {text: kind for kind, text in TASKS.items()}
 
 
 @contextmanager
@@ -121,18 +128,45 @@ def pilot(args: argparse.Namespace, leases: ModuleType) -> int:
     )
     for number in range(args.trials):
         kind = kind_of(number)
+        started = time.time()
         reply = model.chat(turn_messages(kind), max_tokens=args.max_tokens)
         write_ready(
             directory / f"pilot-{number}.json",
             {
                 "turn": number,
                 "kind": kind,
+                "started": started,
+                "ended": time.time(),
                 "seconds": reply.seconds,
                 "tokens": reply.tokens,
                 "text": reply.text,
             },
         )
     return 0
+
+
+def attempt(write: str, call: Callable[..., None], *args: Any) -> dict[str, Any]:
+    """One fenced write, ``call(*args)``: when it was made and, if the holder check refused
+    it, its words."""
+    at = time.time()
+    try:
+        call(*args)
+    except PermissionError as refused:
+        return {"write": write, "at": at, "accepted": False, "refusal": str(refused)}
+    return {"write": write, "at": at, "accepted": True, "refusal": None}
+
+
+def trial_plan(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each trial's rule, lease, task kind and arm: from ``--plan`` (a JSON list of
+    ``{"rule", "lease", "kind"}``), else ``--trials`` trials under ``--lease``."""
+    if args.plan:
+        plan = json.loads(args.plan)
+    else:
+        plan = [{"rule": None, "lease": args.lease, "kind": trial} for trial in range(args.trials)]
+    arms = args.arms.split(",") if args.arms else ["plain"] * len(plan)
+    if len(arms) != len(plan):
+        raise SystemExit(f"{len(arms)} arms for {len(plan)} trials")
+    return [step | {"arm": arm} for step, arm in zip(plan, arms, strict=True)]
 
 
 def start_renewer(
@@ -164,10 +198,9 @@ def holder(args: argparse.Namespace, leases: ModuleType) -> int:
     write_ready(
         directory / "ready-holder.json", {"pid": os.getpid(), "model": model.name, "warm_up": warm}
     )
-    arms = args.arms.split(",") if args.arms else ["plain"] * args.trials
-    for trial, arm in enumerate(arms):
-        kind = kind_of(trial)
-        held = take_new_work(leases, db, queue, directory, f"trial-{trial}", kind, args.lease)
+    for trial, step in enumerate(trial_plan(args)):
+        kind, lease, arm = kind_of(step["kind"]), step["lease"], step["arm"]
+        held = take_new_work(leases, db, queue, directory, f"trial-{trial}", kind, lease)
         renewer = None
         if arm != "plain":
             renewer = start_renewer(args, held, directory, bounded=arm == "bounded")
@@ -176,32 +209,36 @@ def holder(args: argparse.Namespace, leases: ModuleType) -> int:
         turn_ended = time.time()
         if renewer is not None:
             renewer.stop()
-        finish_at = time.time()
-        try:
-            leases.finish(db, held, "DONE", {"by": held.worker_id, "tokens": reply.tokens})
-            refusal = None
-        except PermissionError as refused:
-            refusal = str(refused)
-            wait_finished(queue, held.work_id, timeout=args.lease + SETTLE_SECONDS)
+        message = {"role": "assistant", "content": reply.text}
+        writes = [
+            attempt("transcript", leases.observe, db, held, message),
+            attempt("outcome", leases.finish, db, held, "DONE", WORKER),
+        ]
+        write_ready(directory / f"attempted-{held.work_id}.json", {"trial": trial})
+        if not all(write["accepted"] for write in writes):
+            wait_finished(queue, held.work_id, timeout=lease + SETTLE_SECONDS)
         write_ready(
             directory / f"trial-{trial}.json",
             {
                 "trial": trial,
+                "rule": step["rule"],
                 "arm": arm,
                 "kind": kind,
                 "work_id": held.work_id,
                 "generation": held.generation,
-                "lease": args.lease,
-                "claimed_at": lease_start(held, args.lease),
+                "owner": held.owner,
+                "lease": lease,
+                "claimed_at": lease_start(held, lease),
                 "expires": held.expires,
                 "turn_started": turn_started,
                 "turn_ended": turn_ended,
                 "turn_seconds": reply.seconds,
                 "tokens": reply.tokens,
                 "text": reply.text,
-                "finish_at": finish_at,
-                "finish": "accepted" if refusal is None else "refused",
-                "refusal": refusal,
+                "writes": writes,
+                "finish_at": writes[-1]["at"],
+                "finish": "accepted" if writes[-1]["accepted"] else "refused",
+                "refusal": writes[-1]["refusal"],
                 "renewer_refused": None if renewer is None else renewer.refused,
             },
         )
@@ -293,18 +330,43 @@ def _log(log: IO[str], record: dict[str, Any]) -> None:
     log.flush()
 
 
+def hold(
+    args: argparse.Namespace, model: Any, directory: Path, work_id: int, kind: str
+) -> dict[str, Any]:
+    """Hold a taken-over item until its old holder has tried its writes, then run a real turn:
+    the stale writes arrive while this generation is the current holder."""
+    seen = wait_for_file(directory / f"attempted-{work_id}.json", timeout=SETTLE_SECONDS)
+    stale_seen_at = time.time()
+    reply = model.chat(turn_messages(kind), max_tokens=args.max_tokens)
+    return {
+        "stale_trial": seen["trial"],
+        "stale_seen_at": stale_seen_at,
+        "turn_seconds": reply.seconds,
+        "tokens": reply.tokens,
+    }
+
+
 def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
     directory = Path(args.dir)
     db, _ = leases.open_worker_shop(args.shop)
+    ttl = args.hold_ttl or args.lease
+    model = None
+    if args.hold:
+        model = open_model(args.backend, args.model, seed=args.seed)
+        warm_up(model)
     parent = os.getppid()
     write_ready(directory / "ready-replacement.json", {"pid": os.getpid(), "scan": args.scan})
     tick = time.monotonic()
     while not (directory / STOP).exists() and os.getppid() == parent:
         with scan_lock(directory):
-            held = leases.claim(db, REPLACEMENT, ttl=args.lease)
+            held = leases.claim(db, args.owner, ttl=ttl)
         if held is not None:
-            took_at = lease_start(held, args.lease)
-            leases.finish(db, held, "DONE", {"by": held.worker_id})
+            took_at = lease_start(held, ttl)
+            held_through: dict[str, Any] = {}
+            if model is not None:
+                kind = KIND_OF_TEXT[held.text]  # the old holder's task, turned again
+                held_through = hold(args, model, directory, held.work_id, kind)
+            finished = attempt("outcome", leases.finish, db, held, "DONE", REPLACEMENT)
             write_ready(
                 directory / f"takeover-{held.work_id}.json",
                 {
@@ -312,6 +374,9 @@ def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
                     "generation": held.generation,
                     "worker_id": held.worker_id,
                     "took_at": took_at,
+                    "expires": held.expires,
+                    "finished": finished,
+                    **held_through,
                 },
             )
         # A fixed cadence, not a fixed pause: the moment of expiry falls anywhere in a scan.
@@ -353,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default="", help="holder: plain|renewed|bounded per trial")
     parser.add_argument("--steps", type=int, default=1, help="hung: steps before the hang")
     parser.add_argument("--name", default="", help="hung: unbounded or bounded")
+    parser.add_argument("--plan", default="", help="holder: JSON list of {rule, lease, kind}")
+    parser.add_argument("--owner", default=REPLACEMENT, help="replacement: its owner label")
+    parser.add_argument("--hold-ttl", type=float, help="replacement: its lease (default --lease)")
+    parser.add_argument(
+        "--hold", action="store_true", help="replacement: hold through the stale writes and a turn"
+    )
     args = parser.parse_args(argv)
     args.shop = args.shop or Path(args.dir) / SHOP
     # The answers are loaded once, before any claim: loading them between a claim and its

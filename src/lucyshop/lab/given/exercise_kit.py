@@ -65,13 +65,10 @@ def lease_row(db: sqlite3.Connection, work_id: int) -> dict[str, Any]:
 
 
 def outcome_row(db: sqlite3.Connection, work_id: int) -> dict[str, Any] | None:
-    """The work item's outcome (its result decoded), or None while it has none."""
-    row = db.execute(
-        "SELECT generation, status, result FROM outcomes WHERE work_id = ?", (work_id,)
-    ).fetchone()
-    if row is None:
-        return None
-    return {"generation": row[0], "status": row[1], "result": json.loads(row[2])}
+    """The work item's outcome, or None while it has none. ``result`` is the text as stored:
+    what ``finish`` was given, or the JSON of ``cancel``'s facts."""
+    found = rows(db, "SELECT generation, status, result FROM outcomes WHERE work_id = ?", work_id)
+    return found[0] if found else None
 
 
 def transcript_rows(db: sqlite3.Connection, work_id: int) -> list[dict[str, Any]]:

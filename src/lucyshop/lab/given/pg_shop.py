@@ -41,7 +41,7 @@ CREATE TABLE outcomes(
     work_id    integer PRIMARY KEY REFERENCES work,
     generation integer NOT NULL,
     status     text NOT NULL CHECK (status IN ('DONE', 'BLOCKED', 'CANCELED')),
-    result     jsonb NOT NULL,
+    result     text NOT NULL,
     written    timestamptz NOT NULL DEFAULT clock_timestamp()
 )
 """

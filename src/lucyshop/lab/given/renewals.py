@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 
-
 # One row per granted renewal.
 RENEWAL_MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (

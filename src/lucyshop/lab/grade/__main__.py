@@ -16,6 +16,7 @@ from types import FrameType
 from lucyshop.lab.check.results import printable
 from lucyshop.lab.grade import gradebook, rubric
 from lucyshop.lab.grade.classroom import Graded, Interrupted, Options, default_jobs, grade_class
+from lucyshop.lab.grade.gradebook import flag_reason
 from lucyshop.lab.grade.submissions import find
 from lucyshop.lab.sandbox import describe, isolation
 
@@ -129,7 +130,7 @@ def _print_table(graded: list[Graded], weighting: rubric.Rubric, out: Path) -> N
     width = max(len(g.submission.shown) for g in graded) + 2
     for item in graded:
         like = "" if item.similarity is None else f"similarity {item.similarity:.2f}"
-        flag = "  FLAGGED: compare with the reference" if item.flagged else ""
+        flag = f"  FLAGGED: {flag_reason(item)}" if item.flagged else ""
         print(
             f"  {item.submission.shown:<{width}}{item.verdict.status:<14}"
             f"{item.score.points:>6g}/{weighting.total:g}  {like}{flag}"

@@ -84,7 +84,7 @@ def grade_one(
         return Graded(submission, verdict, None, score(verdict, rubric), False)
     text = submission.chapter.read_bytes().decode("utf-8", "replace")
     like = similarity.similarity(text)
-    flagged = like >= rubric.flag_at
+    flagged = like >= rubric.flag_at or bool(similarity.hiding(text))
     if not text.strip():
         verdict = Verdict(VerdictStatus.EMPTY, error="learner/ch13_leases.py is empty")
         return Graded(submission, verdict, like, score(verdict, rubric), flagged)

@@ -31,7 +31,7 @@ from lucyshop.lab.check.results import printable
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
 from lucyshop.lab.grade.feedback import checkpoint_label
 from lucyshop.lab.grade.rubric import CHECKPOINT_CASES, Rubric
-from lucyshop.lab.grade.similar import pairs, pairs_html
+from lucyshop.lab.grade.similar import pairs, pairs_html, similarity
 from lucyshop.lab.grade.store import Graded
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
@@ -139,6 +139,22 @@ def write(path: Path, text: str) -> None:
     write_text(path, text, durable=True)
 
 
+def hidden_in(item: Graded) -> list[str]:
+    """What of ``similarity.HIDING`` the student's chapter file uses (``hiding``)."""
+    chapter = item.submission.chapter
+    if chapter is None or not chapter.is_file():
+        return []
+    return similarity.hiding(chapter.read_bytes().decode("utf-8", "replace"))
+
+
+def flag_reason(item: Graded) -> str:
+    """Why a person should look at ``item``: code hidden as data, else its similarity."""
+    hidden = hidden_in(item)
+    if hidden:
+        return f"it hides code as data ({', '.join(hidden)}): read what it runs"
+    return "compare with the reference"
+
+
 def grade_row(
     item: Graded, rubric: Rubric, student: Student | None, near: pairs.Pair | None, flagged: bool
 ) -> dict[str, str]:
@@ -154,7 +170,7 @@ def grade_row(
         "score": f"{item.score.points:g}",
         "max_score": f"{rubric.total:g}",
         "similarity": "" if item.similarity is None else f"{item.similarity:.3f}",
-        "flagged": "yes" if flagged else "",
+        "flagged": "; ".join(["yes", *hidden_in(item)]) if flagged else "",
         "closest": pairs.other(near, item.submission.student).name if near else "",
         "closest_similarity": f"{near.similarity:.3f}" if near else "",
         "checkpoint": checkpoint_label(verdict),

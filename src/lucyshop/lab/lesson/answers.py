@@ -13,14 +13,13 @@ changes the answer, never leaves it stale.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE, POST_COMMIT
+from lucyshop.lab.checkpoint.cases import KILLED, POST_COMMIT
 from lucyshop.lab.loader import ROOT
 
 EVIDENCE = ROOT / "evidence"
@@ -132,18 +131,15 @@ def _label(text: str) -> Callable[[], str]:
 
 ANSWERS: dict[str, Answer] = {
     # ---------------------------------------------------------------- 13a, from the receipt
-    "timeout_declares_dead": Answer(
-        lambda: f"live turns a 3 s timeout declares dead, of {len(_pilot())}",
-        lambda: _beyond(_pilot(), 3.0),
+    "timeout_at_the_median": Answer(
+        _label("share of live pilot turns a timeout at the median declares dead"),
+        # nearest rank: half the turns are at most the median, so the other half outlast it
+        lambda: _beyond(_pilot(), _figure("pilot", "p50")) / len(_pilot()),
+        source="computed",
     ),
     "longer_than_twice_the_median": Answer(
         lambda: f"pilot turns longer than twice the median, of {len(_pilot())}",
         lambda: _beyond(_pilot(), 2 * _figure("pilot", "p50")),
-    ),
-    "slowest_over_median": Answer(
-        _label("slowest / median pilot turn"),
-        lambda: _figure("pilot", "p100") / _figure("pilot", "p50"),
-        unit="x",
     ),
     "median_false_expiries": Answer(
         lambda: f"false expiries under the median lease, of {_trials('median')}",
@@ -157,35 +153,10 @@ ANSWERS: dict[str, Answer] = {
         lambda: f"false expiries under the p90 lease, of {_trials('p90')}",
         lambda: _figure("false_expiry", "p90", "false_expiries"),
     ),
-    "p_10_of_20": Answer(
-        _label("P(exactly 10 of 20 | p = 0.5)"),
-        lambda: math.comb(20, 10) / 2**20,
-        source="computed",
-    ),
-    "trial_turns_past_the_median_lease": Answer(
-        lambda: (
-            "trial turns longer than the median lease, of "
-            f"{sum(_trials(rule) for rule in ('median', 'p90', 'twice_max'))}"
-        ),
-        lambda: _beyond(
-            [
-                row["turn_seconds"]
-                for phase in leases()["observations"]["false_expiry"].values()
-                for row in phase["trials"]
-            ],
-            _figure("false_expiry", "median", "lease"),
-        ),
-    ),
     "mean_detection_delay": Answer(
         _label("crash to takeover under the safe lease, mean"),
         lambda: _figure("detection", "measured_mean_delay"),
         unit=" s",
-    ),
-    "doubled_lease_delay_ratio": Answer(
-        _label("detection delay, doubled lease / safe lease"),
-        lambda: _delay(2 * _figure("detection", "lease")) / _delay(_figure("detection", "lease")),
-        source="computed",
-        unit="x",
     ),
     "p90_over_median_delay": Answer(
         _label("detection delay, p90 lease / median lease"),
@@ -196,32 +167,16 @@ ANSWERS: dict[str, Answer] = {
         source="computed",
         unit="x",
     ),
-    "minutes_to_pid_reuse": Answer(
-        _label("minutes until a PID can come back"),
-        lambda: 32768 / 50 / 60,
-        source="computed",
-        unit=" min",
-    ),
-    "delay_after_clock_jump": Answer(
-        _label("crash to takeover, clock 10 s back"),
-        lambda: _figure("detection", "measured_mean_delay") + 10,
-        source="the measured mean + 10 s",
-        unit=" s",
-    ),
-    "send_outlives_lease_by": Answer(
-        _label("seconds the send could outlive the lease"),
-        _const(1.5 + 0.8 - 2.0),
+    "latest_send_after_claim": Answer(
+        _label("latest start of a send, seconds after the claim"),
+        _const(5.0 - 1.5),  # a send may take the whole timeout: it must fit in the lease left
         source="computed",
         unit=" s",
     ),
-    "stale_completions_tried": Answer(
-        lambda: (
-            "stale completions tried, of "
-            f"{sum(_trials(rule) for rule in ('median', 'p90', 'twice_max'))}"
-        ),
-        lambda: sum(
-            _figure("false_expiry", r, "false_expiries") for r in ("median", "p90", "twice_max")
-        ),
+    "completions_of_four_claims": Answer(
+        _label("completions the fence accepts, of 4"),
+        _const(1),  # only the last claim is current; the three before it are stale
+        source="the rule",
     ),
     "placed_again": Answer(
         lambda: (
@@ -231,9 +186,30 @@ ANSWERS: dict[str, Answer] = {
         lambda: next(iter(_figure("recovery").values()))["placed_again"],
     ),
     # ---------------------------------------------------------------- 13b
-    "generation_after_claim_claim_cancel": Answer(
-        _label("generation after claim, claim, cancel"),
-        _const(3),  # every claim and the cancel each raise it by one
+    "claims_that_get_work": Answer(
+        _label("claims that get work"),
+        _const(2),  # one running turn per conversation: till-1's second turn waits
+        source="the rule",
+    ),
+    "generation_after_the_migration": Answer(
+        _label("generation of the claim after the migration"),
+        # the migration gives the old lease row generation 1; a claim writes the one after it
+        _const(1 + 1),
+        source="the rule",
+    ),
+    "comparisons_the_old_claim_fails": Answer(
+        _label("comparisons the old claim fails, of 4"),
+        # the chapter's four: the work is running (yes); the work row's worker id is
+        # lucy-worker#2, not #1 (no); the lease's generation is 2, not 1 (no); the lease, the
+        # new claim's, has not expired (yes)
+        _const(sum(not ok for ok in (True, False, False, True))),
+        source="the rule",
+    ),
+    "comparisons_refusing_the_slow_holder": Answer(
+        _label("comparisons refusing the slow holder's claim, of 4"),
+        # the replacement finished: the work is finished (no); the work row names generation
+        # 2 (no); the lease is at generation 2 (no); the replacement's 30 s lease is live (yes)
+        _const(sum(not ok for ok in (False, False, False, True))),
         source="the rule",
     ),
     "transcript_rows_after_takeover": Answer(
@@ -241,39 +217,6 @@ ANSWERS: dict[str, Answer] = {
         # generation 1 wrote 2 before the takeover, generation 2 wrote 1; the stale one is refused
         _const(2 + 1),
         source="the rule",
-    ),
-    "items_from_four_deliveries": Answer(
-        _label("work items from four deliveries"),
-        _const(3),  # msg-101 twice is one item: the source id makes admission idempotent
-        source="the rule",
-    ),
-    "replacement_generation": Answer(
-        _label("the replacement's generation"),
-        lambda: _event(KILLED.tag, "replacement finished")["generation"],
-        source="the reference's run",
-    ),
-    "competing_claim_gets": Answer(
-        _label("items a competing claim gets"),
-        lambda: 0 if _event(KILLED.tag, "competing claim")["got"] is None else 1,
-        source="the reference's run",
-    ),
-    "comparisons_the_old_claim_fails": Answer(
-        _label("comparisons the old claim fails, of 4"),
-        # the kit's four, as 13b's prose lists them: the work is running (yes); the owner
-        # label before "#" in the work row's worker id is held.owner (the same label: yes); the
-        # lease row's generation is held.generation (2 against 1: no); the lease has not
-        # expired (the new claim's has not: yes). The chapter compares the whole worker id
-        # instead of the label, which would fail too: 13b says so after this reveal.
-        _const(sum(not ok for ok in (True, True, False, True))),
-        source="the rule",
-    ),
-    "slow_holder_writes_accepted": Answer(
-        _label("slow holder's writes accepted, of 3"),
-        lambda: sum(
-            not _event(LIVE_STALE.tag, "stale holder wrote back")[w].startswith("PermissionError")
-            for w in ("transcript", "completion", "supplier")
-        ),
-        source="the reference's run",
     ),
     "second_turn_generation": Answer(
         _label("generation of the session's second turn"),
@@ -325,7 +268,27 @@ ANSWERS: dict[str, Answer] = {
         _const(2),
         source="the chapter",
     ),
-    # ---------------------------------------------------------------- 13c, the kit's receipts
+    # ---------------------------------------------------------------- 13c
+    "writers_in_a_label_log": Answer(
+        _label("writers a log of owner labels shows"),
+        _const(1),  # both executions claim as lucy-worker: only owner#generation tells them apart
+        source="the rule",
+    ),
+    "orders_after_cancel_and_lookup": Answer(
+        _label("orders in the supplier's ledger"),
+        _const(1),  # the accepted one: a lookup discovers it, and places nothing
+        source="the rule",
+    ),
+    "stale_rows_without_the_fence": Answer(
+        _label("stale transcript rows kept without the fence"),
+        _const(1),  # finish is fenced, observe is not: the stale row stays
+        source="the rule",
+    ),
+    "orders_approved_under_the_ceiling": Answer(
+        _label("orders approved, of 2"),
+        _const(1),  # approve's transaction sees the other's reservation: the second does not fit
+        source="the rule",
+    ),
     "renewed_false_expiries": Answer(
         lambda: (
             "false expiries with renewal, of "
@@ -348,10 +311,27 @@ ANSWERS: dict[str, Answer] = {
         source="the kit's receipt",
     ),
     # ---------------------------------------------------------------- 13d
-    "claims_that_get_work": Answer(
-        _label("claims that get work"),
-        _const(2),  # one running turn per conversation: till-1's second turn waits
+    "skip_locked_wait": Answer(
+        _label("seconds worker B waits"),
+        _const(0),  # SKIP LOCKED passes over a locked row at once: B gets nothing, now
         source="the rule",
+    ),
+    "comparisons_refusing_the_first_pg_worker": Answer(
+        _label("comparisons refusing the generation-1 claim, of 4"),
+        # the work is running (yes); the owner is 'behind', not 'lucy-worker' (no); the
+        # generation is 2, not 1 (no); the lease of 'behind' is live (yes)
+        _const(sum(not ok for ok in (True, False, False, True))),
+        source="the rule",
+    ),
+    "sqlite_false_takeovers": Answer(
+        lambda: (
+            "SQLite, taker 2 leases ahead: share of live holders that lost their work, of "
+            f"{len(_taker_ahead_live())} trials"
+        ),
+        lambda: (
+            sum(trial["taken_after"] is not None for trial in _taker_ahead_live())
+            / len(_taker_ahead_live())
+        ),
     ),
     "slow_clock_refuses_itself": Answer(
         _label("the slow worker's own clock refuses its write (1 yes, 0 no)"),
@@ -363,20 +343,6 @@ ANSWERS: dict[str, Answer] = {
         # its expires is its own clock + 30 s: 600 + 30 s past everyone else's now
         _const(0),
         source="the rule",
-    ),
-    "stale_writes_in_the_skew_trials": Answer(
-        lambda: (
-            "stale writes accepted in "
-            f"{sum(row['live'] + row['dead'] for row in _skew_rows())} trials"
-        ),
-        lambda: sum(row["stale_accepted"] for row in _skew_rows()),
-    ),
-    "sqlite_false_takeovers": Answer(
-        lambda: (
-            "SQLite, taker 2 leases ahead: live holders that lost their work, of "
-            f"{len(_taker_ahead_live())} (the table below pools both roles)"
-        ),
-        lambda: sum(trial["taken_after"] is not None for trial in _taker_ahead_live()),
     ),
     "share_ended_by_a_clock_step": Answer(
         _label("share of live leases ended by the step"),

@@ -1,10 +1,11 @@
 """The notebooks' inline checks and their partial-work guard.
 
 ``check("claim")`` sits right after a function's section, like otter's ``grader.check``: it
-runs that function's learner tests on the loaded file, with the reference blocked, and
-answers PASSING, FAILING (every failing test, one line each) or NOT STARTED, with the command
-that reruns it. It is ``lucyshop.lab.check.run`` with ``only=`` that row: the row ``make
-check`` prints. 13d's ``check("claim")`` is the same call on exercise 7's row of that function.
+runs that function's learner tests on the loaded file as ``make check`` does (the file's
+functions run only in the checks' sandboxed worker processes), and answers PASSING, FAILING
+(every failing test, one line each) or NOT STARTED, with the command that reruns it. It is
+``lucyshop.lab.check.run`` with ``only=`` that row: the row ``make check`` prints. 13d's
+``check("claim")`` is the same call on exercise 7's row of that function.
 
 ``guard()`` keeps a notebook running under partial work: a stub's ``NotStarted``, and any
 ``NameError`` or missing step that follows it, prints one line saying what to finish first

@@ -400,17 +400,27 @@ NO_GUESS = "no guess yet: write yours in the cell above, then run this cell to s
 def predicted(
     guess: float | None, measured: float, what: str, unit: str = "", source: str = "measured"
 ) -> None:
-    """One line comparing the learner's number, written in the cell above, with the measured
-    one (``source="computed"`` for a small task's answer). Without a guess it shows nothing
-    of the answer: only that a guess comes first."""
+    """One line comparing the learner's number, written in the cell above, with the answer
+    (``source`` says where it comes from: "measured", "computed", "the rule"...). Without a
+    guess it shows nothing of the answer: only that a guess comes first."""
     unit = unit.replace(" ", "\u00a0")  # a number and its unit stay on one line when wrapped
     if guess is None:
         say(f"{what}: {NO_GUESS}")
         return
-    off = measured - guess
-    near = math.isclose(guess, measured, rel_tol=0.1, abs_tol=1e-9)
-    how_near = "within 10%" if near else f"off by {_figure(off, sign=True)}{unit}"
-    say(f"{what}: your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}: {how_near}")
+    shown = f"your {_figure(guess)}{unit}, {source} {_figure(measured)}{unit}"
+    say(f"{what}: {shown}: {_verdict(guess, measured, unit)}")
+
+
+def _verdict(guess: float, answer: float, unit: str) -> str:
+    """ "right" for the answer itself; "within 10%" only for a measured quantity that is not a
+    whole count (near a count, a generation or a share of 0 is not right); else how far off,
+    in words that say which way."""
+    if math.isclose(guess, answer, rel_tol=1e-9, abs_tol=1e-9):
+        return "right"
+    if not float(answer).is_integer() and math.isclose(guess, answer, rel_tol=0.1):
+        return "within 10%"
+    gap = _figure(abs(answer - guess))
+    return f"{gap}{unit} {'more' if answer > guess else 'less'} than your guess"
 
 
 def reveal(key: str, guess: float | None) -> None:
@@ -481,5 +491,12 @@ def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-# What the notebooks call as ``lesson.stub`` and ``lesson.stale_reasons``: in a module of its own.
-from lucyshop.lab.lesson.page import fence_of, stale_reasons, stub, swimlanes  # noqa: F401
+# What the notebooks call as ``show.stub``, ``show.given``, ``show.stale_reasons``,
+# ``show.swimlanes`` and ``show.skew_bars``: kept in a module of their own.
+from lucyshop.lab.lesson.page import (  # noqa: F401
+    given,
+    skew_bars,
+    stale_reasons,
+    stub,
+    swimlanes,
+)

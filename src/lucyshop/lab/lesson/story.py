@@ -3,7 +3,7 @@
 Prose typed by hand drifted when the receipts were re-measured: it called a count "not
 surprising" that the table beside it put at P = 0.009, and gave a lease of "about 9.8 s" that
 the receipt had as 8.3 s. So every sentence here that states a kit figure, or weighs one
-("surprising", "slower", "a different shape"), is computed from the receipt it is about, with
+("surprising", "more capped", "a different shape"), is computed from the receipt it is about, with
 the rule for each weighing stated in the code. Re-measure a receipt and the sentences follow.
 
 The book's own figures (qwen2.5:0.5b through Ollama) are constants here: they are quoted from
@@ -21,8 +21,6 @@ from lucyshop.lab.lesson.inline import wrap
 BOOK_P50, BOOK_P100 = 0.539, 2.669
 # A count whose two-sided binomial p-value is below this is called surprising.
 SURPRISING = 0.05
-# Trials whose median turn is at least this many times the pilot's are said to run slower.
-SLOWER = 1.25
 # A kit tail ratio (slowest / median) below this share of the book's is a different shape.
 SHAPE = 0.75
 
@@ -65,62 +63,142 @@ def tail_shape(receipt: Mapping[str, Any]) -> list[str]:
 
 
 def binomial_readings(receipt: Mapping[str, Any]) -> list[str]:
-    """Each rule's count of false expiries read against its two-sided binomial p-value."""
+    """Each rule's count of false expiries read against the forecast the pilot made, with what
+    the trials could have told at all: the pilot's share is itself a sample, so the range of
+    counts to expect carries its uncertainty (beta-binomial), and 0 of n bounds a share only
+    by the rule of three."""
     lines = []
     for rule, row in _rules(receipt).items():
-        k, n, p = row["false_expiries"], row["trials"], row["p_value"]
-        if row["predicted_share"] == 0:
+        k, n = row["false_expiries"], row["trials"]
+        low, high = row["pilot_share_interval"]
+        spread = row["with_pilot_uncertainty"]
+        first, last = spread["range"]
+        said = (
+            f"{rule}: {k} of {n} trials outlived a lease the pilot put"
+            f" {row['predicted_share']:.0%} of turns beyond (95% interval {low:.0%} to"
+            f" {high:.0%}). Taken as exact, that share lets a test flag"
+            f" {_counts(row['flaggable_counts'])} of {n}; carried with its uncertainty, it"
+            f" expects {first} to {last} in at least 95 runs of 100"
+        )
+        if k == 0 and row["predicted_share"] == 0:
             reading = (
-                "no pilot turn came near this lease, so none was expected"
-                if k == 0
-                else "a turn outlived a lease no pilot turn came near"
+                f"none was seen, so the share is below {row['upper_bound_if_none']:.0%} with"
+                f" about 95% confidence (the rule of three); {n} trials cannot tell a share of"
+                " 0 from one just under that"
             )
-        elif p < SURPRISING:
+        elif spread["p_value"] < SURPRISING:
             reading = (
-                f"surprising (p {p:.3f} < {SURPRISING}): the trials did not behave like the"
-                " pilot the lease was chosen from"
+                f"{k} is outside that (p {spread['p_value']:.3f}): the trials did not behave"
+                " like the pilot the lease was chosen from"
             )
         else:
-            reading = f"what chance does (p {p:.2f})"
-        expected = row["expected_false_expiries"]
-        lines.append(f"{rule}: {k} of {n} against {expected:g} expected: {reading}")
+            reading = (
+                f"{k} is inside it (p {spread['p_value']:.2f}): consistent with the forecast,"
+                f" and {n} trials could not have flagged any count in {first} to {last}"
+            )
+        lines.append(f"{said}. {reading[0].upper()}{reading[1:]}.")
     return lines
+
+
+def _counts(flagged: list[int]) -> str:
+    """Counts as runs: [0, 1, 2, 9, 10] is '0-2 or 9-10'; none is 'no count'."""
+    if not flagged:
+        return "no count"
+    runs: list[list[int]] = []
+    for count in flagged:
+        if runs and count == runs[-1][1] + 1:
+            runs[-1][1] = count
+        else:
+            runs.append([count, count])
+    return " or ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _weigh(p: float, more: str, fewer: str, first: float, second: float) -> str:
+    """A verdict only where the test gives one: ``more`` or ``fewer`` (by which side is larger)
+    at p below ``SURPRISING``, else that the two cannot be told apart."""
+    if p >= SURPRISING:
+        return f"no difference these samples can tell (p {p:.2f})"
+    return f"{more if second > first else fewer} (p {p:.3f})"
 
 
 def pilot_against_trials(receipt: Mapping[str, Any]) -> list[str]:
-    """The pilot chose the leases; the trials met them. How alike they were, and what the
-    difference cost, from the receipt's raw turns."""
-    from lucyshop.lab.lesson.show import tail_shares
-
+    """The pilot chose the leases; the trials met them. The two are one measurement (the
+    seconds of one model call), so they are compared turn for turn: by rank, by the share
+    past each lease, by length (the share the token cap stopped) and by speed (seconds per
+    token on the capped turns). Each verdict is the test's, at p below ``SURPRISING``;
+    medians are nearest-rank, a turn that happened."""
     times = receipt["figures"]["turn_times"]
-    shares = tail_shares(receipt)
-    (k1, n1), (k2, n2) = shares["pilot"], shares["trials"]
-    ratio = times["trials_median"] / times["pilot_median"]
-    p90 = _rules(receipt)["p90"]
+    test = times["mann_whitney"]
+    pilot, trials = times["pilot_median"], times["trials_median"]
+    # U counts the pairs in which a pilot turn is the longer: above half, the pilot ran longer
+    ahead = test["u"] - test["n1"] * test["n2"] / 2
+    by_rank = _weigh(
+        test["p_value"], "the trials ran longer", "the trials ran shorter", ahead, -ahead
+    )
     lines = [
         (
-            f"median turn: pilot {times['pilot_median']:.2f} s,"
-            f" trials {times['trials_median']:.2f} s ({ratio:.1f}x)"
-        ),
-        (
-            f"turns longer than the median lease ({shares['lease']:.2f} s): pilot {k1} of {n1}"
-            f" ({k1 / n1:.0%}), trials {k2} of {n2} ({k2 / n2:.0%})"
-        ),
+            f"median turn (nearest rank): pilot {pilot:.2f} s, trials {trials:.2f} s; by rank"
+            f" (Mann-Whitney), {by_rank}"
+        )
     ]
-    if ratio >= SLOWER:
+    for rule, row in times["past_lease"].items():
+        (k1, n1), (k2, n2) = row["pilot"], row["trials"]
         lines.append(
-            f"The trials ran slower than the pilot: about {ratio:.1f}x as long at the median."
-            f" The p90 lease was a forecast from the pilot, to cut off about"
-            f" {p90['expected_false_expiries']:g} of {p90['trials']}; against the slower trials"
-            f" it cut off {p90['false_expiries']} of {p90['trials']}."
+            f"turns past the {rule} lease ({row['lease']:.2f} s): pilot {k1} of {n1}, trials"
+            f" {k2} of {n2}; Fisher's exact test: "
+            + _weigh(row["fisher_p"], "more in the trials", "fewer in the trials", k1 / n1, k2 / n2)
         )
+    capped = times["capped"]
+    (k1, n1), (k2, n2) = capped["pilot"], capped["trials"]
+    cap = receipt["settings"]["max_tokens"]
+    lines.append(
+        f"length: turns stopped by the {cap}-token cap, pilot {k1} of {n1}, trials {k2} of"
+        f" {n2}; "
+        + _weigh(
+            capped["fisher_p"],
+            "more capped in the trials",
+            "fewer capped in the trials",
+            k1 / n1,
+            k2 / n2,
+        )
+    )
+    speed = times["seconds_per_token"]
+    if speed["mann_whitney_p"] is None:
+        lines.append("speed: too few capped turns on a side to compare seconds per token")
     else:
+        first, second = speed["pilot_median"], speed["trials_median"]
         lines.append(
-            f"The trials ran like the pilot (median ratio {ratio:.1f}x): the p90 lease cut off"
-            f" {p90['false_expiries']} of {p90['trials']}, against about"
-            f" {p90['expected_false_expiries']:g} forecast."
+            f"speed: seconds per token on capped turns, pilot {first * 1000:.1f} ms, trials"
+            f" {second * 1000:.1f} ms (medians); Mann-Whitney: "
+            + _weigh(
+                speed["mann_whitney_p"],
+                "slower per token in the trials",
+                "faster per token in the trials",
+                first,
+                second,
+            )
         )
+    lines.append(_cap_in_seconds(receipt))
     return lines
+
+
+def _cap_in_seconds(receipt: Mapping[str, Any]) -> str:
+    """The chapter's point, from this run: the cap bounds tokens, not seconds."""
+    cap = receipt["settings"]["max_tokens"]
+    observed = receipt["observations"]
+    seconds = [t["seconds"] for t in observed["pilot"] if t["tokens"] >= cap] + [
+        row["turn_seconds"]
+        for phase in observed["false_expiry"].values()
+        for row in phase["trials"]
+        if row["tokens"] >= cap
+    ]
+    if not seconds:
+        return f"No turn reached the {cap}-token cap, so the cap bounded nothing here."
+    return (
+        f"The cap bounds tokens, not seconds: the {len(seconds)} turns it stopped took"
+        f" {min(seconds):.2f} to {max(seconds):.2f} s. A lease still has to come from turns"
+        " measured on the machine that runs them."
+    )
 
 
 def stale_completions(receipt: Mapping[str, Any]) -> list[str]:
@@ -133,6 +211,34 @@ def stale_completions(receipt: Mapping[str, Any]) -> list[str]:
         f" completion; the fence accepted {stale} of them"
         + (": the misses cost redone work, never a wrong result." if stale == 0 else ".")
     ]
+
+
+def fence_readings(receipt: Mapping[str, Any]) -> list[str]:
+    """Which comparison refused each stale write, and what the same trials did without the
+    generation comparison: the fence is credited only where the generation decided."""
+    lines = []
+    for name, what in (("fence", "the reference"), ("control", "the copy without the generation")):
+        row = receipt["figures"][name]
+        refused = ", ".join(f"{n} by the {k} comparison" for k, n in row["refused_by"].items())
+        lines.append(
+            f"{what}: {row['stale_writes']} stale writes in {row['taken_over']} takeovers,"
+            f" {row['while_next_generation_held']} of them while generation + 1 held the work"
+            f" under the same owner label; accepted {row['accepted']}"
+            + (f", refused {refused}" if refused else "")
+        )
+    fenced, control = receipt["figures"]["fence"], receipt["figures"]["control"]
+    decided = fenced["refused_by"].get("generation", 0)
+    if fenced["stale_writes"] and decided == fenced["stale_writes"] and control["accepted"]:
+        lines.append(
+            "Only the generation told the stale holder from the current one, and without it"
+            f" {control['accepted']} of {control['stale_writes']} stale writes went through."
+        )
+    else:
+        lines.append(
+            "These runs do not show the generation deciding: a refusal counts for it only"
+            " when generation + 1 held the work and the copy without it accepted the same write."
+        )
+    return lines
 
 
 def say_all(lines: list[str]) -> None:

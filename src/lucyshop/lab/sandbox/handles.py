@@ -14,7 +14,6 @@ the tests hold; a ``Remote`` only ever talks to its own ``Sandbox``.
 from __future__ import annotations
 
 import inspect
-import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

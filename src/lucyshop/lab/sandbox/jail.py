@@ -18,7 +18,9 @@ Three ways to run untrusted code, chosen once per machine (``choice()``):
   unless told ``--unisolated``.
 
 Every mode sets resource limits (memory, one file's size, CPU seconds, open files) with
-``prlimit`` before the command starts, and passes only an allow-listed environment.
+``prlimit`` before the command starts, and passes only an allow-listed environment; where root
+may make cgroups, a sandbox's processes together also get a process count and a memory limit
+(``host/cgroups.py``).
 ``LUCYSHOP_ISOLATION`` forces a mode (``none`` in particular, to see what ``make check`` does
 without the sandbox).
 """
@@ -40,7 +42,7 @@ import psutil
 
 import lucyshop
 from lucyshop.lab.loader import ROOT, STUDENT_FILES
-from lucyshop.lab.sandbox.host import CannotIsolate, bubblewrap, pids
+from lucyshop.lab.sandbox.host import CannotIsolate, bubblewrap, cgroups
 from lucyshop.lab.sandbox.host.uids import clear_uid, clear_unheld, hold_uid, sandbox_uid
 
 MODE_ENV = "LUCYSHOP_ISOLATION"
@@ -48,8 +50,11 @@ MODES = ("bwrap", "user", "none")
 IMPL_DIR = Path("/sandbox/impl")  # where the student's staged files appear inside the sandbox
 NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
 # Processes (threads too) one sandbox may have at once: RLIMIT_NPROC for user mode's uid and
-# an ordinary user's bubblewrap namespace, a pids cgroup for root's bubblewrap (``pids``).
+# an ordinary user's bubblewrap namespace, a pids cgroup for root's sandboxes (``cgroups``).
 NPROC = 512
+# Memory of all of one sandbox's processes together, where a memory cgroup can hold it
+# (``cgroups``): the measured exercises' model workers take about a GiB between them.
+MEMORY = 3 * 1024**3
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,
 # open descriptors, core dumps.
@@ -113,11 +118,11 @@ def describe(mode: str | None = None) -> str:
     chosen = choice()
     mode = mode or chosen.mode
     if mode == "bwrap" and chosen.bwrap is not None:
-        unbounded = pids.missing()
+        unbounded = cgroups.missing()
         return (
             f"isolated: {chosen.bwrap.version}, {chosen.bwrap.origin}: own namespaces, a"
             " read-only kit without the reference"
-            + (f"; no process-count limit for root's sandboxes ({unbounded})" if unbounded else "")
+            + (f"; no whole-sandbox limit for root's sandboxes ({unbounded})" if unbounded else "")
         )
     if mode == "user":
         done = ready_for_user()
@@ -233,9 +238,7 @@ class Jail:
         preload = {name: env[name] for name in ("LD_PRELOAD",) if name in env}
         if preload:
             command = ["/usr/bin/env", *(f"{k}={v}" for k, v in preload.items()), *command]
-        argv = self.argv(command, shown)
-        if self.mode == "bwrap":
-            argv = pids.enter(argv, NPROC)
+        argv = cgroups.enter(self.argv(command, shown), {"pids": NPROC, "memory": MEMORY})
         return subprocess.Popen(
             argv,
             env=self.env({k: v for k, v in env.items() if k not in preload}),

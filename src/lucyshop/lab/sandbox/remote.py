@@ -6,10 +6,10 @@ functions run in the worker. Values cross by value (``wire.py``): a dataclass th
 returns arrives as a frozen dataclass of the same name and fields built here (its other
 attributes, a property such as ``Claim.worker_id``, are asked of the worker); an object that
 cannot travel (a connection, a queue) stays in the worker and is reached by a handle; an
-object of ours that cannot travel (a supplier client) stays here and the worker calls its
-public methods back. An exception is rebuilt here from its type's name: the kit's and the
-standard library's own types from a fixed list, anything else as a ``StudentError``. Nothing
-from the worker is unpickled, imported or executed.
+object of ours that cannot travel (a supplier client) stays here and the worker calls back
+only the names its kind offers (``callbacks.py``). An exception is rebuilt here from its
+type's name: the kit's and the standard library's own types from a fixed list, anything else
+as a ``StudentError``. Nothing from the worker is unpickled, imported or executed.
 
 Every call has one deadline (``until``) for all it sends and reads, callbacks included. A
 worker that runs past it is killed (its whole sandbox with it) and the call raises
@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.sandbox import errors, jail, wire
+from lucyshop.lab.sandbox import callbacks, errors, jail, wire
 from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
 from lucyshop.lab.sandbox.handles import Mirror, Remote, remote_attribute
 from lucyshop.lab.services.processes import descendants
@@ -48,7 +48,6 @@ MAX_CLASSES = 256  # distinct dataclasses built for one worker (each is a class 
 START_TIMEOUT = 120.0  # the worker's first answer (a loaded machine starts Python slowly)
 FOREVER = 3600.0
 LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # this process's workers, for sandbox_pids
-CALLBACKS = ("__call__", "__iter__")  # the dunders a worker may use on what it was handed
 
 
 def sandbox_pids() -> set[int]:
@@ -97,7 +96,7 @@ class Sandbox:
         self._known = errors.known()
         self._mirrors: dict[tuple, type] = {}
         self.codec = wire.Codec(self._handle_of, self._object_of, self._data_of)
-        self.values_only = wire.Codec(_no_handle, self._object_of, self._data_of)
+        self.values_only = wire.Codec(_no_handle, _no_object, self._data_of)
 
     def share(self, path: Path) -> None:
         """Let the sandbox use ``path``, a directory the trusted side made: in ``user`` mode the
@@ -247,30 +246,33 @@ class Sandbox:
 
     def _callback(self, message: dict[str, Any], deadline: float) -> None:
         """Run what the worker asks of an object we handed it: read a value, call a method,
-        call it, iterate it. Only public names; the answer goes back by value only (a result
-        that would need a handle is refused), so the worker reaches nothing but the objects a
-        test handed in."""
+        call it, iterate it. Only the names its kind offers (``callbacks.offered``), with
+        arguments and an answer by value only (a handle either way is refused), so the worker
+        reaches nothing but those calls of the objects a test handed in."""
         try:
             target = self.codec.decode(message["target"])
             if not any(target is value for value in self.trusted.values()):
                 raise PermissionError("the sandbox may call back only what it was handed")
-            name = message.get("name")
-            if not isinstance(name, str) or (name.startswith("_") and name not in CALLBACKS):
-                raise PermissionError(f"the sandbox may not use {name!r}")
+            name = callbacks.check(target, message.get("name"))
             if "args" not in message:  # a question: is ``name`` a method, or a value to send?
                 found = getattr(target, name)
                 value = ("method", None) if callable(found) else ("value", found)
             elif name == "__iter__":
                 value = list(target)
             else:
-                args = self.codec.decode(message["args"])
-                kwargs = self.codec.decode(message["kwargs"])
+                args = self.values_only.decode(message["args"])
+                kwargs = self.values_only.decode(message["kwargs"])
                 function = target if name == "__call__" else getattr(target, name)
                 value = function(*args, **kwargs)
             answer = {"op": "value", "value": self.values_only.encode(value)}
         except Exception as error:  # noqa: BLE001 (it goes back to the worker as its error)
             answer = {"op": "error", "error": wire.describe(error)}
-        wire.send(self.channel, answer, deadline)
+        try:
+            wire.send(self.channel, answer, deadline)
+        except wire.BadFrame as error:  # our own answer is too large: say so, blame no worker
+            said = f"the trusted side's answer to {str(message.get('name'))[:40]} is too large"
+            refused = {"module": "builtins", "type": "MemoryError", "message": f"{said}: {error}"}
+            wire.send(self.channel, {"op": "error", "error": refused | {"attrs": {}}}, deadline)
 
     # ------------------------------------------------------------ values
 
@@ -282,6 +284,7 @@ class Sandbox:
             return {"$handle": twin._handle["$handle"]}
         if isinstance(value, (sqlite3.Connection, sqlite3.Cursor, type, type(sys))):
             raise TypeError(f"a {type(value).__name__} of the trusted side cannot be handed in")
+        callbacks.offered(value)  # TypeError for a kind the sandbox may not call back
         number = len(self.trusted) + 1
         self.trusted[number] = value
         return wire.handle("trusted", number, type(value).__name__)
@@ -329,6 +332,10 @@ class Sandbox:
 
 def _no_handle(value: Any) -> dict:
     raise PermissionError(f"a {type(value).__name__} cannot be handed back into the sandbox")
+
+
+def _no_object(body: list) -> Any:
+    raise PermissionError(f"a call back takes values, not a {str(body[2])[:60]}")
 
 
 def confined_file(path: Path, roots: Iterable[Path]) -> Path:

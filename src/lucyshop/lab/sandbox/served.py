@@ -6,20 +6,24 @@ file. Before each statement the server calls ``before(number, sql)``, where the 
 places its rival; the worker cannot run a statement the server did not see, nor see the rival
 coming. What the sandbox may ask of the file is bounded here: plain reads and writes of the
 shop's tables, transactions and the busy timeout (no ATTACH, so no VACUUM INTO; no schema
-change; no other pragma; none of the trusted side's own tables), at most ``MAX_ROWS`` rows,
-``MAX_LENGTH`` bytes a value and ``STATEMENT_SECONDS`` a statement.
+change; no other pragma; none of the trusted side's own tables, which only the trusted side's
+own triggers, named ``trusted_...``, may write), at most ``MAX_LENGTH`` bytes a value,
+``MAX_ANSWER`` bytes an answer (counted while the rows are fetched, so the trusted side never
+holds more) and ``STATEMENT_SECONDS`` a statement.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-MAX_ROWS = 10_000
 MAX_LENGTH = 1 << 20  # bytes of one string or blob
+MAX_ANSWER = 4 << 20  # bytes of one statement's answer as it will cross the wire
+FETCH = 256  # rows fetched at a time while counting
 STATEMENT_SECONDS = 5.0
 PRAGMAS = {"busy_timeout"}  # the one pragma ``lucyshop.store.immediate`` reads and sets
 _ALLOWED = {
@@ -33,7 +37,11 @@ _ALLOWED = {
     sqlite3.SQLITE_FUNCTION,
     sqlite3.SQLITE_RECURSIVE,
 }
-TRUSTED_TABLES = "trusted_"  # a served file's tables of the trusted side's own records
+TRUSTED_TABLES = "trusted_"  # a served file's tables (and triggers) of the trusted side's own
+
+
+class AnswerTooLarge(sqlite3.OperationalError):
+    """The answer to one statement would be larger than the trusted side hands a sandbox."""
 
 
 class Server:
@@ -58,12 +66,21 @@ class Server:
         self.before(len(self.statements), sql)
         self._stop = time.monotonic() + STATEMENT_SECONDS
         cursor = self.db.execute(sql, parameters)
-        rows = cursor.fetchmany(MAX_ROWS + 1)
-        if len(rows) > MAX_ROWS:
-            raise sqlite3.OperationalError(f"more than {MAX_ROWS} rows from one statement")
+        rows, size = [], 0
+        while batch := cursor.fetchmany(FETCH):
+            for row in batch:
+                size += sum(map(_size, row))
+                if size > MAX_ANSWER:
+                    cursor.close()
+                    raise AnswerTooLarge(
+                        f"the served shop stopped reading the answer to {sql[:80]!r} at"
+                        f" {MAX_ANSWER >> 20} MiB: the trusted side hands a sandbox no more"
+                        " from one statement (select fewer rows or smaller values)"
+                    )
+                rows.append(list(row))
         return {
             "columns": [column[0] for column in cursor.description or ()],
-            "rows": [list(row) for row in rows],
+            "rows": rows,
             "lastrowid": cursor.lastrowid,
             "rowcount": cursor.rowcount,
             "in_transaction": self.db.in_transaction,
@@ -75,13 +92,25 @@ class Server:
         self.db.close()
 
 
+def _size(value: Any) -> int:
+    """Bytes ``value`` takes in an answer on the wire (JSON; bytes as base64)."""
+    if isinstance(value, str):
+        return len(json.dumps(value))
+    if isinstance(value, bytes):
+        return 4 * (len(value) + 2) // 3 + 16
+    return 24
+
+
 def _authorize(
-    action: int, first: str | None, _second: str | None, database: str | None, _trigger: Any
+    action: int, first: str | None, _second: str | None, database: str | None, trigger: Any
 ) -> int:
     """Plain reads and writes of the shop's own tables; nothing that reaches another file,
-    the schema, or the trusted side's records (``TRUSTED_TABLES``), read or written."""
+    the schema, or the trusted side's records (``TRUSTED_TABLES``), read or written, except
+    by a trigger of the trusted side's own (the worker can make none)."""
     if database not in (None, "main", "temp"):
         return sqlite3.SQLITE_DENY
+    if isinstance(trigger, str) and trigger.startswith(TRUSTED_TABLES):
+        return sqlite3.SQLITE_OK
     name = (first or "").lower()
     if action == sqlite3.SQLITE_PRAGMA:
         return sqlite3.SQLITE_OK if name in PRAGMAS else sqlite3.SQLITE_DENY

@@ -257,7 +257,7 @@ def describe(error: BaseException, student_dirs: Iterable[str] = ()) -> dict[str
     cls = type(error)
     found = {"module": cls.__module__, "type": cls.__qualname__, "message": _text(error)}
     attrs = {}
-    for name in ("function", "section", "status", "error"):
+    for name in ("function", "section", "status", "error", "sqlite_errorcode", "sqlite_errorname"):
         value = getattr(error, name, None)
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             attrs[name] = value

@@ -57,7 +57,10 @@ START_SECONDS = 60.0  # initdb and start on a loaded two-core machine take 2-6 s
 STOP_SECONDS = 10.0
 # A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
 # workers, so no server process starts in the middle of an unrelated test's leftover count.
+# The WAL is kept small: a student role's writes are bounded (``SCHEMA_BYTES``), and so then
+# is the server's directory.
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
+SETTINGS += ["-c", "max_wal_size=128MB", "-c", "min_wal_size=32MB"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
 INSTALL_PREFIX = "lucyshop-pg-install-"  # a copy of the server's install its user can reach
 # A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432
@@ -74,6 +77,45 @@ GRANTS = (
     "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema}",
     "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema}",
 )
+# What a student role's sessions are held to. temp_file_limit only a superuser may change;
+# statement_timeout a session may lift, and then the bounds on what it writes still hold.
+ROLE_SETTINGS = {"temp_file_limit": "32MB", "statement_timeout": "30s"}
+ROW_BYTES = 1 << 20  # one row a student role writes, before compression
+SCHEMA_BYTES = 128 << 20  # the tables of a student role's schema on disk, indexes and TOAST in
+# What no role but the server's own may do in the database: make temporary tables (a student
+# role once filled the disk with one) or large objects (which live outside every schema).
+CLOSED = (
+    "REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC",
+    (
+        "REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid), pg_catalog.lo_creat(integer),"
+        " pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lowrite(integer, bytea),"
+        " pg_catalog.lo_put(oid, bigint, bytea) FROM PUBLIC"
+    ),
+)
+# Run before every row a student role writes: the row's size, then the schema's. The role
+# owns neither the function nor the tables, so it can neither change nor disable them.
+GUARD = """
+CREATE FUNCTION {schema}.lucyshop_guard() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog AS $guard$
+DECLARE
+    size bigint := pg_column_size(NEW.*);
+    held bigint;
+BEGIN
+    IF size > {row} THEN
+        RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded', MESSAGE = format(
+            'a row of %s bytes: a student role writes rows of at most %s', size, {row});
+    END IF;
+    SELECT sum(pg_total_relation_size(c.oid)) INTO held FROM pg_class c
+     WHERE c.relnamespace = TG_TABLE_SCHEMA::regnamespace AND c.relkind = 'r';
+    IF held > {total} THEN
+        RAISE EXCEPTION USING ERRCODE = 'disk_full', MESSAGE = format(
+            'schema %s holds %s bytes: a student role may fill at most %s',
+            TG_TABLE_SCHEMA, held, {total});
+    END IF;
+    RETURN NEW;
+END
+$guard$
+"""
 PR_SET_PDEATHSIG = 1  # prctl(2)
 _names = itertools.count(1)
 
@@ -215,6 +257,13 @@ def student_role(server: Server, dsn: str, *, admin: Any = None) -> Iterator[dic
                 )
                 for grant in GRANTS:
                     connection.execute(sql.SQL(grant + " TO {role}").format(**names))
+                for name, value in ROLE_SETTINGS.items():
+                    setting = sql.SQL("ALTER ROLE {role} SET {name} = {value}")
+                    connection.execute(
+                        setting.format(name=sql.Identifier(name), value=sql.Literal(value), **names)
+                    )
+                _close_database(connection, database)
+                _guard(connection, schema)
         except psycopg.errors.InsufficientPrivilege as error:
             raise PostgresUnavailable(
                 f"the server's role may not create a role for student code: {error}"
@@ -232,6 +281,41 @@ def student_role(server: Server, dsn: str, *, admin: Any = None) -> Iterator[dic
             with connection.transaction():
                 connection.execute(sql.SQL("DROP OWNED BY {role}").format(**names))
                 connection.execute(sql.SQL("DROP ROLE {role}").format(**names))
+
+
+def _close_database(admin: Any, database: str) -> None:
+    """``CLOSED`` on ``database`` (each time: a server we did not start may have reopened it)."""
+    from psycopg import sql
+
+    for statement in CLOSED:
+        admin.execute(sql.SQL(statement).format(database=sql.Identifier(database)))
+
+
+def _guard(admin: Any, schema: str) -> None:
+    """``GUARD`` before every row written to each table of ``schema`` (made once a schema)."""
+    from psycopg import sql
+
+    names = {"schema": sql.Identifier(schema)}
+    found = admin.execute(
+        "SELECT 1 FROM pg_proc WHERE proname = 'lucyshop_guard'"
+        " AND pronamespace = %s::regnamespace",
+        (schema,),
+    ).fetchone()
+    if found is not None:
+        return
+    sizes = {"row": sql.Literal(ROW_BYTES), "total": sql.Literal(SCHEMA_BYTES)}
+    admin.execute(sql.SQL(GUARD).format(**names, **sizes))
+    tables = admin.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace AND relkind = 'r'",
+        (schema,),
+    ).fetchall()
+    for (table,) in tables:
+        admin.execute(
+            sql.SQL(
+                "CREATE TRIGGER lucyshop_guard BEFORE INSERT OR UPDATE ON {schema}.{table}"
+                " FOR EACH ROW EXECUTE FUNCTION {schema}.lucyshop_guard()"
+            ).format(table=sql.Identifier(table), **names)
+        )
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab import soak
-from lucyshop.lab.given.stubs import NotStarted
+from lucyshop.lab.given.stubs import NotStarted, placeholders, stub_nodes
 from lucyshop.lab.loader import (
     ImplementationError,
     ReferenceBlocked,
@@ -116,10 +116,30 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+# the chapter's functions the soak calls, in the order a learner meets them
+CALLED = ("open_worker_shop", "enqueue", "claim", "observe", "finish", "recover_once", "reconcile")
+
+
+def refuse_stubs(leases: Any) -> None:
+    """Raise the ``NotStarted`` of the first function the soak calls that is still a stub (read
+    from the file's syntax tree, raised by the stub itself), before any worker starts."""
+    stubs = stub_nodes(leases.__file__)
+    for name in CALLED:
+        if name in stubs:
+            args, kwargs = placeholders(stubs[name])
+            try:
+                getattr(leases, name)(*args, **kwargs)
+            except NotStarted:
+                raise
+            except Exception:  # noqa: BLE001, S112 - defined again below its stub: not a stub
+                continue
+
+
 def run(config: Config, leases: Any, directory: Path, report: Path | None) -> int:
     """One soak in ``directory``: 0 every invariant held, 1 one failed, 3 still a stub."""
     started = time.monotonic()
     try:
+        refuse_stubs(leases)
         leases.open_worker_shop(directory / "shop.db")[0].close()
     except NotStarted as stub:
         print(result_line(Mark.NOT_STARTED, str(stub)))

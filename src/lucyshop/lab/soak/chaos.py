@@ -452,8 +452,8 @@ class Soak:
                     break
                 time.sleep(0.1)
                 continue
-            if recovery.status != "IDLE":
-                recoveries[recovery.status] += 1
+            if recovery["status"] != "IDLE":
+                recoveries[recovery["status"]] += 1
             elif not self.unfinished():
                 recoveries["IDLE"] = 1
                 break

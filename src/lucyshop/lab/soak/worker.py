@@ -232,11 +232,7 @@ class Turn:
             return self.refused()
         self.think(0.02, 0.08)
         status = "BLOCKED" if receipt["status"] == "UNKNOWN" else "DONE"
-        result = {
-            "receipt": receipt["status"],
-            "operation": receipt["operation"],
-            "by": held.worker_id,
-        }
+        result = f"{receipt['operation']}: {receipt['status']} (by {held.worker_id})"
         finished = self.write(
             "completion",
             lambda: leases.finish(db, held, status, result),
@@ -281,7 +277,7 @@ class Turn:
             self.execute(probe=True)
         self.write(
             "completion",
-            lambda: leases.finish(db, held, "DONE", {"by": held.worker_id}),
+            lambda: leases.finish(db, held, "DONE", f"late, by {held.worker_id}"),
             probe=True,
         )
 

@@ -13,6 +13,15 @@ kept with the line range it came from, so a match can be shown side by side. Fin
 starter files (``learner/``) also have are dropped: the signatures, imports and dataclasses
 every student starts from prove nothing.
 
+Code hidden as data is compared as the code it is: a string or bytes literal that decodes
+(base64, base32, base16, base85) and decompresses (zlib or gzip, bz2, lzma), in any nesting up
+to ``DEPTH`` steps, into Python source is walked in the literal's place, at the literal's line
+(``hidden_code``), so a reference shipped as a blob and ``exec``'d scores as the reference does.
+And a hand-in that uses ``HIDING`` (``exec``, ``eval``, ``compile``, ``marshal``, ``zlib``,
+``base64``, ``__import__``), which the chapter needs none of, is flagged for a person to look at
+whatever it scores (``hiding``): a blob this module cannot open (a marshalled code object, a
+key of its own) still shows.
+
 Written here rather than taken from copydetect (checked in the package index): copydetect
 tokenises with pygments, so it sees layout-dependent tokens and cannot use the syntax tree,
 which is what makes ``ast.unparse`` and a reformatted copy score the same as the original; it
@@ -26,10 +35,16 @@ a process that runs student code.
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
+import bz2
 import hashlib
 import keyword
+import lzma
 import re
 import threading
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -40,6 +55,11 @@ K = 16  # tokens per k-gram: about one line of the chapter's code
 W = 8  # winnowing window: any shared run of K + W - 1 tokens is found
 AST, TEXT = "ast", "text"
 _WORD = re.compile(r"""[A-Za-z_]\w*|\d[\w.]*|"[^"\n]*"|'[^'\n]*'|\S""")
+HIDING = ("exec", "eval", "compile", "marshal", "zlib", "base64", "__import__")
+MIN_BLOB = 64  # characters of a literal worth trying to open
+DEPTH = 4  # decodings and decompressions, one inside the other
+MAX_OPENED = 4 << 20  # bytes one literal may open into (a decompression bomb stops there)
+TRIES = 64  # blobs looked at for one literal, opened ones included
 
 
 @dataclass(frozen=True)
@@ -66,24 +86,130 @@ def parse(source: str) -> ast.Module:
 
 
 def syntax_stream(source: str) -> Stream | None:
-    """The syntax tree as tokens, or None when ``source`` does not parse."""
+    """The syntax tree as tokens, or None when ``source`` does not parse; a literal that
+    holds code (``hidden_code``) is walked as that code, at the literal's line."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     tokens: list[str] = []
     lines: list[int] = []
-    stack: list[tuple[ast.AST, int]] = [(child, 1) for child in reversed(tree.body)]
+    stack: list[tuple[ast.AST, int, bool]] = [(child, 1, False) for child in reversed(tree.body)]
     while stack:  # a stack, not recursion: deep nesting cannot overflow the grader
-        node, line = stack.pop()
+        node, line, opened = stack.pop()
         if _is_bare_string(node):
             continue  # docstrings and string statements
-        line = getattr(node, "lineno", line)
+        line = line if opened else getattr(node, "lineno", line)
+        inside = hidden_code(node.value) if isinstance(node, ast.Constant) else None
+        if inside is not None:
+            stack.extend((child, line, True) for child in reversed(inside.body))
+            continue
         tokens.append(_label(node))
         lines.append(line)
         children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.expr_context)]
-        stack.extend((child, line) for child in reversed(children))
+        stack.extend((child, line, opened) for child in reversed(children))
     return Stream(AST, tuple(tokens), tuple(lines))
+
+
+def hidden_code(value: object) -> ast.Module | None:
+    """The Python a string or bytes literal holds, as itself or opened by up to ``DEPTH``
+    decodings and decompressions (``_OPENERS``), looking at ``TRIES`` blobs at most; None when
+    it holds none (a plain message, a blob that opens into no function or class)."""
+    if not isinstance(value, str | bytes) or len(value) < MIN_BLOB:
+        return None
+    tried: list[tuple[bytes | str, int]] = [(value, 0)]
+    for _ in range(TRIES):
+        if not tried:
+            break
+        blob, depth = tried.pop()
+        tree = _code_in(blob)
+        if tree is not None:
+            return tree
+        if depth < DEPTH:
+            data = blob.encode("latin-1", "ignore") if isinstance(blob, str) else blob
+            tried += [(opened, depth + 1) for opened in _opened(data)]
+    return None
+
+
+def _code_in(blob: bytes | str) -> ast.Module | None:
+    """``blob`` parsed as Python when it is text that defines a function or a class."""
+    try:
+        text = blob.decode("utf-8") if isinstance(blob, bytes) else blob
+        if "def " not in text and "class " not in text and "lambda" not in text:
+            return None
+        tree = parse(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    defines = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    return tree if any(isinstance(node, defines) for node in ast.walk(tree)) else None
+
+
+def _opened(data: bytes) -> list[bytes]:
+    """Every way ``data`` decodes or decompresses, each at most ``MAX_OPENED`` bytes."""
+    found = []
+    for opener in _OPENERS:
+        try:
+            opened = opener(data)
+        except (ValueError, binascii.Error, zlib.error, OSError, lzma.LZMAError, EOFError):
+            continue
+        if opened and opened != data:
+            found.append(opened[:MAX_OPENED])
+    return found
+
+
+def _squeezed(data: bytes) -> bytes:
+    return re.sub(rb"\s+", b"", data)
+
+
+def _inflated(data: bytes) -> bytes:
+    return zlib.decompressobj(wbits=47).decompress(data, MAX_OPENED)  # zlib or gzip
+
+
+def _bunzipped(data: bytes) -> bytes:
+    return bz2.BZ2Decompressor().decompress(data, MAX_OPENED)
+
+
+def _unxzed(data: bytes) -> bytes:
+    return lzma.LZMADecompressor().decompress(data, MAX_OPENED)
+
+
+_OPENERS: tuple[Callable[[bytes], bytes], ...] = (
+    lambda data: base64.b64decode(_squeezed(data), validate=True),
+    lambda data: base64.b64decode(_squeezed(data), altchars=b"-_", validate=True),
+    lambda data: base64.b32decode(_squeezed(data)),
+    lambda data: base64.b16decode(_squeezed(data), casefold=True),
+    lambda data: base64.b85decode(_squeezed(data)),
+    lambda data: base64.a85decode(_squeezed(data)),
+    _inflated,
+    _bunzipped,
+    _unxzed,
+)
+
+
+def hiding(source: str) -> list[str]:
+    """The names of ``HIDING`` that ``source`` uses (called, named or imported), each with
+    the first line it is on, as ``exec (line 12)``; empty when it uses none or does not
+    parse (a file that does not parse runs nothing)."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    first: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute) and node.attr in ("exec", "eval", "__import__"):
+            names = [node.attr]  # ``builtins.exec``; ``re.compile`` is no hiding place
+        elif isinstance(node, ast.Import):
+            names = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [(node.module or "").split(".")[0]]
+            names += [alias.name for alias in node.names]
+        for name in names:
+            if name in HIDING:
+                first[name] = min(first.get(name, node.lineno), node.lineno)
+    return [f"{name} (line {line})" for name, line in sorted(first.items(), key=lambda i: i[1])]
 
 
 def _is_bare_string(node: ast.AST) -> bool:

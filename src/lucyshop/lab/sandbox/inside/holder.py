@@ -16,31 +16,21 @@ import argparse
 import os
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from lucyshop import approval
+from lucyshop.lab.given.exercise_kit import attempt
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ReferenceBlocked, _ImportBlocker, load_impl
 from lucyshop.lab.sandbox.relay import listen_inside
+from lucyshop.lab.services.holder_modes import Mode
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import wait_for_file, write_ready
 
 CHOCOLATE = {"sku": "chocolate-tub", "quantity": 4, "unit_cents": 450}
-DEADLINE = 20.0  # seconds any single wait may take before the case fails
-
-
-class Mode(StrEnum):
-    """What a holder does once it holds the work (``lucyshop.lab.checkpoint.cases`` says which
-    case's holder does which)."""
-
-    KILLED = "killed"  # waits to be killed
-    LIVE = "live"  # waits for the release, then tries its stale writes
-    PAUSED = "paused"  # the same, paused by the parent in between
-    SENDING = "sending"  # sends at once, and is killed while the supplier holds the reply
-    CANCEL = "cancel"  # sends one order, gets a second approved, then waits like LIVE
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -81,17 +71,17 @@ def child_main(args: argparse.Namespace) -> int:
         if args.child == Mode.SENDING:
             approval.execute(db, held, order["id"], client, policy=POLICY)
         if args.child in (Mode.KILLED, Mode.SENDING):
-            time.sleep(DEADLINE)  # the parent kills us long before this
+            time.sleep(WAIT_SECONDS)  # the parent kills us long before this
             return 1
-        wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 2)
+        wait_for_file(directory / "release.json", timeout=WAIT_SECONDS + args.lease * 2)
         outcomes = {
-            "transcript": refusal(
+            "transcript": attempt(
                 lambda: leases.observe(db, held, {"role": "assistant", "content": "late"})
             ),
-            "completion": refusal(
+            "completion": attempt(
                 lambda: leases.finish(db, held, "DONE", f"finished by {held.worker_id}")
             ),
-            "supplier": refusal(
+            "supplier": attempt(
                 lambda: approval.execute(db, held, pending["id"], client, policy=POLICY)
             ),
         }
@@ -122,21 +112,6 @@ def supplier_client(args: argparse.Namespace) -> Any:
     from lucyshop.supplier import SupplierClient
 
     return SupplierClient(args.endpoint, identity=args.identity, timeout=args.timeout)
-
-
-def refusal(write: Any) -> str:
-    """'PermissionError: why' when the write was refused, '' when it went through.
-
-    Any other exception is returned by name: it is not a refusal, and the parent's
-    expectation says so.
-    """
-    try:
-        write()
-    except NotStarted:
-        raise
-    except Exception as error:  # noqa: BLE001 - written back, then vetted by the parent
-        return f"{type(error).__name__}: {error}"
-    return ""
 
 
 def arguments(

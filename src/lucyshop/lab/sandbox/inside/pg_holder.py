@@ -74,7 +74,9 @@ def child_main(args: argparse.Namespace) -> int:
         client = supplier_client(args)
         outcomes = {
             "transcript": refusal(lambda: pg.observe(conn, held, {"text": "late"})),
-            "completion": refusal(lambda: pg.finish(conn, held, "DONE", {"by": "stale"})),
+            "completion": refusal(
+                lambda: pg.finish(conn, held, "DONE", "late, by the stale holder")
+            ),
             "supplier": refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
         }
     except (NotStarted, ReferenceBlocked) as error:

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from lucyshop.store import Transactions
+from lucyshop.store import ShopConnection
 
 
 def connection(server: Any) -> Connection:
@@ -26,64 +26,49 @@ def connection(server: Any) -> Connection:
     return Connection(server)
 
 
-class Row:
-    """What ``sqlite3.Row`` offers: items by position or by name (any case), and keys."""
-
-    def __init__(self, columns: list[str], values: list[Any]) -> None:
-        self._columns, self._values = columns, tuple(values)
-
-    def __getitem__(self, key: int | str | slice) -> Any:
-        if isinstance(key, str):
-            lowered = [name.lower() for name in self._columns]
-            if key.lower() not in lowered:
-                raise IndexError(f"No item with that key: {key}")
-            return self._values[lowered.index(key.lower())]
-        return self._values[key]
-
-    def keys(self) -> list[str]:
-        return list(self._columns)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._values)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Row) and (self._columns, self._values) == (
-            other._columns,
-            other._values,
-        )
-
-    def __hash__(self) -> int:
-        return hash((tuple(self._columns), self._values))
-
-    def __repr__(self) -> str:
-        return f"<Row {self._values!r}>"
+EMPTY = {"columns": [], "rows": [], "lastrowid": None, "rowcount": -1, "in_transaction": False}
 
 
-class Cursor:
-    """The rows of one served statement."""
+class Cursor(sqlite3.Cursor):
+    """A ``sqlite3.Cursor`` holding the rows of one served statement, each made as the
+    connection's ``row_factory`` would make it (a real ``sqlite3.Row`` by default)."""
 
     def __init__(self, connection: Connection, answer: dict | None = None) -> None:
-        self.connection = connection
-        self._take(answer or {"columns": [], "rows": [], "lastrowid": None, "rowcount": -1})
+        super().__init__(connection)
+        self._take(answer or EMPTY)
 
     def _take(self, answer: dict) -> None:
-        columns = answer["columns"]
-        self.description = tuple((name, *(None,) * 6) for name in columns) or None
-        self.lastrowid, self.rowcount = answer["lastrowid"], answer["rowcount"]
+        columns, rows = answer["columns"], answer["rows"]
+        self._description = tuple((name, *(None,) * 6) for name in columns) or None
+        self._lastrowid, self._rowcount = answer["lastrowid"], answer["rowcount"]
         factory = self.connection.row_factory
-        rows = answer["rows"]
-        if factory is sqlite3.Row or factory is Row:
-            self._rows = [Row(columns, row) for row in rows]
-        elif factory is None:
+        if factory is sqlite3.Row and columns:
+            shape = self.connection._shape(columns)  # a cursor of ours whose description is this
+            self._rows = [sqlite3.Row(shape, tuple(row)) for row in rows]
+        elif factory is None or factory is sqlite3.Row:
             self._rows = [tuple(row) for row in rows]
         else:
             self._rows = [factory(self, tuple(row)) for row in rows]
 
+    @property
+    def description(self) -> tuple | None:
+        return self._description
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self._lastrowid
+
+    @property
+    def rowcount(self) -> int:
+        return self._rowcount
+
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> Cursor:
         self._take(self.connection._run(sql, parameters))
+        return self
+
+    def executemany(self, sql: str, seq: Any) -> Cursor:
+        for parameters in seq:
+            self.execute(sql, parameters)
         return self
 
     def fetchone(self) -> Any:
@@ -98,51 +83,68 @@ class Cursor:
         return taken
 
     def __iter__(self) -> Iterator[Any]:
-        while self._rows:
-            yield self._rows.pop(0)
+        return self
+
+    def __next__(self) -> Any:
+        if not self._rows:
+            raise StopIteration
+        return self._rows.pop(0)
 
     def close(self) -> None:
         self._rows = []
 
 
-class Connection(Transactions):
+class Connection(ShopConnection):
     """A stand-in for the kit's shop (autocommit, explicit transactions, the book's
     ``immediate()``, ``migrate(...)`` and ``connection``, like ``lucyshop.store.connect``'s)
-    whose statements run on the trusted side."""
-
-    isolation_level = None
+    whose statements run on the trusted side. It is a ``sqlite3.Connection`` (to an empty
+    database of its own, which only makes the rows' shapes), so that a writer cannot tell it
+    from a real one by its type, nor its cursors and rows."""
 
     def __init__(self, server: Any) -> None:
+        super().__init__(":memory:", isolation_level=None)
         self._server = server
-        self.row_factory: Any = sqlite3.Row
-        self.in_transaction = False
-        self.total_changes = 0
+        self.row_factory = sqlite3.Row
+        self._in_transaction = False
+        self._changes = 0
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    @property
+    def total_changes(self) -> int:
+        return self._changes
+
+    def _shape(self, columns: list[str]) -> sqlite3.Cursor:
+        """A cursor of the empty database whose description names ``columns``."""
+        names = ", ".join(f'NULL AS "{name.replace(chr(34), chr(34) * 2)}"' for name in columns)
+        shape = sqlite3.Connection.cursor(self)
+        shape.execute(f"SELECT {names}").fetchall()
+        return shape
 
     def _run(self, sql: str, parameters: Sequence[Any] | dict[str, Any]) -> dict:
         values = dict(parameters) if isinstance(parameters, dict) else list(parameters)
         answer = self._server.execute(sql, values)
-        self.in_transaction = bool(answer["in_transaction"])
-        self.total_changes += max(0, answer["rowcount"] or 0)
+        self._in_transaction = bool(answer["in_transaction"])
+        self._changes += max(0, answer["rowcount"] or 0)
         return answer
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> Cursor:
         return Cursor(self, self._run(sql, parameters))
 
     def executemany(self, sql: str, seq: Any) -> Cursor:
-        cursor = Cursor(self)
-        for parameters in seq:
-            cursor.execute(sql, parameters)
-        return cursor
+        return Cursor(self).executemany(sql, seq)
 
-    def cursor(self) -> Cursor:
+    def cursor(self, factory: Any = None) -> Cursor:
         return Cursor(self)
 
     def commit(self) -> None:
-        if self.in_transaction:
+        if self._in_transaction:
             self._run("COMMIT", ())
 
     def rollback(self) -> None:
-        if self.in_transaction:
+        if self._in_transaction:
             self._run("ROLLBACK", ())
 
     def close(self) -> None:

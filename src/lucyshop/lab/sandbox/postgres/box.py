@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,16 +123,45 @@ def transaction(probes: Remote, connection: Any) -> Iterator[None]:
     probes.execute(connection, "COMMIT")
 
 
+READ_ROWS = 10_000  # rows the trusted side fetches from one query of a student's tables
+READ_BYTES = 32 << 20  # bytes of those rows as text (what comes over the wire)
+
+
+class TooLargeToRead(RuntimeError):
+    """What a student's code left in its tables is more than the trusted side fetches."""
+
+
 @functools.cache
 def _mirror_class() -> type:
     import psycopg
 
     class PgMirror(psycopg.Connection):
         """Our connection to a test's schema, paired with the worker's (``remote``): handed to
-        a student's function, it is the worker's own connection that the function gets."""
+        a student's function, it is the worker's own connection that the function gets.
+
+        A query that reads rows is measured on the server before any row is fetched (its
+        count, and its bytes as text), and refused past ``READ_ROWS`` or ``READ_BYTES``: the
+        tables hold what the student's code wrote, however much."""
 
         paired = True
         remote: Remote | None = None
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            text = query.as_string(self) if hasattr(query, "as_string") else str(query)
+            if re.match(r"\s*select\b", text, re.IGNORECASE):
+                measure = (
+                    "SELECT count(*) AS rows, coalesce(sum(octet_length(r::text)), 0) AS size"
+                    f" FROM ({text.rstrip().rstrip(';')}) r"
+                )
+                found = super().execute(measure, params).fetchone()
+                rows, size = found["rows"], found["size"]
+                if rows > READ_ROWS or size > READ_BYTES:
+                    raise TooLargeToRead(
+                        f"the trusted side does not fetch {rows} rows of {size} bytes from"
+                        f" the student's tables (at most {READ_ROWS} rows, {READ_BYTES >> 20}"
+                        f" MiB): {text[:80]}"
+                    )
+            return super().execute(query, params, **kwargs)
 
     return PgMirror
 
