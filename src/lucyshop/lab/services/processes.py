@@ -100,23 +100,21 @@ def wait_for_file(
     writing it, and TimeoutError naming the path when the deadline passes first.
     """
     target = Path(path)
-    deadline = time.monotonic() + seconds(timeout, "a timeout")
-    while True:
-        if (data := _read_json(target)) is not None:
-            return data
-        if proc is not None and proc.poll() is not None:
-            if (data := _read_json(target)) is not None:
-                return data
-            tail = _stderr_tail(proc)
-            said = f"; its stderr ends:\n{tail}" if tail else ""
-            raise RuntimeError(
-                f"process {proc.pid} exited with status {proc.returncode} "
-                f"before writing its ready file {target}{said}"
-            )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"ready file {target} did not appear: waited {timeout:.2f}s")
-        time.sleep(min(POLL_SECONDS, remaining))
+
+    def written() -> tuple[dict[str, Any]] | None:  # a tuple, so that even ``{}`` is found
+        running = proc is None or proc.poll() is None  # asked before reading: a child that
+        if (data := _read_json(target)) is not None:  # wrote and then exited is not missed
+            return (data,)
+        if running or proc is None:
+            return None
+        tail = _stderr_tail(proc)
+        said = f"; its stderr ends:\n{tail}" if tail else ""
+        raise RuntimeError(
+            f"process {proc.pid} exited with status {proc.returncode} "
+            f"before writing its ready file {target}{said}"
+        )
+
+    return wait_until(written, timeout=timeout, what=f"the ready file {target}")[0]
 
 
 def wait_until(
