@@ -30,7 +30,7 @@ from lucyshop.lab.check.results import (
     write_json,
 )
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS, Subject, subject, subjects
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.evidence.receipts import SCHEMAS
 from lucyshop.lab.grade.verdict import Verdict, from_json
 from lucyshop.lab.statuses import CheckpointStatus, Status, VerdictStatus

@@ -30,7 +30,8 @@ from lucyshop.lab.check.subjects import (
     stubs_in,
     subjects,
 )
-from lucyshop.lab.check.watcher import CHECKPOINT, without_reference_source
+from lucyshop.lab.check.watcher import without_reference_source
+from lucyshop.lab.checkpoint.launch import SCRIPT as CHECKPOINT
 from lucyshop.lab.experiment.renewer import load_answers
 from lucyshop.lab.lesson.inline import pg_checker
 from lucyshop.lab.loader import PG_FILE

@@ -23,7 +23,7 @@ from mutants import BY_NAME
 from lucyshop.lab.check.guard import Limits
 from lucyshop.lab.check.results import Row
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.grade import rubric, submissions
 from lucyshop.lab.grade.__main__ import main
 from lucyshop.lab.grade.classroom import grade_class

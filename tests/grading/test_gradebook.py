@@ -22,7 +22,7 @@ from grading_class import REFERENCE
 from lucyshop.lab import loader
 from lucyshop.lab.check.results import Row
 from lucyshop.lab.check.subjects import EXERCISES, FUNCTIONS
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.grade import feedback, gradebook, rubric
 from lucyshop.lab.grade.classroom import Options
 from lucyshop.lab.grade.gradescope import results

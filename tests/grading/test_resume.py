@@ -21,7 +21,7 @@ import pytest
 from grading_class import STUBS, stubs_with
 
 from lucyshop.lab.check.results import Row
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.grade import rubric, store, submissions
 from lucyshop.lab.grade.__main__ import main
 from lucyshop.lab.grade.verdict import Verdict

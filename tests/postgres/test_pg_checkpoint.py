@@ -8,22 +8,21 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lucyshop.lab.checkpoint import judge
 from lucyshop.lab.checkpoint.cases import KILLED, LIVE_STALE, ON_POSTGRES
+from lucyshop.lab.checkpoint.launch import checkpoint_command
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 
 
 def checkpoint(impl: str | Path, pg_server, *more: str) -> subprocess.CompletedProcess:
     env = os.environ | {"LUCYSHOP_PG_DSN": pg_server.dsn}  # the suite's server, not a new one
     return subprocess.run(
-        [sys.executable, str(CHECKPOINT), "--impl", str(impl), *more],
+        [*checkpoint_command(impl, postgres=True), *more],
         env=env,
         capture_output=True,
         text=True,

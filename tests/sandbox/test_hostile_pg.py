@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -54,6 +53,7 @@ from test_hostile_wire import PEAK_BYTES, measured_check
 
 from lucyshop.lab.check.subjects import PG_EXERCISE
 from lucyshop.lab.checkpoint.cases import ON_POSTGRES
+from lucyshop.lab.checkpoint.launch import checkpoint_command
 from lucyshop.lab.services import postgres
 from lucyshop.lab.services.processes import processes_mentioning
 
@@ -62,7 +62,6 @@ pytestmark = [
     pytest.mark.skipif(postgres.missing() is not None, reason=f"{postgres.missing()}"),
 ]
 
-CHECKPOINT = ROOT / "checkpoints" / "ch13_postgres_recovery.py"
 FAST = ("--no-measured", "--no-checkpoint", "--test-timeout=30")
 ROUTES = (
     *("own", "mine", "file", "su", "authid", "escalate", "pgfile", "lo", "prog"),
@@ -120,7 +119,7 @@ def test_a_ch13_postgres_that_forges_the_checkpoint_passes_no_case(tmp_path):
         chapter.with_name("ch13_postgres.py").write_text(forger, encoding="utf-8")
         keep = tmpdir / "keep"
         done = subprocess.run(
-            [sys.executable, str(CHECKPOINT), "--impl", str(chapter), "--keep", str(keep)],
+            checkpoint_command(chapter, keep=keep, postgres=True),
             env=os.environ | {"TMPDIR": str(tmpdir)},
             capture_output=True,
             text=True,
@@ -150,13 +149,15 @@ def server_growth() -> Iterator[dict[str, int]]:
 
     def sample() -> None:
         while not done.wait(0.5):
-            for proc in psutil.process_iter(["name", "cmdline"]):
-                command = proc.info["cmdline"] or []
+            for proc in psutil.process_iter():
                 try:
+                    command = proc.cmdline()
                     ours = os.getpid() in {parent.pid for parent in proc.parents()}
                 except psutil.Error:
                     continue
-                if proc.info["name"] != "postgres" or "-D" not in command or not ours:
+                if not command or Path(command[0]).name != "postgres" or "-D" not in command:
+                    continue
+                if not ours:
                     continue
                 root = Path(command[command.index("-D") + 1]).parent
                 size = du(root)
@@ -174,7 +175,7 @@ def server_growth() -> Iterator[dict[str, int]]:
 
 def test_exercise_7_fills_neither_the_servers_disk_nor_the_trusted_sides_memory(tmp_path):
     text = (SOLUTIONS / "ch13_postgres.py").read_text() + hostile(
-        "pg_fill", rows=1500, megabytes=1200
+        "pg_fill", rows=1500, megabytes=1200, seconds=5
     )
     with short_tmpdir() as tmpdir, server_growth() as grown:
         chapter = hand_in(tmp_path / "student", (LEARNER / "ch13_leases.py").read_text())

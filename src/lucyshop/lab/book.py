@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lucyshop import chosen_impl
+from lucyshop.lab.checkpoint.launch import SCRIPT
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.experiment.receipt import RULES, pilot_seconds
 from lucyshop.lab.loader import CHAPTER, ROOT, load_impl
@@ -31,7 +32,7 @@ from lucyshop.lab.loader import CHAPTER, ROOT, load_impl
 CHAPTER_TEXT = ROOT.parent / "shared" / "chapter13.txt"
 KIT_RECEIPT = ROOT / "evidence" / "ch13-leases-receipt.json"
 BOOK_RECEIPT = ROOT / "docs" / "evidence" / "book-ch13" / "ch13-leases-receipt-v1.json"
-CHECKPOINT = ROOT / "checkpoints" / "ch13_worker_recovery.py"
+CHECKPOINT = ROOT / SCRIPT
 DECIMALS = 3  # the chapter prints its seconds and shares to three decimals
 # The kit's lease rules (``experiment.receipt.RULES``) by the names the chapter gives them.
 RULE_NAMES = {

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.bench.sections import checkpoint, detection, feedback, fence, grading, queues
-from lucyshop.lab.check.watcher import CHECKPOINT
+from lucyshop.lab.checkpoint.launch import SCRIPT
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import ROOT, add_impl_option, impl_path
 
@@ -45,7 +45,7 @@ def measured_code(impl: Path) -> list[Path]:
     them makes the report stale."""
     bench = sorted(Path(__file__).parent.rglob("*.py"))
     room = sorted((ROOT / "src" / "lucyshop" / "lab" / "checkpoint").glob("*.py"))
-    return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / CHECKPOINT, *room, *bench]
+    return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / SCRIPT, *room, *bench]
 
 
 def started(options: argparse.Namespace, argv: list[str]) -> dict[str, Any]:

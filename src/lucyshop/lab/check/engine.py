@@ -40,7 +40,6 @@ from lucyshop import IMPL_ENV
 from lucyshop.lab.check import suites
 from lucyshop.lab.check.guard import (
     DEFAULT_LIMITS,
-    LOAD_TIMEOUT,
     MARKER,
     KitFiles,
     Limits,
@@ -58,10 +57,12 @@ from lucyshop.lab.check.table import (
     summary_line,
     table_lines,
 )
-from lucyshop.lab.check.watcher import CHECKPOINT, Checkpoint
+from lucyshop.lab.check.watcher import Checkpoint
+from lucyshop.lab.checkpoint.launch import SCRIPT
 from lucyshop.lab.loader import ROOT, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
 from lucyshop.lab.sandbox.jail import begin_check, end_check
+from lucyshop.lab.services.limits import LOAD_SECONDS
 from lucyshop.lab.statuses import CheckpointStatus
 
 
@@ -135,7 +136,7 @@ def _conclude(result: Result, status: CheckpointStatus, tampered: bool) -> None:
     result.say(result.summary)
 
 
-def check_loadable(path: Path, tmp: Path, timeout: float = LOAD_TIMEOUT) -> None:
+def check_loadable(path: Path, tmp: Path, timeout: float = LOAD_SECONDS) -> None:
     """Refuse (CannotCheck) a file that does not compile, or cannot be imported in the
     sandbox, or ends its process while importing."""
     try:
@@ -199,7 +200,7 @@ def _whole(
     aside = set_aside(path, measured, stubs)
     paths, parts = suites.plan(stubs, aside)
     running = None
-    if with_checkpoint and (ROOT / CHECKPOINT).is_file():
+    if with_checkpoint and (ROOT / SCRIPT).is_file():
         running = Checkpoint(path, env, tmp, marker, limits)
     collecting = suites.pristine_counts(tmp, marker, paths)
     ran = suites.run_side_by_side(path, env, tmp, marker, parts, limits)
@@ -214,13 +215,13 @@ def _whole(
     if running is not None:
         result.checkpoint = running.read(stubs)
         python = shown(Path(sys.executable))  # the venv's: the line works without activating it
-        command = f"{python} {CHECKPOINT} --impl {shlex.quote(result.impl)}"
+        command = f"{python} {SCRIPT} --impl {shlex.quote(result.impl)}"
         for line in checkpoint_lines(result.checkpoint, command):
             result.say(line)
     elif with_checkpoint:
         result.checkpoint = CheckpointResult()
         result.say()
-        result.say(f"checkpoint: {CHECKPOINT} is not there; skipped")
+        result.say(f"checkpoint: {SCRIPT} is not there; skipped")
     return result.checkpoint.status
 
 

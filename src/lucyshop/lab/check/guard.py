@@ -27,7 +27,13 @@ from pathlib import Path
 import psutil
 
 from lucyshop import validate
-from lucyshop.lab.check.plugin.collect import LEARNER_TIMEOUT
+from lucyshop.lab.services.limits import (
+    CASE_SECONDS,
+    CHECKPOINT_SECONDS,
+    LOAD_SECONDS,
+    SUITE_SECONDS,
+    TEST_SECONDS,
+)
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000
@@ -35,10 +41,6 @@ WATCHED = ("tests", "checkpoints", "src", "solutions")
 WATCHED_FILES = ("Makefile", "pyproject.toml")
 GIT_SECONDS = 10.0
 SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis")
-SUITE_TIMEOUT = 600.0  # the whole suite, reruns included
-CHECKPOINT_TIMEOUT = 600.0  # from the checkpoint's own start
-CASE_TIMEOUT = 60.0  # one checkpoint case
-LOAD_TIMEOUT = 60.0  # importing the file once, before anything runs
 DISK_LIMIT = 256 * 1024 * 1024  # what one check's sandboxes may write to their scratch
 
 
@@ -50,11 +52,11 @@ class Limits:
     the kit's own tests shorten them so that a hang costs seconds, not minutes.
     """
 
-    test: float = LEARNER_TIMEOUT  # one learner or exercise test (the measured ones: 120 s)
-    case: float = CASE_TIMEOUT  # one checkpoint case
-    load: float = LOAD_TIMEOUT  # importing the file once, before anything runs
-    suite: float = SUITE_TIMEOUT  # the whole suite, reruns included
-    checkpoint: float = CHECKPOINT_TIMEOUT  # the whole checkpoint
+    test: float = TEST_SECONDS  # one learner or exercise test (the measured ones: 120 s)
+    case: float = CASE_SECONDS  # one checkpoint case
+    load: float = LOAD_SECONDS  # importing the file once, before anything runs
+    suite: float = SUITE_SECONDS  # the whole suite, reruns included
+    checkpoint: float = CHECKPOINT_SECONDS  # the whole checkpoint
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lucyshop.atomic import write_text
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.statuses import CheckpointStatus, Status
 

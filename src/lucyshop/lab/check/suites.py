@@ -27,7 +27,6 @@ from lucyshop import IMPL_ENV
 from lucyshop.lab.check.guard import (
     DEFAULT_LIMITS,
     DISK_LIMIT,
-    LOAD_TIMEOUT,
     Limits,
     OwnGroupChild,
     disk_usage,
@@ -35,6 +34,7 @@ from lucyshop.lab.check.guard import (
 from lucyshop.lab.check.plugin.collect import deadline_of
 from lucyshop.lab.check.subjects import BEYOND, MEASURED, SUITES, row_function, subjects
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.limits import LOAD_SECONDS
 
 GRACE = 10.0  # past a test's own deadline before its process is stopped
 MAX_RESTARTS = 8
@@ -302,7 +302,7 @@ def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChi
 
 
 def read_counts(child: OwnGroupChild) -> dict[str, int] | None:
-    if wait(child, LOAD_TIMEOUT) not in (0, 5):
+    if wait(child, LOAD_SECONDS) not in (0, 5):
         return None
     counts: dict[str, int] = {}
     for line in Path(child.log).read_text(encoding="utf-8", errors="replace").splitlines():

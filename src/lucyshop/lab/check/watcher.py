@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -22,10 +21,10 @@ from lucyshop.lab.check.guard import DISK_LIMIT, Limits, OwnGroupChild, disk_usa
 from lucyshop.lab.check.results import CheckpointResult
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint import judge
+from lucyshop.lab.checkpoint.launch import checkpoint_command
 from lucyshop.lab.loader import ROOT, SOLUTIONS
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 
-CHECKPOINT = Path("checkpoints") / "ch13_worker_recovery.py"
 CHECKPOINT_LINES = 12  # of what the checkpoint printed last, shown when it FAILED
 POLL = 0.2
 NOT_A_STUB = "raised NotStarted, but no function of the file is still the stub"
@@ -56,8 +55,9 @@ class Checkpoint:
     ) -> None:
         self.keep = tmp / "checkpoint"
         self.evidence = tmp / "evidence.json"  # outside every sandbox's scratch
-        argv = [sys.executable, str(CHECKPOINT), "--impl", str(path)]
-        argv += ["--evidence", str(self.evidence), "--keep", str(self.keep)]
+        argv = checkpoint_command(
+            path, evidence=self.evidence, keep=self.keep, case_timeout=limits.case
+        )
         self.keep.mkdir()
         env = env | {"TMPDIR": str(tmp)}  # its sandboxes' directories go with the check's
         self.child = OwnGroupChild(

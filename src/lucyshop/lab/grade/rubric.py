@@ -20,8 +20,7 @@ from pathlib import Path
 
 from lucyshop.lab.check.guard import Limits
 from lucyshop.lab.check.results import Row
-from lucyshop.lab.checkpoint.cases import CASES
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import CASES, Case
 from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import Status, VerdictStatus

@@ -27,7 +27,7 @@ from typing import BinaryIO
 from lucyshop import IMPL_ENV
 from lucyshop.lab.check.guard import MARKER, Limits, new_marker, sweep
 from lucyshop.lab.check.results import BrokenContract, Row, case_from_dict, checked
-from lucyshop.lab.checkpoint.judge import Case
+from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 

@@ -27,9 +27,11 @@ from nbclient import NotebookClient
 
 from lucyshop import IMPL_ENV
 from lucyshop.lab.check.subjects import FUNCTIONS, PG_ROWS, subjects
+from lucyshop.lab.checkpoint.launch import checkpoint_command
 from lucyshop.lab.given.stubs import stub_nodes
 from lucyshop.lab.lesson.show import RECORD, record_reference_checkpoint
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.limits import CHECKPOINT_SECONDS
 from lucyshop.lab.statuses import Mark, Status, result_line
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("13*.ipynb"))
@@ -112,15 +114,8 @@ def record_checkpoint() -> None:
     """Run the checkpoint on the reference once and keep its timeline for 13b's diagrams."""
     with tempfile.TemporaryDirectory(prefix="ch13-reference-") as tmp:
         evidence = Path(tmp) / "evidence.json"
-        command = [
-            sys.executable,
-            str(ROOT / "checkpoints" / "ch13_worker_recovery.py"),
-            "--impl",
-            REFERENCE,
-            "--evidence",
-            str(evidence),
-        ]
-        subprocess.run(command, check=True, capture_output=True, timeout=600)
+        command = checkpoint_command(REFERENCE, evidence=evidence)
+        subprocess.run(command, check=True, capture_output=True, timeout=CHECKPOINT_SECONDS)
         record_reference_checkpoint(evidence)
 
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from lucyshop.lab.bench.stats import spread
-from lucyshop.lab.check.watcher import CHECKPOINT
-from lucyshop.lab.loader import ROOT
+from lucyshop.lab.checkpoint.launch import checkpoint_command
+from lucyshop.lab.services.limits import CHECKPOINT_SECONDS
 
 NAME = "checkpoint"
 
@@ -24,17 +23,10 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="ch13-bench-cp-") as tmp:
             evidence = Path(tmp) / "evidence.json"
             subprocess.run(
-                [
-                    sys.executable,
-                    str(ROOT / CHECKPOINT),
-                    "--impl",
-                    str(options.impl_path),
-                    "--evidence",
-                    str(evidence),
-                ],
+                checkpoint_command(options.impl_path, evidence=evidence),
                 check=True,
                 capture_output=True,
-                timeout=300,
+                timeout=CHECKPOINT_SECONDS,
             )
             data = json.loads(evidence.read_text())
         totals.append(data["seconds"])

@@ -23,11 +23,12 @@ from typing import Any
 from lucyshop.lab import check
 from lucyshop.lab.bench.stats import Target, spread
 from lucyshop.lab.check import suites
-from lucyshop.lab.check.guard import LOAD_TIMEOUT, OwnGroupChild, new_marker
+from lucyshop.lab.check.guard import OwnGroupChild, new_marker
 from lucyshop.lab.check.subjects import SUITES
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.jail import isolation
+from lucyshop.lab.services.limits import LOAD_SECONDS
 
 NAME = "feedback"
 CHECK_LIMIT = 15.0  # seconds for a warm make check on the solutions (issue 29)
@@ -67,7 +68,7 @@ def timings(spec: str) -> dict[str, float]:
             log=Path(tmp) / "rerun.log",
             marker=new_marker(),
         )
-        suites.wait(child, LOAD_TIMEOUT)
+        suites.wait(child, LOAD_SECONDS)
     return {"check_seconds": round(whole, 2), "rerun_seconds": round(time.monotonic() - start, 2)}
 
 

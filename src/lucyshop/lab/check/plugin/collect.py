@@ -33,18 +33,17 @@ import pytest
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ImplementationError, after_load, chapter_of
 from lucyshop.lab.sandbox.errors import CallTimedOut, TimedOutBefore, WorkerDied
+from lucyshop.lab.services.limits import MEASURED_TEST_SECONDS, TEST_SECONDS
 
 MESSAGE_CHARS = 200
-LEARNER_TIMEOUT = 30.0  # seconds for one learner test
 BACKSTOP = 5.0  # pytest-timeout's margin past a test's deadline (the sandbox's fires first)
 # The measured exercises run a whole measurement (processes, leases, the stand-in's scripted
 # turns: about 12 s on a quiet machine) in one test: theirs get longer.
-MEASURED_TIMEOUT = 120.0
-LONG_TESTS = {"test_exercise_5": MEASURED_TIMEOUT, "test_exercise_6": MEASURED_TIMEOUT}
+LONG_TESTS = {"test_exercise_5": MEASURED_TEST_SECONDS, "test_exercise_6": MEASURED_TEST_SECONDS}
 _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
 
 
-def deadline_of(nodeid: str, default: float = LEARNER_TIMEOUT) -> float:
+def deadline_of(nodeid: str, default: float = TEST_SECONDS) -> float:
     """The deadline of one test, in seconds (the report's watchdog uses the same)."""
     return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, default)
 
@@ -57,11 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--deadline",
         type=float,
-        default=LEARNER_TIMEOUT,
+        default=TEST_SECONDS,
         metavar="S",
         help=(
-            f"seconds for one test (default {LEARNER_TIMEOUT:g}; the measured exercises:"
-            f" {MEASURED_TIMEOUT:g})"
+            f"seconds for one test (default {TEST_SECONDS:g}; the measured exercises:"
+            f" {MEASURED_TEST_SECONDS:g})"
         ),
     )
     parser.addoption(
