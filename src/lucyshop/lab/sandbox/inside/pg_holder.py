@@ -8,7 +8,7 @@ Its connection string is ``$LUCYSHOP_HOLDER_DSN`` (an environment only its own u
 a command line any process may), for a role that may use the case's schema alone.
 
 It claims the case's work, records in the transcript the order it means to send, says so in
-``DIR/ready.json``, and then does what ``MODE`` says (``holder.Mode``: ``killed`` or
+``DIR/ready.json``, and then does what ``MODE`` says (``holder_modes.Mode``: ``killed`` or
 ``live``). The checkpoint (``checkpoints/ch13_postgres_recovery.py``) kills or releases it,
 and trusts only what it reads back itself: the tables on its own connection, the supplier's
 ledger, and what this child writes back of its own stale writes.
@@ -25,18 +25,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lucyshop.lab.given import pg_shop
+from lucyshop.lab.given.exercise_kit import attempt
 from lucyshop.lab.given.orders import OWNER, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ReferenceBlocked
-from lucyshop.lab.sandbox.inside.holder import (
-    DEADLINE,
-    Mode,
-    arguments,
-    cannot_hold,
-    refusal,
-    supplier_client,
-)
+from lucyshop.lab.sandbox.inside.holder import arguments, cannot_hold, supplier_client
 from lucyshop.lab.sandbox.relay import listen_inside
+from lucyshop.lab.services.holder_modes import Mode
+from lucyshop.lab.services.limits import WAIT_SECONDS
 from lucyshop.lab.services.processes import wait_for_file, write_ready
 
 DSN_ENV = "LUCYSHOP_HOLDER_DSN"
@@ -68,16 +64,16 @@ def child_main(args: argparse.Namespace) -> int:
             {"pid": os.getpid(), "generation": held.generation, "operation": operation},
         )
         if args.child == Mode.KILLED:
-            time.sleep(DEADLINE)  # the parent kills us long before this
+            time.sleep(WAIT_SECONDS)  # the parent kills us long before this
             return 1
-        wait_for_file(directory / "release.json", timeout=DEADLINE + args.lease * 5)
+        wait_for_file(directory / "release.json", timeout=WAIT_SECONDS + args.lease * 5)
         client = supplier_client(args)
         outcomes = {
-            "transcript": refusal(lambda: pg.observe(conn, held, {"text": "late"})),
-            "completion": refusal(
+            "transcript": attempt(lambda: pg.observe(conn, held, {"text": "late"})),
+            "completion": attempt(
                 lambda: pg.finish(conn, held, "DONE", "late, by the stale holder")
             ),
-            "supplier": refusal(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
+            "supplier": attempt(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
         }
     except (NotStarted, ReferenceBlocked) as error:
         return cannot_hold(directory, error)
