@@ -578,7 +578,7 @@ def reveals(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
 
 
 OF_N = re.compile(r"\b(?:of|in) \d+\b")  # a denominator in a label: "of 40", "in 80 trials"
-VERDICT = r"right|within 10%|\S+ (?:more|less) than your guess"
+VERDICT = r"right|within 10%|[^:]+? (?:more|less) than your guess"
 SHOWN = re.compile(rf"your {GUESS}[^,]*, (.+?) (-?\d[\d.e+-]*)[^:]*: (?:{VERDICT})")
 
 
