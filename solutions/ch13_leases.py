@@ -187,8 +187,9 @@ def enqueue(queue: WorkQueue, source_id: str, session_id: str, text: str) -> int
 def claim(
     db: sqlite3.Connection, owner: str, *, ttl: float = 90, now: float | None = None
 ) -> Claim | None:
-    """In one immediate transaction, take the oldest work that is pending or running under an
-    expired lease, skipping any session whose other work has a live holder; or return None.
+    """In one immediate transaction, take the oldest item nobody may hold any longer (still
+    waiting, or whose holder's lease ran out), skipping any session whose other work has a
+    live holder; or return None.
 
     The claim writes generation + 1, so an item's first claim is generation 1. ``owner`` is a
     non-empty label without ``#``; ``ttl`` is finite, above 0 and at most 3600. Anything else
