@@ -243,7 +243,10 @@ def exercise_5_renewal(
     renewing worker; and two hung turns (a step that never returns) whose renewers keep
     running, one unbounded and one bounded. ``out`` gets the receipt (verified by
     ``lucyshop.lab.exercises.exercise_receipts``); ``workdir`` (default a temporary directory)
-    keeps the shops to read back.
+    keeps the shops to read back. Renewing every third of the lease is beyond the book, whose
+    exercise renews halfway through the turn: at the half, one renewal that comes late (a busy
+    machine, another writer's lock) already loses the lease; at a third, the next one is
+    still in time.
 
     Returns a dict with ``receipt`` (its path), ``figures``, ``observations`` and ``shops``
     (with a ``workdir``: the directories ``false-expiry``, ``detection`` and ``hung``, each

@@ -14,12 +14,13 @@ One module per exercise: ``test_exercise_N.py`` tests exercise N, and that is ho
 ``EXERCISE``), then weighs what it returned and what the databases hold, read back from the
 files it names. While an exercise is still a stub, its tests stop at its own ``NotStarted``.
 No test compares a measured duration with a threshold: the measured exercises (5, 6) are
-weighed by their receipts (every figure recomputed from the raw observations) and by the rows
-their runs left behind. Both runs are the trusted side's own (``renewed``, ``observed``): the
-answers' functions are called in the sandbox, and the processes, clock, ``report=`` entries and
-receipt are this side's. A receipt or shop the answers' own run writes earns nothing. A path an
-answer names (exercise 2's ledger) is data to vet: ``read`` and ``ledger`` read it through
-``lucyshop.lab.check.named``.
+weighed by their receipts (every figure recomputed from the raw observations) and by what their
+runs left behind. Both runs are the trusted side's own (``renewed``, ``observed``): the
+answers' functions are called in the sandbox, and the processes, clock and receipt are this
+side's. A receipt or shop the answers' own run writes earns nothing, and neither do the rows
+and ``report=`` entries of exercise 5's renewer on their own: its leases are watched from here.
+A path an answer names (exercise 2's ledger) is data to vet: ``read`` and ``ledger`` read it
+through ``lucyshop.lab.check.named``.
 """
 
 from __future__ import annotations
@@ -163,8 +164,9 @@ def renewed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """Exercise 5 measured by the trusted side itself, quick, on the scripted model: the
     Part A experiment's worker processes, started here, each calling the answers' chapter and
     ``keep_renewing`` (with it ``renew``) in sandboxes of its own, shown the shops alone; the
-    turns, kills, takeovers and every ``report=`` entry timed and written by those workers and this
-    process, where no sandbox can write; the figures and the receipt made and written here.
+    turns, kills and takeovers timed and recorded by those workers and this process, where no
+    sandbox can write; every shop's leases watched from this process while its phase runs
+    (``lucyshop.lab.exercises.watch``); the figures and the receipt made and written here.
     ``exercise_5_renewal`` is never called: a receipt or shop its own run writes earns nothing.
 
     The same measurement as ``exercise_5_renewal`` (``runs.measure_renewal``), with the

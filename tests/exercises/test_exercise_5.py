@@ -1,13 +1,15 @@
-"""Exercise 5, renew the lease: a fenced renewal, and a quick real run weighed by its receipt and
-rows.
+"""Exercise 5, renew the lease: a fenced renewal, and a quick real run weighed by what the
+trusted side saw of its leases.
 
 The quick run (scripted model turns, real processes, real time) is the Part A experiment's
 workers with the answers' renewer, measured by the trusted side itself (``renewed``): the
 workers are this side's, and call the answers' chapter and ``keep_renewing`` in sandboxes of
-their own; the ``report=`` entries, the figures and the receipt are this side's. A receipt or
-shop the answers' own run writes earns nothing. Every test of it shares one run. Nothing here
-compares a measured duration with a threshold: the figures are weighed by recomputing them from
-the receipt's raw observations, and the behaviour by the rows the run left in its shops.
+their own; the figures and the receipt are this side's. A receipt or shop the answers' own run
+writes earns nothing, and so do the renewer's ``lease_renewals`` rows and ``report=`` entries
+on their own: the answers write them, with times they choose. What the renewer did is weighed
+by the run's watch of each lease (``watched``: every change of its generation or end, read on
+a connection of this side's at this side's clock), and the rows only against it. Every test of
+the run shares it. Nothing here compares a measured duration with a threshold.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.exercises.exercise_receipts import receipt_problems
+from lucyshop.lab.exercises.renewal import EPSILON, ends_unrecorded, extensions, stale_extensions
 from lucyshop.lab.given import prepare_renewals
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
@@ -183,15 +186,6 @@ def result(renewed):
     return renewed
 
 
-def renewals(db, query, work_id):
-    return query(
-        db,
-        "SELECT generation, progressed_at, renewed_at, expires FROM lease_renewals"
-        " WHERE work_id = ? ORDER BY seq",
-        work_id,
-    )
-
-
 def test_the_receipt_recomputes_from_its_observations(result, leases):
     assert receipt_problems(result["receipt"], leases) == []
 
@@ -228,51 +222,56 @@ def test_only_the_holders_generation_renews_and_no_stale_completion_lands(result
     assert work and all(row["outcome"] == row["lease"] for row in work), (
         "each outcome is its last holder's"
     )
-    for row in work:
-        assert {r["generation"] for r in renewals(db, query, row["work_id"])} <= {1}
+    for row in result["observations"]["false_expiry"]["trials"]:
+        watched = row["watched"]
+        assert any(seen == row["generation"] for _at, seen, _end in watched), "its lease was seen"
+        assert stale_extensions(watched, row["generation"]) == 0, "extended under a later holder"
 
 
-def test_the_plain_arm_never_renews_and_the_renewing_arms_do(result, read, query):
-    db = read(Path(result["shops"]["false-expiry"]) / "shop.db")
+def test_the_plain_arm_never_renews_and_the_renewing_arms_do(result):
     trials = result["observations"]["false_expiry"]["trials"]
     assert {row["arm"] for row in trials} == {"plain", "renewed", "bounded"}
     for row in trials:
-        renewed = renewals(db, query, row["work_id"])
-        assert bool(renewed) == (row["arm"] != "plain"), row["arm"]
+        extended = extensions(row["watched"], row["generation"], row["expires"])
+        assert bool(extended) == (row["arm"] != "plain"), (row["arm"], "seen extended", extended)
+        assert ends_unrecorded(row, row["generation"], row["expires"]) == 0, (
+            "every end its lease was seen extended to is one of its renewal rows"
+        )
 
 
-def test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease(result, read, query):
-    hung = result["observations"]["hung"]["unbounded"]
+def hung_turn(result, name: str) -> tuple[dict, int, float]:
+    """The hung turn ``name``, its generation and the end its claim gave its lease."""
+    hung = result["observations"]["hung"][name]
+    lease = result["figures"]["pilot"]["lease"]
+    return hung, hung["hung"]["generation"], hung["hung"]["claimed_at"] + lease
+
+
+def test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease(result):
+    hung, generation, claimed = hung_turn(result, "unbounded")
     assert hung["takeover_in_window"] is None, "no replacement took it over while its renewer ran"
-    db = read(Path(result["shops"]["hung"]) / "shop.db")
-    later = [
-        r
-        for r in renewals(db, query, hung["hung"]["work_id"])
-        if r["renewed_at"] > hung["hung"]["hung_at"]
-    ]
-    assert later, "renewals went on after the turn hung"
+    hung_at = hung["hung"]["hung_at"]
+    assert extensions(hung["watched"], generation, claimed, after=hung_at), (
+        "its lease was seen extended after the turn hung"
+    )
     bounded_took = result["observations"]["hung"]["bounded"]["takeover"]["took_at"]
-    assert any(r["renewed_at"] > bounded_took for r in later), (
-        "still renewing after the bounded one was taken over"
+    assert extensions(hung["watched"], generation, claimed, after=bounded_took), (
+        "still extended after the bounded one was taken over"
     )
 
 
 def test_the_bounded_renewer_lets_a_hung_turn_be_taken_over(result, read, query):
-    hung = result["observations"]["hung"]["bounded"]
+    hung, generation, claimed = hung_turn(result, "bounded")
     db = read(Path(result["shops"]["hung"]) / "shop.db")
     work_id = hung["hung"]["work_id"]
     outcome = query(db, "SELECT generation FROM outcomes WHERE work_id = ?", work_id)
-    assert outcome and outcome[0]["generation"] > hung["hung"]["generation"], (
-        "the replacement finished it"
+    assert outcome and outcome[0]["generation"] > generation, "the replacement finished it"
+    assert extensions(hung["watched"], generation, claimed, after=hung["hung"]["hung_at"]), (
+        "its lease was seen extended after the turn hung, within its bound"
     )
-    rows = renewals(db, query, work_id)
-    assert all(r["expires"] <= r["progressed_at"] + hung["bound"] + 1e-6 for r in rows), (
-        "capped at the bound"
+    ends = [end for _at, seen, end in hung["watched"] if seen == generation]
+    assert max(ends) <= hung["takeover"]["took_at"] + EPSILON, (
+        "its lease had run out when it was taken over: the renewals stopped"
     )
-    assert all(r["renewed_at"] < hung["takeover"]["took_at"] for r in rows), (
-        "no renewal after the takeover"
-    )
-    assert any(not attempt["granted"] for attempt in hung["attempts"]), "its renewer was refused"
 
 
 def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):

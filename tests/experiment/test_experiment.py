@@ -234,15 +234,6 @@ def _kinds_apart(observed: dict) -> None:
     _trial(observed, "p90")["kind"] = "a kind no other rule met"
 
 
-def _slower_after(observed: dict) -> None:
-    """The pilot repeated after the trials, every turn half as long again per token."""
-    for turn in observed["pilot"]:
-        turn["tokens"] = TOKENS  # every turn capped, so the drift is judged
-    observed["pilot_after"] = copy.deepcopy(observed["pilot"])
-    for turn in observed["pilot_after"]:
-        turn["seconds"] *= 1.5
-
-
 def _another_lease(observed: dict) -> None:
     _trial(observed, "p90")["lease"] += 0.5
 
@@ -284,7 +275,6 @@ BROKEN = {
     ),
     "turn without its start": (_untimed_turn, ["FAIL  turns: every turn has its start"]),
     "rules met other kinds": (_kinds_apart, ["FAIL  trials: the three rules met the same task"]),
-    "drift": (_slower_after, ["FAIL  drift: seconds per token on capped turns moved +50.0%"]),
     "trial under another lease": (
         _another_lease,
         ["FAIL  false_expiry.p90: every trial ran under the lease"],
@@ -320,6 +310,45 @@ def test_each_condition_of_a_sound_run_can_fail(
     assert len(failed) == len(lines), failed
     for start in lines:
         assert any(line.startswith(start) for line in failed), (start, failed)
+
+
+def _drifted(observed: dict, factor: float, capped: bool = True) -> None:
+    """The pilot repeated after the trials, ``factor`` times as long per token; every turn of
+    both pilots capped (else none)."""
+    for turn in observed["pilot"]:
+        turn["tokens"] = TOKENS if capped else TOKENS - 1
+    observed["pilot_after"] = copy.deepcopy(observed["pilot"])
+    for turn in observed["pilot_after"]:
+        turn["seconds"] *= factor
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+@pytest.mark.parametrize(
+    ("factor", "capped", "line"),
+    [
+        (1.5, True, "FAIL  drift: seconds per token on capped turns moved +50.0% from the pilot"),
+        (1.1, True, "ok    drift: seconds per token on capped turns moved +10.0% from the pilot"),
+        (1.0, False, "FAIL  drift: fewer than 3 capped turns in a pilot, so it cannot be judged"),
+    ],
+)
+def test_a_full_run_is_held_to_its_drift_and_a_quick_one_is_not(
+    quick_receipt: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    factor: float,
+    capped: bool,
+    line: str,
+) -> None:
+    receipt = json.loads(quick_receipt.read_text())
+    receipt["settings"]["quick"] = False
+    verify(
+        doctored(receipt, lambda o: _drifted(o, factor, capped), tmp_path), load_impl("solutions")
+    )
+    assert line in capsys.readouterr().out
+    receipt["settings"]["quick"] = True
+    verify(doctored(receipt, lambda o: _drifted(o, 1.5), tmp_path), load_impl("solutions"))
+    out = capsys.readouterr().out
+    assert "ok    drift: +50.0%; a quick run's pilots are too short to be held to it" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)

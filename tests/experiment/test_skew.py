@@ -35,11 +35,13 @@ def trial(
     refusal: str | None = None,
 ) -> dict[str, Any]:
     """One trial's raw record: a holder claimed at 100 s, taken over ``taken_after`` later (or
-    never); a live or slow holder writes twice at 101.5 s, refused with ``refusal``."""
+    never); a live holder writes twice at 101.5 s, a slow one at 103 s, refused with
+    ``refusal``."""
     writes = []
     if fate != "dead":
+        at = 103.0 if fate == "slow" else 101.5
         writes = [
-            {"write": w, "started": 101.5, "accepted": refusal is None, "why": refusal or ""}
+            {"write": w, "started": at, "accepted": refusal is None, "why": refusal or ""}
             for w in ("transcript", "outcome")
         ]
     taken = taken_after is not None
@@ -65,10 +67,10 @@ def sound() -> list[dict[str, Any]]:
     """Trials whose every conclusion holds."""
     return [
         *(
-            trial(store, "slow", taken_after=1.0, refusal=SUPERSEDED[store])
+            trial(store, "slow", taken_after=2.05, refusal=SUPERSEDED[store])
             for store in skew.STORES
         ),
-        *(trial(store, "slow", arm="control", taken_after=1.0) for store in skew.STORES),
+        *(trial(store, "slow", arm="control", taken_after=2.05) for store in skew.STORES),
         trial(
             "sqlite",
             "live",
@@ -107,11 +109,19 @@ def control_refused(trials: list[dict]) -> None:
 
 
 def server_time_taken(trials: list[dict]) -> None:
+    """A live holder taken over at once, as a taker two leases ahead does on worker time."""
     row = find(trials, store="postgres", fate="live")
     row["taken_after"], row["taken_at"], row["final_generation"] = 0.05, 100.05, 2
     row["outcome_generations"] = [2]
     for write in row["holder_writes"]:
         write["accepted"], write["why"] = False, SUPERSEDED["postgres"]
+
+
+def overran_on_server_time(trials: list[dict]) -> None:
+    """A dead holder's work taken a quarter lease after its claim: early, whatever its fate."""
+    row = find(trials, store="postgres", fate="live")
+    row.update(fate="dead", holder_writes=[], taken_after=0.5, taken_at=100.5)
+    row.update(taker_generation=2, final_generation=2, outcome_generations=[2])
 
 
 def worker_time_not_taken(trials: list[dict]) -> None:
@@ -129,10 +139,20 @@ BROKEN: dict[str, tuple[Callable[[list[dict]], None], str | list[str]]] = {
     "state": (refused_by_the_state, "the_generation_refused_every_stale_write"),
     "untaken": (no_postgres_takeover, "a_live_holder_was_taken_over_on_each_store"),
     "control": (control_refused, "the_control_accepted_every_stale_write"),
-    "server": (server_time_taken, "no_false_takeover_on_server_time"),
-    "worker": (
+    "server": (
+        server_time_taken,
+        [
+            "no_early_takeover_on_server_time",
+            "fewer_false_takeovers_on_server_time_where_worker_time_predicts_them",
+        ],
+    ),
+    "overran": (overran_on_server_time, "no_early_takeover_on_server_time"),
+    "worker": (  # nothing for server time to do fewer of, either
         worker_time_not_taken,
-        "worker_time_takes_over_as_the_shift_predicts_beyond_the_margin",
+        [
+            "fewer_false_takeovers_on_server_time_where_worker_time_predicts_them",
+            "worker_time_takes_over_as_the_shift_predicts_beyond_the_margin",
+        ],
     ),
 }
 
@@ -170,11 +190,14 @@ def test_a_receipt_whose_summary_was_edited_fails() -> None:
     assert skew.problems_in(receipt) == ["the summary does not follow from the trials"]
 
 
-def test_the_shift_near_the_margin_is_not_predicted() -> None:
+def test_only_shifts_far_from_the_margin_are_predicted() -> None:
     assert skew.predicted_false("sqlite fenced +0.5 taker live") is True
     assert skew.predicted_false("sqlite fenced +0.5 holder live") is False
+    assert skew.predicted_false("sqlite fenced -2 holder live") is True
+    assert skew.predicted_false("sqlite fenced +0 none live") is False
     assert skew.predicted_false("sqlite fenced +0.2 taker live") is None
-    assert skew.predicted_false("sqlite fenced -0.1 holder live") is False
+    assert skew.predicted_false("sqlite fenced -0.1 holder live") is None
+    assert skew.predicted_false("sqlite fenced +2 taker dead") is None
     assert skew.predicted_false("postgres fenced +2 taker live") is False
 
 

@@ -74,7 +74,7 @@ def reformatted(source: str, line_length: int = 60) -> str:
 def stubs_with(prelude: str) -> str:
     """The stubs with ``prelude`` run at import, after the module's own imports."""
     text = STUBS.read_text(encoding="utf-8")
-    marker = "from lucyshop.store import immediate, migrate  # noqa: F401\n"
+    marker = "from lucyshop.queue import WorkQueue\n"
     assert text.count(marker) == 1
     return text.replace(marker, marker + prelude)
 

@@ -8,6 +8,9 @@ would fetch before it fetches any of it.
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from lucyshop.lab.given import pg_shop
@@ -26,13 +29,18 @@ def server():
 
 
 @pytest.fixture
-def shop(server, monkeypatch):
-    """A test's schema with the shop in it; the student's connection to it and ours. The
-    schema's bound is 8 MiB here, so that filling it takes a second."""
+def schema_bytes() -> int:
+    return postgres.SCHEMA_BYTES
+
+
+@pytest.fixture
+def shop(server, monkeypatch, schema_bytes):
+    """A test's schema with the shop in it, bounded at ``schema_bytes``; the student's
+    connection to it and ours."""
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    monkeypatch.setattr(postgres, "SCHEMA_BYTES", 8 << 20)
+    monkeypatch.setattr(postgres, "SCHEMA_BYTES", schema_bytes)
     with postgres.scratch_schema(server) as dsn:
         pg_shop.create_shop(dsn)
         with postgres.student_role(server, dsn) as role:
@@ -72,6 +80,7 @@ def test_temporary_files_are_bounded_and_the_bound_is_the_servers(shop):
     assert student.execute("SHOW statement_timeout").fetchone()[0] == timeout
 
 
+@pytest.mark.parametrize("schema_bytes", [8 << 20])  # so that filling it takes a second
 def test_a_row_over_the_bound_and_a_schema_past_it_are_refused(shop):
     student, _ours = shop
     big = f"INSERT INTO work(session_id, text) VALUES ('s', repeat('x', {postgres.ROW_BYTES + 1}))"
@@ -95,3 +104,39 @@ def test_our_reads_are_measured_before_anything_is_fetched(shop):
     with pytest.raises(box.TooLargeToRead, match=r"40 rows of \d+ bytes"):
         ours.execute("SELECT * FROM transcript ORDER BY 1")
     assert ours.execute("SELECT count(*) AS n FROM transcript").fetchone()["n"] == 40
+
+
+def test_a_read_too_slow_to_measure_is_refused_in_its_time(shop, monkeypatch):
+    """A gigabyte that compresses to almost nothing takes the server seconds to
+    measure; past ``MEASURE_SECONDS`` (one here) the read is refused, not waited for."""
+    student, ours = shop
+    monkeypatch.setattr(box, "MEASURE_SECONDS", 1)
+    student.execute("INSERT INTO work(session_id, text) VALUES ('s', 'a turn')")
+    student.execute(
+        "INSERT INTO transcript(work_id, generation, message)"
+        " SELECT 1, 1, to_jsonb(repeat('ab', 500000)) FROM generate_series(1, 1000)"
+    )
+    started = time.monotonic()
+    with pytest.raises(box.TooLargeToRead, match="could not measure in 1 s"):
+        ours.execute("SELECT * FROM transcript")
+    assert time.monotonic() - started < 5
+
+
+def test_the_servers_queue_and_log_keep_nothing_a_role_could_grow(server, shop):
+    """Notifications nobody reads stop at the server's smallest queue; a failed statement
+    carrying a megabyte leaves neither its text nor its message in the server's log."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    student, _ours = shop
+    listener = psycopg.connect(student.info.dsn, password=student.info.password, autocommit=True)
+    listener.execute("LISTEN filling")
+    payload = "x" * 7900
+    with pytest.raises(psycopg.Error, match="too many notifications"):
+        for _ in range(1000):
+            student.execute(f"NOTIFY filling, '{payload}'")
+    listener.close()
+    log = Path(conninfo_to_dict(server.dsn)["host"]).parent / "server.log"
+    before = log.stat().st_size
+    refused(student, f"SELECT '{'y' * 1_000_000}'::integer")
+    assert log.stat().st_size - before < 10_000

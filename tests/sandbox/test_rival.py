@@ -6,6 +6,7 @@ run it is in fails; and the verdict is read again from the kept copies alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -114,33 +115,35 @@ def test_a_kept_copy_that_was_doctored_or_lost_is_a_problem(attempt, tmp_path):
     assert problems_in(paths, "finish") == []
     assert problems_in(paths[1:], "finish") != [], "a lost copy went unnoticed"
     struck = next(p for p, run in zip(paths, runs) if run.first is not None and run.refused)
-    with sqlite3.connect(struck) as db:
+    with contextlib.closing(sqlite3.connect(struck, isolation_level=None)) as db:
         db.execute(
             f"INSERT INTO trusted_writes(tbl, op, generation)"
             f" VALUES ('outcomes', 'INSERT', (SELECT generation + 1 FROM {RUNS}))"
         )
     assert any("stale holder still wrote" in p for p in problems_in(paths, "finish"))
-    with sqlite3.connect(paths[0]) as db:
+    with contextlib.closing(sqlite3.connect(paths[0], isolation_level=None)) as db:
         db.execute(f"UPDATE {RUNS} SET statements = ?", (json.dumps(["SELECT 1"] * 99),))
     assert any("must not act on which run" in p for p in problems_in(paths, "finish"))
 
 
-def test_the_served_answer_is_bounded_in_bytes_as_it_is_fetched(tmp_path):
-    """A gigabyte made on the fly, in values the stand-in allows and rows it counts: refused
-    at ``MAX_ANSWER``, in about the time that takes, the trusted side's own bound named."""
-    from lucyshop.lab.sandbox.served import MAX_ANSWER, AnswerTooLarge, Server
+def test_the_served_shop_bounds_an_answer_in_bytes_and_the_file_in_growth(tmp_path):
+    """A gigabyte made on the fly, in values the stand-in allows: refused at ``MAX_ANSWER`` as
+    it is fetched, in about the time that takes, the served shop's own bound named; and writes
+    past ``MAX_GROWTH`` find the file full."""
+    from lucyshop.lab.sandbox.served import MAX_ANSWER, MAX_GROWTH, AnswerTooLarge, Server
 
-    sqlite3.connect(tmp_path / "shop.db").close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "shop.db")) as db:
+        db.execute("CREATE TABLE transcript(message)")
     server = Server(tmp_path / "shop.db", lambda _number, _sql: None)
-    huge = (
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)"
-        " SELECT zeroblob(1000000) FROM n"
-    )
+    rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
     started = time.monotonic()
     with pytest.raises(
         AnswerTooLarge, match=f"stopped reading the answer .* {MAX_ANSWER >> 20} MiB"
     ):
-        server.execute(huge)
+        server.execute(f"{rows} SELECT zeroblob(1000000) FROM n", [1000])
     assert time.monotonic() - started < 2
     assert server.execute("SELECT 1")["rows"] == [[1]]
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        server.execute(f"INSERT INTO transcript {rows} SELECT zeroblob(1000000) FROM n", [99])
+    assert (tmp_path / "shop.db").stat().st_size < MAX_GROWTH + (1 << 20)
     server.close()

@@ -22,6 +22,9 @@ chapter's fence, and as a negative control with a copy that lacks the generation
 - a *false takeover*: the taker claims the work while a live holder still works on it;
 - a *late takeover*: a dead holder's work is claimed more than ``LATE`` leases after its lease
   should have run out (or not at all before the deadline);
+- an *early takeover*: any holder's work claimed less than ``1 - LATE`` leases after its claim,
+  by the clock every process shares (monotonic): a lease cut short by a clock, where a false
+  takeover may also be a live holder that a loaded machine kept past its lease;
 - a *stale write*: a holder write made after the takeover, with the comparison that refused
   it; every trial whose live holder was taken over could have made one (the denominator).
   Accepted: must be 0 with the fence, and every one in the control.
@@ -289,6 +292,7 @@ def counts_of(trial: dict[str, Any]) -> dict[str, Any]:
             refused[named] = refused.get(named, 0) + 1
     return {
         "false_takeover": int(trial["fate"] == "live" and taken),
+        "early_takeover": int(taken and after < LEASE * (1 - LATE)),
         "late_takeover": int(dead and (not taken or after > LEASE * (1 + LATE))),
         "could_write_stale": int(not dead and taken),
         "stale_writes": len(stale),
@@ -298,7 +302,8 @@ def counts_of(trial: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-COUNTED = ("false_takeover", "late_takeover", "could_write_stale", "stale_writes")
+COUNTED = ("false_takeover", "early_takeover", "late_takeover", "could_write_stale")
+COUNTED += ("stale_writes",)
 COUNTED += ("stale_accepted", "old_outcome")
 
 
@@ -327,25 +332,29 @@ def summarise(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def predicted_false(trial_cell: str) -> bool | None:
     """On SQLite a live holder is taken over when the taker's clock runs ahead of the holder's
-    by more than the margin: True or False beyond it, None (not predicted) within noise of it.
-    On PostgreSQL the server's clock decides: never."""
+    by more than the margin: predicted at no shift (False) and at shifts of twice the margin or
+    more (True ahead, False behind); the shifts between are the dose measured, not predicted (a
+    loaded machine's scheduler moves a write by tenths of a second). On PostgreSQL the
+    server's clock decides: never."""
     store, _, shift, role, fate = trial_cell.split()
     if fate != "live":
         return None
     if store == "postgres":
         return False
     ahead = float(shift) * (1 if role == "taker" else -1)
-    if abs(abs(ahead) - MARGIN) < MARGIN / 2:
-        return None  # a shift this near the margin is decided by the scheduler, not the clock
+    if 0 < abs(ahead) < 2 * MARGIN:
+        return None
     return ahead > MARGIN
 
 
 def conclusions(summary: dict[str, dict[str, Any]]) -> dict[str, bool]:
     """What the receipt must show. With the fence: no stale write accepted, every one refused
     by the generation, and on each store at least one made (a live holder really taken over).
-    In the control: every stale write accepted, at least one on each store. No false takeover
-    on server time at any shift; on worker time, every live cell beyond the margin all or none
-    as the shift predicts."""
+    In the control: every stale write accepted, at least one on each store. On server time no
+    takeover comes early at any shift, and wherever worker time predicts a false takeover there
+    are fewer; on worker time, every live cell far from the margin all or none as the shift
+    predicts. (A live holder a loaded machine keeps past its lease is taken over on either
+    clock, and rightly: that is not the clock's doing, so it is counted, not concluded on.)"""
     fenced = {k: v for k, v in summary.items() if k.split()[1] == "fenced"}
     control = {k: v for k, v in summary.items() if k.split()[1] == "control"}
     made = {
@@ -368,8 +377,13 @@ def conclusions(summary: dict[str, dict[str, Any]]) -> dict[str, bool]:
             v["stale_accepted"] == v["stale_writes"] for v in control.values()
         )
         and all(made["control", store] > 0 for store in STORES),
-        "no_false_takeover_on_server_time": all(
-            v["false_takeover"] == 0 for k, v in fenced.items() if k.startswith("postgres")
+        "no_early_takeover_on_server_time": all(
+            v["early_takeover"] == 0 for k, v in fenced.items() if k.startswith("postgres")
+        ),
+        "fewer_false_takeovers_on_server_time_where_worker_time_predicts_them": all(
+            fenced[k.replace("sqlite", "postgres", 1)]["false_takeover"] < v["false_takeover"]
+            for k, (said, v) in predicted.items()
+            if said and k.replace("sqlite", "postgres", 1) in fenced
         ),
         "worker_time_takes_over_as_the_shift_predicts_beyond_the_margin": all(
             v["false_takeover"] == (v["trials"] if said else 0)
@@ -497,7 +511,7 @@ def plot(receipt: dict[str, Any], out: Path) -> None:
     """Both errors of a skewed clock, by the role of the worker whose clock was shifted: one
     panel for a shifted holder, one for a shifted taker. At each shift, the share of live
     holders taken over (false takeovers) and of dead holders taken over late, per store, as
-    points with 95% Wilson intervals (five separate shifts: no line joins them)."""
+    points with 95% Wilson intervals (separate shifts: no line joins them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -505,7 +519,7 @@ def plot(receipt: dict[str, Any], out: Path) -> None:
 
     from lucyshop.lab.evidence.stats import wilson
 
-    figure, panels = plt.subplots(1, 2, figsize=(10, 4.8), sharey=True)
+    figure, panels = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     series = (  # (store, fate, which count, label, marker, colour)
         ("sqlite", "live", "false_takeover", "SQLite: live holder taken over", "o", "C3"),
         ("sqlite", "dead", "late_takeover", "SQLite: dead holder taken late", "s", "C0"),

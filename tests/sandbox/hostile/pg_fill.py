@@ -2,15 +2,15 @@
 (appended to the reference ``ch13_postgres.py``).
 
 At its first ``observe`` in each worker process (a flag on ``sys``), before observing as the
-reference does, it writes and tries, each until refused or ``PARAMS["megabytes"]`` MB, a
-statement at a time:
+reference does, it tries each of these once, then again until refused, ``PARAMS["megabytes"]``
+MB written or ``PARAMS["seconds"]`` gone since the first began (its lease must outlast them):
 
 - ``PARAMS["rows"]`` transcript rows of a 1 MB JSON string that compresses to almost nothing,
   in one statement, which the test then reads back on its own connection (the trusted pytest
   once grew to 2.9 GB reading them, and the check ran 215 s);
-- a temporary table of uncompressible 1 MB rows (the role once kept ``TEMPORARY`` from
+- a temporary table of 1 MB rows stored uncompressed (the role once kept ``TEMPORARY`` from
   ``PUBLIC``, and the server's directory grew by 2.8 GB in one test);
-- the same rows in the shop's own ``work`` table;
+- uncompressible 1 MB rows in the shop's own ``work`` table;
 - a sort far larger than memory, which spills to temporary files;
 - large objects, which belong to no schema.
 
@@ -21,31 +21,42 @@ exercise 7 row says.
 PARAMS = {}  # the test writes what this file is told here
 
 import sys as _sys
+import time as _time
 
-_MEGABYTE = "SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 31250)"
-_FILLS = [  # (a statement first, the statement repeated)
-    ("CREATE TEMP TABLE IF NOT EXISTS fill(blob text)", f"INSERT INTO fill {_MEGABYTE}"),
-    (None, f"INSERT INTO work(session_id, text) SELECT 'fill', ({_MEGABYTE})"),
+_RANDOM_MB = "SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 31250)"
+_FILLS = [  # (a statement first, the statement repeated, the megabytes each writes; None: once)
+    (
+        (
+            "CREATE TEMP TABLE IF NOT EXISTS fill(blob text);"
+            " ALTER TABLE fill ALTER blob SET STORAGE EXTERNAL"
+        ),
+        "INSERT INTO fill SELECT repeat('x', 1000000) FROM generate_series(1, 16)",
+        16,
+    ),
+    (None, f"INSERT INTO work(session_id, text) SELECT 'fill', ({_RANDOM_MB})", 1),
     (
         None,
         (
             "SELECT count(*) FROM (SELECT md5(g::text) || md5(g::text) AS m"
             " FROM generate_series(1, 4000000) g ORDER BY 1) s"
         ),
+        None,  # once
     ),
-    (None, f"SELECT lo_from_bytea(0, convert_to(({_MEGABYTE}), 'UTF8'))"),
+    (None, f"SELECT lo_from_bytea(0, convert_to(({_RANDOM_MB}), 'UTF8'))", 1),
 ]
 _plain_observe = observe  # noqa: F821 - the reference's
 
 
-def _attempt(connection, setup, statement):
-    """Run ``statement`` until refused or the megabytes are written (a sort runs once)."""
+def _attempt(connection, setup, statement, megabytes, until):
+    """Run ``statement`` once, then again until refused, the megabytes written or ``until``."""
+    written = 0
     try:
         if setup is not None:
             connection.execute(setup)
-        for _ in range(PARAMS["megabytes"]):
+        while True:
             connection.execute(statement)
-            if statement.startswith(("SELECT count", "INSERT INTO transcript")):
+            written += megabytes or PARAMS["megabytes"]
+            if written >= PARAMS["megabytes"] or _time.monotonic() > until:
                 return
     except Exception:  # noqa: BLE001, S110 - refused: on to the next
         pass
@@ -59,6 +70,7 @@ def observe(connection, held, message):
             f" SELECT {int(held.work_id)}, {int(held.generation)}, to_jsonb(repeat('ab', 500000))"
             f" FROM generate_series(1, {int(PARAMS['rows'])})"
         )
-        for setup, statement in [(None, rows), *_FILLS]:
-            _attempt(connection, setup, statement)
+        until = _time.monotonic() + PARAMS["seconds"]
+        for setup, statement, megabytes in [(None, rows, None), *_FILLS]:
+            _attempt(connection, setup, statement, megabytes, until)
     return _plain_observe(connection, held, message)

@@ -55,7 +55,7 @@ def _swap_the_served_connection():
             answer = plain(self, sql, parameters)
         finally:
             plain(self, "COMMIT", ())
-        self.in_transaction = False
+        self._in_transaction = False
         return answer
 
     served.Connection._run = wrapped

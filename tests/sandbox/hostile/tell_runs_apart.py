@@ -16,7 +16,7 @@ another before the rival strikes fails.
 
 PARAMS = {}  # the test writes what this file is told here
 
-import json as _json
+import json as _json_module
 import sqlite3 as _sqlite3
 import time as _time
 
@@ -49,7 +49,7 @@ def finish(db, held, status, result):
 
 
 def observe(db, held, message):
-    text = _json.dumps(message, allow_nan=False)
+    text = _json_module.dumps(message, allow_nan=False)
     key = (held.work_id, held.generation, held.owner)
     if key in _first_calls:
         _split_write(

@@ -12,7 +12,7 @@ rows must be FAILING, the writes after the takeover counted though undone.
 
 PARAMS = {}  # the test writes what this file is told here
 
-import json as _json
+import json as _json_module
 
 
 def _write_then_undo(db, held, write, undo, settle=None):
@@ -33,7 +33,7 @@ def _write_then_undo(db, held, write, undo, settle=None):
 
 
 def observe(db, held, message):
-    text = _json.dumps(message, allow_nan=False)
+    text = _json_module.dumps(message, allow_nan=False)
 
     def write(connection):
         return connection.execute(

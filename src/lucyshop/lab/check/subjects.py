@@ -22,6 +22,7 @@ from lucyshop.lab import loader
 from lucyshop.lab.given.stubs import functions_in, is_stub_node, stub_section
 from lucyshop.lab.loader import PG_FILE, ROOT
 from lucyshop.lab.services import postgres
+from lucyshop.lab.services.limits import MEASURED_TEST_SECONDS, TEST_SECONDS
 from lucyshop.lab.statuses import Status
 
 
@@ -103,6 +104,15 @@ PG_ROWS: tuple[Subject, ...] = tuple(
 )
 MEASURED = ("exercise 5", "exercise 6")  # a measurement, run on the scripted stand-in
 LEFT_OUT = (Status.LEFT_OUT, "left out by --no-measured")
+
+
+def deadline_of(nodeid: str, default: float = TEST_SECONDS) -> float:
+    """The deadline of one test, in seconds: the pytest child's and the parent watching it. A
+    measured exercise runs a whole measurement (processes, leases, the stand-in's scripted
+    turns) in one test: its tests get longer."""
+    module = Path(nodeid.split("::")[0]).stem
+    long = any(module in row.modules for row in EXERCISES if row.label in MEASURED)
+    return MEASURED_TEST_SECONDS if long else default
 
 
 def module_of(function: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -31,8 +32,14 @@ from lucyshop.lab.check.guard import (
     OwnGroupChild,
     disk_usage,
 )
-from lucyshop.lab.check.plugin.collect import deadline_of
-from lucyshop.lab.check.subjects import BEYOND, MEASURED, SUITES, row_function, subjects
+from lucyshop.lab.check.subjects import (
+    BEYOND,
+    MEASURED,
+    SUITES,
+    deadline_of,
+    row_function,
+    subjects,
+)
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.services.limits import LOAD_SECONDS
 
@@ -40,8 +47,11 @@ GRACE = 10.0  # past a test's own deadline before its process is stopped
 MAX_RESTARTS = 8
 POLL = 0.1
 WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
-# A suite that shares its directory with the kit's own tests: it runs its row modules by name.
-NAMED_ONLY = (SUITES[2],)
+# A suite whose tests wait on the sandbox's answers one call at a time runs in this many pytest
+# children side by side, each with a worker of its own, its modules dealt in the table's order.
+CHILDREN_OF = {SUITES[0]: 2}
+import os as _os  # noqa  H10-EXPERIMENT
+CHILDREN_OF = {f'tests/{k}': int(v) for k, v in (w.split('=') for w in _os.environ.get('H10_SPLIT', 'learner=2').split(','))}  # noqa H10-EXPERIMENT
 # What every pytest child loads: the chapter file and its sandbox (``--impl``), and no conftest
 # above the suites' own. pytest skips a conftest.py in any folder above --confcutdir: tests/ is
 # above tests/learner, no suite's own folder is. So tests/conftest.py, make test's session (its
@@ -70,16 +80,19 @@ def wait(child: OwnGroupChild, timeout: float) -> int | None:
 # ---------------------------------------------------------------- what runs where
 
 
-def suite_paths(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
-    """What pytest is given to run ``suite`` less the ``left_out`` (directory, module) pairs:
-    the directory with an ``--ignore`` for each, or, for a directory that also holds the kit's
-    own tests (tests/postgres), its row modules by name. Empty when nothing of it is left."""
-    mine = {(s.directory, m) for s in subjects() if s.directory == suite for m in s.modules}
-    if not mine - left_out:
-        return []
-    if suite in NAMED_ONLY:
-        return [f"{d}/{m}.py" for d, m in sorted(mine - left_out)]
-    return [suite, *(f"--ignore={d}/{m}.py" for d, m in sorted(mine & left_out))]
+def row_modules(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
+    """The row modules of ``suite`` less the ``left_out`` (directory, module) pairs, by path,
+    in the table's order: what pytest is given, so that a file in tests/ that no row names
+    (the kit's own tests beside exercise 7's, a stray one) never runs in a check."""
+    mine = [(s.directory, m) for s in subjects() if s.directory == suite for m in s.modules]
+    return [f"{d}/{m}.py" for d, m in mine if (d, m) not in left_out]
+
+
+def dealt(suite: str, left_out: set[tuple[str, str]]) -> list[list[str]]:
+    """The parts ``suite`` runs in, a pytest child each: its row modules dealt to
+    ``CHILDREN_OF[suite]`` children (one by default). None when nothing of it is left."""
+    modules, children = row_modules(suite, left_out), CHILDREN_OF.get(suite, 1)
+    return [modules[n::children] for n in range(children) if modules[n::children]]
 
 
 def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str], list[list]]:
@@ -87,19 +100,21 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
 
     A row set aside never runs; nor do the tests of a row still a stub by its syntax, which is
     NOT STARTED whatever they do (the counts still name all its tests). Each suite runs in
-    a pytest child of its own, and each measured exercise (mostly waiting on its scripted turns
-    and leases) in another: the tests wait on the sandbox more than they compute, so side by
-    side they take the time of the longest. Each row beyond the book runs in a child of its
-    own too, so that a function that hangs there never fails at once in a chapter row's
-    tests. Exercise 7 is a suite of its own (tests/postgres, with its own PostgreSQL server)."""
+    a pytest child of its own (the chapter's in ``CHILDREN_OF``'s), and each measured exercise
+    (mostly waiting on its scripted turns and leases) in another: the tests wait on the sandbox
+    more than they compute, so side by side they take the time of the longest. A function
+    that hangs costs each child that calls it one deadline, side by side; after it, it fails
+    at once in that child's tests. Each row beyond the book runs in a child of its own too, so
+    that a function that hangs there never fails at once in a chapter row's tests. Exercise 7
+    is a suite of its own (tests/postgres, with its own PostgreSQL server)."""
     pairs = [(s, (s.directory, m)) for s in subjects() for m in s.modules]
     not_run = {pair for s, pair in pairs if s.label in aside}
     stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}
-    paths = [p for suite in SUITES for p in suite_paths(suite, not_run)]
+    paths = [p for suite in SUITES for p in row_modules(suite, not_run)]
     skipped = stubbed | not_run
     alone = {pair for s, pair in pairs if s.label in MEASURED or s in BEYOND} - skipped
-    parts = [suite_paths(suite, skipped | alone) for suite in SUITES]
-    parts = [part for part in parts if part] + [[f"{d}/{m}.py"] for d, m in sorted(alone)]
+    parts = [part for suite in SUITES for part in dealt(suite, skipped | alone)]
+    parts += [[f"{d}/{m}.py"] for d, m in sorted(alone)]
     return paths, parts
 
 
@@ -236,6 +251,8 @@ def run_suites(
             argv, cwd=ROOT, env=env, log=tmp / f"pytest-{attempt}.log", marker=marker
         )
         stopped = watch_suite(child, outcomes, until, limits.test, scratch)
+        # Removed now, while the other children still run, not in the check's last seconds.
+        shutil.rmtree(scratch, ignore_errors=True)
         run.tail = child.tail()
         before = len(run.results)
         keep_outcomes(run, outcomes, hung)

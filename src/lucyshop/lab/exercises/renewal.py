@@ -4,17 +4,27 @@ run must show.
 What the observations must hold (``lucyshop.lab.exercises.runs`` writes exactly this):
 Exercise 5 (renewal). ``pilot``: rows with ``seconds``. ``false_expiry.trials``: the
 trial rows, each with ``arm`` (``plain``, ``renewed``, ``bounded``), ``lease``, ``generation``,
-``claimed_at``, ``finish_at``, ``turn_seconds``, ``finish`` (accepted/refused), ``takeover``
-(the replacement's record with ``took_at`` and ``generation``, or null), ``renewals`` (the
+``claimed_at``, ``expires`` (the claim's), ``finish_at``, ``turn_seconds``, ``finish``
+(accepted/refused), ``takeover`` (the replacement's record with ``took_at`` and
+``generation``, or null), ``watched`` (the measuring side's own reads of that work's lease, as
+``[at, generation, expires]`` changes: ``lucyshop.lab.exercises.watch``), ``renewals`` (the
 ``lease_renewals`` rows of that work: ``generation``, ``progress``, ``progressed_at``,
 ``renewed_at``, ``expires``) and ``attempts`` (the renewer's log: ``at``, ``granted``).
-``detection.trials``: rows with ``killed_at``, ``turns`` (each with ``ended`` once it ended),
-``renewals`` and ``takeover``. ``hung``: ``unbounded`` and ``bounded``, each with ``hung``
-(``claimed_at``, ``hung_at``), ``killed_at``, ``takeover``, ``renewals``, ``attempts``; the
+``detection.trials``: rows with ``generation``, ``expires``, ``killed_at``, ``turns`` (each
+with ``ended`` once it ended), ``watched``, ``renewals`` and ``takeover``. ``hung``:
+``unbounded`` and ``bounded``, each with ``hung`` (``generation``, ``claimed_at``,
+``hung_at``), ``killed_at``, ``takeover``, ``watched``, ``renewals``, ``attempts``; the
 unbounded one also ``window``, ``window_ended_at`` (when the measurement looked whether the
 hung turn was taken over), ``takeover_in_window`` and ``lease_expires_at_window_end``. Settings
 used: ``renew_share``, ``bound_factor``, ``window_factor``, ``scan_seconds``,
 ``pilot_turns``, ``trials_per_arm``, ``detection_trials``.
+
+The rows and the log are the answers' own record, written by their code with times it
+chooses: figures count them, but no condition of a sound run rests on them alone. What the
+renewer did to the leases is judged by ``watched``, the measuring side's own observation: a
+lease seen extended past the claim's end (``extensions``), a lease extended under any
+generation but its holder's (``stale_extensions``), and the rows checked against it (each end
+the watch saw is one a row records).
 
 ``exercise_receipts`` closes and verifies a receipt of either exercise; the arithmetic of each
 lives in a module of its own (this one for exercise 5, ``records`` for exercise 6), so that one
@@ -23,11 +33,13 @@ exercise's figures read top to bottom.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 ARMS = ("plain", "renewed", "bounded")
+EPSILON = 1e-6  # seconds: two ends closer than this are one end read back (float rounding)
 
 
 def count(items: Sequence[Any], test: Callable[[Any], bool]) -> int:
@@ -61,8 +73,50 @@ def figures(
         "detection": _renewed_detection(
             observations["detection"]["trials"], lease, interval, bound, scan, leases
         ),
-        "hung": _hung(observations["hung"], bound, settings["window_factor"], scan),
+        "hung": _hung(observations["hung"], lease, bound, settings["window_factor"], scan),
     }
+
+
+def extensions(
+    watched: Sequence[Sequence[float]],
+    generation: int,
+    start: float,
+    after: float = -math.inf,
+    until: float = math.inf,
+) -> int:
+    """How often the watch saw ``generation``'s lease end move past every end seen before it
+    (``start``, the claim's end, to begin with), in reads begun within (``after``, ``until``]."""
+    reached, found = start, 0
+    for at, seen, expires in watched:
+        if seen != generation:
+            continue
+        if after < at <= until and expires > reached + EPSILON:
+            found += 1
+        reached = max(reached, expires)
+    return found
+
+
+def stale_extensions(watched: Sequence[Sequence[float]], holder: int) -> int:
+    """How often the watch saw the lease end of a generation other than ``holder`` move later.
+    Every other generation is a replacement's claim, which sets its end once: a later end is a
+    renewal that got past the fence."""
+    reached: dict[int, float] = {}
+    found = 0
+    for _at, generation, expires in watched:
+        if generation != holder and expires > reached.get(generation, expires) + EPSILON:
+            found += 1
+        reached[generation] = max(reached.get(generation, expires), expires)
+    return found
+
+
+def ends_unrecorded(row: Mapping[str, Any], generation: int, start: float) -> int:
+    """Lease ends the watch saw ``generation`` extended to that none of its renewal rows
+    records: a renewal done but not recorded, or rows that are not the renewals done."""
+    recorded = {r["expires"] for r in row["renewals"] if r["generation"] == generation}
+    return count(
+        [end for _at, seen, end in row["watched"] if seen == generation and end > start + EPSILON],
+        lambda end: end not in recorded,
+    )
 
 
 def by_arm(observations: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
@@ -92,7 +146,24 @@ def _arm(
         "renewals": renewals,
         "renewals_per_held_second": renewals / held if held > 0 else 0.0,
         "refused_renewals": sum(count(row["attempts"], lambda a: not a["granted"]) for row in rows),
+        "extended_trials_seen": count(rows, lambda row: _extended(row) > 0),
+        "extensions_seen": sum(_extended(row) for row in rows),
+        "stale_extensions_seen": _stale(rows),
+        "ends_unrecorded": _unrecorded(rows),
     }
+
+
+def _extended(row: Mapping[str, Any]) -> int:
+    """How often the watch saw a trial's lease extended past its claim's end."""
+    return extensions(row["watched"], row["generation"], row["expires"])
+
+
+def _stale(rows: Sequence[Mapping[str, Any]]) -> int:
+    return sum(stale_extensions(row["watched"], row["generation"]) for row in rows)
+
+
+def _unrecorded(rows: Sequence[Mapping[str, Any]]) -> int:
+    return sum(ends_unrecorded(row, row["generation"], row["expires"]) for row in rows)
 
 
 def _renewed_detection(
@@ -120,16 +191,23 @@ def _renewed_detection(
         "delays": delays,
         "safe_lease_without_renewal": safe,
         "predicted_delay_without_renewal": leases.detection_delay(safe, lease, scan),
+        "stale_extensions_seen": _stale(rows),
+        "ends_unrecorded": _unrecorded(rows),
     }
 
 
 def _hung(
-    hung: Mapping[str, Any], bound: float, window_factor: float, scan: float
+    hung: Mapping[str, Any], lease: float, bound: float, window_factor: float, scan: float
 ) -> dict[str, Any]:
     free, capped = hung["unbounded"], hung["bounded"]
     free_hung, capped_hung = free["hung"]["hung_at"], capped["hung"]["hung_at"]
     window_end = free["window_ended_at"]
     took = capped["takeover"]["took_at"]
+    # each hung turn's generation and claimed end, as its worker recorded the claim
+    free_claim, capped_claim = (
+        (row["hung"]["generation"], row["hung"]["claimed_at"] + lease) for row in (free, capped)
+    )
+    capped_ends = [end for _at, g, end in capped["watched"] if g == capped_claim[0]]
     # when progress last grew, by its renewals; a renewer that never renewed shows none after
     # the claim (the conditions then say what it failed to do)
     last_progress = max(
@@ -145,6 +223,11 @@ def _hung(
             "lease_left_at_window_end": free["lease_expires_at_window_end"] - window_end,
             "refused_renewals": count(free["attempts"], lambda a: not a["granted"]),
             "took_after_kill": free["takeover"]["took_at"] - free["killed_at"],
+            "extensions_after_hang_within_window_seen": extensions(
+                free["watched"], *free_claim, after=free_hung, until=window_end
+            ),
+            "stale_extensions_seen": stale_extensions(free["watched"], free_claim[0]),
+            "ends_unrecorded": ends_unrecorded(free, *free_claim),
         },
         "bounded": {
             "bound": bound,
@@ -158,6 +241,12 @@ def _hung(
             "took_after_hang": took - capped_hung,
             "took_after_progress": took - last_progress,
             "predicted_after_progress": bound + scan / 2,
+            "extensions_after_hang_seen": extensions(
+                capped["watched"], *capped_claim, after=capped_hung
+            ),
+            "last_end_seen_after_takeover": max(capped_ends, default=capped_claim[1]) - took,
+            "stale_extensions_seen": stale_extensions(capped["watched"], capped_claim[0]),
+            "ends_unrecorded": ends_unrecorded(capped, *capped_claim),
         },
     }
 
@@ -185,12 +274,14 @@ def conditions(
             f"false_expiry.{arm}: every trial ran under the pilot median {lease!r}",
             {row["lease"] for row in rows} == {lease},
         )
-        fenced = all(r["generation"] == row["generation"] for row in rows for r in row["renewals"])
-        yield f"false_expiry.{arm}: every renewal was by the trial's own generation", fenced
-    yield (
-        "false_expiry.plain: the plain arm never renewed",
-        all(not row["renewals"] for row in arms["plain"]),
-    )
+        extended = recomputed[f"false_expiry.{arm}.extended_trials_seen"]
+        yield (
+            f"false_expiry.{arm}: "
+            + ("no trial's lease was" if arm == "plain" else "every trial's lease was")
+            + f" seen extended past its claim (saw {extended} of {len(rows)})",
+            extended == (0 if arm == "plain" else len(rows)),
+        )
+        yield from _sound_record(f"false_expiry.{arm}", recomputed)
     detection = observations["detection"]["trials"]
     yield (
         f"detection: {settings['detection_trials']} trials",
@@ -200,30 +291,48 @@ def conditions(
         "detection: every takeover is by a later generation",
         all(row["takeover"]["generation"] > row["generation"] for row in detection),
     )
+    yield from _sound_record("detection", recomputed)
     free, capped = observations["hung"]["unbounded"], observations["hung"]["bounded"]
     yield (
         "hung.unbounded: not taken over within the window (the renewer kept the lease alive)",
         not recomputed["hung.unbounded.taken_over_within_window"],
     )
     yield (
-        "hung.unbounded: its renewals went on after the hang",
-        recomputed["hung.unbounded.renewals_after_hang_within_window"] > 0,
+        "hung.unbounded: its lease was seen extended after the hang, within the window",
+        recomputed["hung.unbounded.extensions_after_hang_within_window_seen"] > 0,
     )
     yield (
         "hung.bounded: taken over by a later generation",
         capped["takeover"]["generation"] > capped["hung"]["generation"],
     )
     yield (
-        "hung.bounded: a renewal was refused, and none was granted after the takeover",
-        recomputed["hung.bounded.refused_renewals"] > 0
-        and recomputed["hung.bounded.renewals_after_takeover"] == 0,
+        "hung.bounded: its lease was seen extended after the hang, and no end seen was past"
+        + " the takeover (it had run out)",
+        recomputed["hung.bounded.extensions_after_hang_seen"] > 0
+        and recomputed["hung.bounded.last_end_seen_after_takeover"] <= EPSILON,
     )
+    for name in ("unbounded", "bounded"):
+        yield from _sound_record(f"hung.{name}", recomputed)
     yield (
         "hung: both hung workers were taken over in the end",
         free["outcome"] is not None
         and capped["outcome"] is not None
         and free["outcome"]["generation"] == free["takeover"]["generation"]
         and capped["outcome"]["generation"] == capped["takeover"]["generation"],
+    )
+
+
+def _sound_record(where: str, recomputed: Mapping[str, Any]) -> Iterator[tuple[str, bool]]:
+    """No lease the watch saw extended under a later generation than its holder's, and every
+    end it saw the holder's lease extended to recorded by one of the holder's renewal rows."""
+    stale, unrecorded = (
+        recomputed[f"{where}.stale_extensions_seen"],
+        recomputed[f"{where}.ends_unrecorded"],
+    )
+    yield f"{where}: no lease seen extended under a later generation (saw {stale})", stale == 0
+    yield (
+        f"{where}: every lease end seen is one a renewal row records ({unrecorded} not)",
+        unrecorded == 0,
     )
 
 

@@ -9,6 +9,9 @@ The answers' own run loads their files in its workers; the trusted side's run (t
 workers call the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
 Exercise 6 (``measure_records``) is the experiment's recovery phase twice, on the crashed
 transcript and on the same transcript with the answers' records message as its last message.
+Exercise 5's shops are watched from this process while the phases run (``watch.LeaseWatch``):
+each trial and hung turn carries what the watch saw of its lease (``watched``), and what is
+judged of the renewer is that, never its rows' times or its ``report=`` entries alone.
 Both write their receipt through ``lucyshop.lab.evidence.receipts``;
 ``lucyshop.lab.exercises.exercise_receipts`` derives and verifies its figures.
 """
@@ -16,9 +19,11 @@ Both write their receipt through ``lucyshop.lab.evidence.receipts``;
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -31,6 +36,7 @@ from tqdm import tqdm
 from lucyshop import approval
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.exercises import exercise_receipts, renewal
+from lucyshop.lab.exercises.watch import Change, LeaseWatch
 from lucyshop.lab.experiment import phases
 from lucyshop.lab.experiment.receipt import SAFE_LEASE_FACTOR, safe_lease
 from lucyshop.lab.experiment.renewer import attempts, renewals
@@ -96,6 +102,36 @@ def _command(answers: Path, exercise: int, quick: bool, out: Path) -> list[str]:
 # ================================================================ exercise 5
 
 
+@dataclasses.dataclass
+class WatchedLab(phases.Lab):
+    """The lab of exercise 5: every shop it makes is watched from this process, from before
+    any worker starts until its phase is read back (``watched``)."""
+
+    watches: dict[str, LeaseWatch] = dataclasses.field(default_factory=dict)
+
+    def shop(self, name: str) -> tuple[Path, sqlite3.Connection]:
+        directory, db = super().shop(name)
+        watch = LeaseWatch(lambda: self.read(name), SCAN_SECONDS)
+        watch.start()
+        self.watches[name] = watch
+        return directory, db
+
+    def seen_since(self, name: str, held: dict[str, Any], moment: float) -> bool:
+        """Whether the running watch of phase ``name`` saw the lease of ``held`` (its
+        ``work_id`` and ``generation``) change after ``moment``, under that generation."""
+        changes = self.watches[name].seen.get(held["work_id"], [])
+        return any(at > moment and g == held["generation"] for at, g, _end in list(changes))
+
+    def watched(self, name: str) -> dict[int, list[Change]]:
+        """What the watch of phase ``name`` saw, by work id; the watch ends."""
+        return self.watches.pop(name).stop()
+
+    def end_watches(self) -> None:
+        """End every watch still running (a phase that failed before its read-back)."""
+        while self.watches:
+            self.watches.popitem()[1].end()
+
+
 def measure_renewal(
     out: Path,
     *,
@@ -143,7 +179,7 @@ def measure_renewal(
         "hung": {"unbounded": seed + 600_000, "bounded": seed + 600_001},
     }
     with _workdir(workdir, "ch13-exercise5-") as tmp, SharedGroupChildren() as children:
-        lab = phases.Lab(
+        lab = WatchedLab(
             leases,
             impl,
             backend,
@@ -156,30 +192,33 @@ def measure_renewal(
             shops=shops,
             open_shop=open_shop,
         )
-        with _bar(plan["pilot"], "5 pilot", progress) as bar:
-            pilot = phases.pilot(lab, plan["pilot"], seeds["pilot"], bar)
-        turns = [row["seconds"] for row in pilot["turns"]]
-        lease = leases.percentile(turns, 50)
-        bound = safe_lease(turns, leases)  # the renewer's bound
-        lab.worker_args = (
-            "--answers",
-            str(answers),
-            "--interval",
-            repr(lease * RENEW_SHARE),
-            "--bound",
-            repr(bound),
-        )
-        schedule = [arm for _ in range(plan["trials"]) for arm in ARMS]
-        with _bar(len(schedule), "5 false expiry", progress) as bar:
-            expiry = phases.false_expiry(
-                lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
+        try:
+            with _bar(plan["pilot"], "5 pilot", progress) as bar:
+                pilot = phases.pilot(lab, plan["pilot"], seeds["pilot"], bar)
+            turns = [row["seconds"] for row in pilot["turns"]]
+            lease = leases.percentile(turns, 50)
+            bound = safe_lease(turns, leases)  # the renewer's bound
+            lab.worker_args = (
+                "--answers",
+                str(answers),
+                "--interval",
+                repr(lease * RENEW_SHARE),
+                "--bound",
+                repr(bound),
             )
-        _read_back(lab, expiry["directory"], expiry["trials"])
-        offsets = phases.kill_offsets(lease, plan["detection"], seeds["kill_offsets"])
-        with _bar(plan["detection"], "5 detection", progress) as bar:
-            detection = phases.detection(lab, lease, offsets, seeds["detection"], bar)
-        _read_back(lab, detection["directory"], detection["trials"])
-        hung = _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
+            schedule = [arm for _ in range(plan["trials"]) for arm in ARMS]
+            with _bar(len(schedule), "5 false expiry", progress) as bar:
+                expiry = phases.false_expiry(
+                    lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
+                )
+            _read_back(lab, expiry["directory"], expiry["trials"])
+            offsets = phases.kill_offsets(lease, plan["detection"], seeds["kill_offsets"])
+            with _bar(plan["detection"], "5 detection", progress) as bar:
+                detection = phases.detection(lab, lease, offsets, seeds["detection"], bar)
+            _read_back(lab, detection["directory"], detection["trials"])
+            hung = _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
+        finally:
+            lab.end_watches()
     observations = {
         "pilot": pilot.pop("turns"),
         "pilot_worker": pilot,
@@ -220,12 +259,15 @@ def measure_renewal(
     }
 
 
-def _read_back(lab: phases.Lab, name: str, rows: list[dict[str, Any]]) -> None:
-    """Add each row's renewals (from the shop) and renewal attempts (from its renewer's log)."""
+def _read_back(lab: WatchedLab, name: str, rows: list[dict[str, Any]]) -> None:
+    """Add each row's lease as the watch saw it, and the answers' own record of their renewals:
+    the rows (from the shop) and the renewer's ``report=`` entries (from its log)."""
     directory = lab.workdir / name
+    seen = lab.watched(name)
     db = lab.read(name)
     try:
         for row in rows:
+            row["watched"] = seen.get(row["work_id"], [])
             row["renewals"] = renewals(db, row["work_id"])
             row["attempts"] = attempts(directory / f"renewals-{row['work_id']}.jsonl")
     finally:
@@ -233,7 +275,7 @@ def _read_back(lab: phases.Lab, name: str, rows: list[dict[str, Any]]) -> None:
 
 
 def _hung_turns(
-    lab: phases.Lab, lease: float, bound: float, steps: int, seeds: dict[str, int]
+    lab: WatchedLab, lease: float, bound: float, steps: int, seeds: dict[str, int]
 ) -> dict[str, dict[str, Any]]:
     """Two workers in one shop make ``steps`` steps and then hang; one renewer is unbounded.
 
@@ -286,6 +328,15 @@ def _hung_turns(
         bounded_log = directory / f"renewals-{hung['bounded']['work_id']}.jsonl"
         with contextlib.suppress(TimeoutError):
             wait_until(lambda: refused(bounded_log), timeout=DEADLINE, what="a refused renewal")
+        # The two turns hang at moments of their own: a bounded one that hung late is taken
+        # over near the window's end. A live unbounded lease is extended within a lease of any
+        # moment, so wait up to one for the watch to see it extended after that takeover.
+        with contextlib.suppress(TimeoutError):
+            wait_until(
+                lambda: lab.seen_since(directory.name, hung["unbounded"], bounded_took["took_at"]),
+                timeout=lease,
+                what="the unbounded lease extended after the bounded takeover",
+            )
         killed = {}
         for name, proc in procs.items():
             killed[name] = time.time()
@@ -295,6 +346,7 @@ def _hung_turns(
             took_file["unbounded"], timeout=lease + DEADLINE, proc=scanner
         )
         lab.stop_replacement(scanner, directory)
+        seen = lab.watched(directory.name)
         result = {}
         for name, took in (("unbounded", unbounded_took), ("bounded", bounded_took)):
             work_id = hung[name]["work_id"]
@@ -303,6 +355,7 @@ def _hung_turns(
                 "bound": None if name == "unbounded" else bound,
                 "killed_at": killed[name],
                 "takeover": took,
+                "watched": seen.get(work_id, []),
                 "outcome": phases.outcome(db, work_id),
                 "renewals": renewals(db, work_id),
                 "attempts": attempts(directory / f"renewals-{work_id}.jsonl"),

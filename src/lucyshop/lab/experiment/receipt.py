@@ -428,8 +428,8 @@ def _conditions(
     accepted; every stale write refused by the generation while generation + 1 held the work,
     and accepted by the negative control; every trial under the lease its figures assume;
     every detection worker killed by SIGKILL; detection growing with the lease at the
-    formula's slope. On a quick run, a condition that needs a count the run is too small to
-    promise (a stale write at all) is shown, not held."""
+    formula's slope. On a quick run, a condition that needs more turns than the run has (a
+    stale write at all, the drift over three turns) is shown, not held."""
     observations = receipt["observations"]
     full = not receipt["settings"].get("quick")
     turns = [
@@ -458,8 +458,11 @@ def _conditions(
         len({tuple(mine) for mine in kinds.values()}) == 1,
     )
     drift = recomputed["turn_times.seconds_per_token.drift"]
-    if drift is None:
-        yield f"drift: fewer than {FEW} capped turns in a pilot; not judged", True
+    shown = "not measured" if drift is None else f"{drift:+.1%}"
+    if not full:
+        yield f"drift: {shown}; a quick run's pilots are too short to be held to it", True
+    elif drift is None:
+        yield f"drift: fewer than {FEW} capped turns in a pilot, so it cannot be judged", False
     else:
         said = (
             f"drift: seconds per token on capped turns moved {drift:+.1%} from the pilot to its"

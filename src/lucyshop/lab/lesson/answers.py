@@ -61,11 +61,6 @@ def _figure(*path: str) -> Any:
     return value
 
 
-def _delay(lease: float) -> float:
-    """The chapter's detection delay, lease − D/2 + s/2, with D the pilot median."""
-    return lease - _figure("pilot", "p50") / 2 + _figure("detection", "scan") / 2
-
-
 def _trials(rule: str) -> int:
     return _figure("false_expiry", rule, "trials")
 
@@ -131,10 +126,9 @@ def _label(text: str) -> Callable[[], str]:
 
 ANSWERS: dict[str, Answer] = {
     # ---------------------------------------------------------------- 13a, from the receipt
-    "timeout_at_the_median": Answer(
-        _label("share of live pilot turns a timeout at the median declares dead"),
-        # nearest rank: half the turns are at most the median, so the other half outlast it
-        lambda: _beyond(_pilot(), _figure("pilot", "p50")) / len(_pilot()),
+    "none_cut_off_of_20": Answer(
+        _label("chance that none of 20 turns outlives a lease that one turn in ten outlives"),
+        _const(0.9**20),  # each turn survives with 0.9, independently: the chapter's arithmetic
         source="computed",
     ),
     "longer_than_twice_the_median": Answer(
@@ -145,9 +139,11 @@ ANSWERS: dict[str, Answer] = {
         lambda: f"false expiries under the median lease, of {_trials('median')}",
         lambda: _figure("false_expiry", "median", "false_expiries"),
     ),
-    "longer_than_the_5_percent_lease": Answer(
-        lambda: f"pilot turns longer than the 0.05 lease, of {len(_pilot())}",
-        lambda: _beyond(_pilot(), _figure("pilot", "shortest_lease", "0.05")),
+    "rank_of_the_5_percent_lease_of_10": Answer(
+        _label("rank, from the shortest, of the 0.05 lease among 10 turns"),
+        # one turn past it is already 1 in 10, above 0.05: only the slowest turn qualifies
+        _const(10),
+        source="the rule",
     ),
     "p90_false_expiries": Answer(
         lambda: f"false expiries under the p90 lease, of {_trials('p90')}",
@@ -158,24 +154,22 @@ ANSWERS: dict[str, Answer] = {
         lambda: _figure("detection", "measured_mean_delay"),
         unit=" s",
     ),
-    "p90_over_median_delay": Answer(
-        _label("detection delay, p90 lease / median lease"),
-        lambda: (
-            _delay(_figure("false_expiry", "p90", "lease"))
-            / _delay(_figure("false_expiry", "median", "lease"))
-        ),
-        source="computed",
-        unit="x",
-    ),
-    "latest_send_after_claim": Answer(
-        _label("latest start of a send, seconds after the claim"),
-        _const(5.0 - 1.5),  # a send may take the whole timeout: it must fit in the lease left
+    "shortest_wait_under_the_safe_lease": Answer(
+        _label("shortest crash-to-takeover wait under the safe lease"),
+        # a crash at the very end of a typical turn, seen by a scan at once: lease - D
+        lambda: _figure("detection", "lease") - _figure("pilot", "p50"),
         source="computed",
         unit=" s",
     ),
-    "completions_of_four_claims": Answer(
-        _label("completions the fence accepts, of 4"),
-        _const(1),  # only the last claim is current; the three before it are stale
+    "lease_for_the_longest_allowed_turn": Answer(
+        _label("shortest lease that covers the longest turn the loop allows, before margin"),
+        _const(3 * 1.2 + 1.5),  # every model call at its bound, then a send that times out
+        source="computed",
+        unit=" s",
+    ),
+    "completions_a_label_fence_accepts": Answer(
+        _label("completions a fence on owner labels accepts, of 4"),
+        _const(4),  # every holder calls itself lucy-worker: a label check passes all four
         source="the rule",
     ),
     "placed_again": Answer(
@@ -212,15 +206,18 @@ ANSWERS: dict[str, Answer] = {
         _const(sum(not ok for ok in (False, False, False, True))),
         source="the rule",
     ),
-    "transcript_rows_after_takeover": Answer(
-        _label("transcript rows the item keeps"),
-        # generation 1 wrote 2 before the takeover, generation 2 wrote 1; the stale one is refused
-        _const(2 + 1),
+    "stale_rows_of_a_split_check": Answer(
+        _label("moments, of 3, at which a stale generation-1 row lands"),
+        # before the check: refused; between check and insert: lands under generation 2;
+        # after the insert: written while generation 1 still held the work, not stale
+        _const(1),
         source="the rule",
     ),
-    "second_turn_generation": Answer(
-        _label("generation of the session's second turn"),
-        _const(1),  # a generation counts the claims of one item: this one was never claimed
+    "second_turn_if_finish_left_running": Answer(
+        _label("the next claim gets the session's second turn (1 yes, 0 no)"),
+        # the first turn stays running under the replacement's live lease: the session rule
+        # skips the whole session
+        _const(0),
         source="the rule",
     ),
     "fenced_writes_in_a_turn": Answer(
@@ -269,9 +266,10 @@ ANSWERS: dict[str, Answer] = {
         source="the chapter",
     ),
     # ---------------------------------------------------------------- 13c
-    "writers_in_a_label_log": Answer(
-        _label("writers a log of owner labels shows"),
-        _const(1),  # both executions claim as lucy-worker: only owner#generation tells them apart
+    "late_writes_refused_before_the_reclaim": Answer(
+        _label("of its transcript write and completion, refused"),
+        # nobody holds it anew, but the expiry comparison fails: the lease ran out
+        _const(2),
         source="the rule",
     ),
     "orders_after_cancel_and_lookup": Answer(
@@ -284,9 +282,10 @@ ANSWERS: dict[str, Answer] = {
         _const(1),  # finish is fenced, observe is not: the stale row stays
         source="the rule",
     ),
-    "orders_approved_under_the_ceiling": Answer(
-        _label("orders approved, of 2"),
-        _const(1),  # approve's transaction sees the other's reservation: the second does not fit
+    "approved_with_a_split_ceiling_check": Answer(
+        _label("orders approved in the worst timing, of 2"),
+        # both read the account before either reserves: each sees room for itself alone
+        _const(2),
         source="the rule",
     ),
     "renewed_false_expiries": Answer(
@@ -311,9 +310,10 @@ ANSWERS: dict[str, Answer] = {
         source="the kit's receipt",
     ),
     # ---------------------------------------------------------------- 13d
-    "skip_locked_wait": Answer(
-        _label("seconds worker B waits"),
-        _const(0),  # SKIP LOCKED passes over a locked row at once: B gets nothing, now
+    "skip_locked_second_turn": Answer(
+        _label("worker B gets the session's second turn (1 yes, 0 no)"),
+        # the first turn, locked and uncommitted, is still the session's oldest unfinished one
+        _const(0),
         source="the rule",
     ),
     "comparisons_refusing_the_first_pg_worker": Answer(

@@ -87,11 +87,23 @@ def capped(turns: Sequence[Mapping[str, Any]], max_tokens: int) -> int:
 # ---------------------------------------------------------------- diagrams
 
 
-def mermaid(text: str) -> Any:
-    """A diagram for a notebook's output: markdown holding a mermaid fence (JupyterLab draws it)."""
-    from IPython.display import Markdown
+class Diagram:
+    """A mermaid diagram as a notebook output: JupyterLab draws its markdown fence; a viewer
+    that shows only plain text gets the diagram's source, which reads as a list of steps."""
 
-    return Markdown(f"```mermaid\n{text}\n```")
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return f"```mermaid\n{self.text}\n```"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def mermaid(text: str) -> Diagram:
+    """A diagram for a notebook's output (see ``Diagram``)."""
+    return Diagram(text)
 
 
 _ACTORS = {
@@ -99,7 +111,9 @@ _ACTORS = {
     "holder ready": ("H", "DB", "claim: generation {generation}, approved order"),
     "competing claim": ("P", "DB", "competing claim gets {got}"),
     "holder exited": ("P", "H", "SIGKILL (exit {status})"),
-    "lease expired": ("DB", "DB", "lease runs out after {waited_seconds}s"),
+    # the checkpoint starts waiting after the ready record (and the kill); the lease started at
+    # the claim, earlier: so the wait is a little under a lease
+    "lease expired": ("DB", "DB", "lease runs out ({waited_seconds}s after the wait began)"),
     "replacement finished": ("R", "DB", "recover_once: {status} at generation {generation}"),
     "stale holder wrote back": ("H", "DB", "stale writes refused: {refused}"),
 }

@@ -8,6 +8,7 @@
   children (``holder``, ``pg_holder``).
 - ``remote``: the trusted side: starts the worker and holds the conversation with it.
 - ``handles``: what a test holds of the worker's objects (``Remote``, a paired ``Mirror``).
+- ``callbacks``: what the worker may call back on each kind of object of ours handed to it.
 - ``errors``: what a failure in the worker becomes here (our types, never the worker's).
 - ``relay``: a Unix socket the worker is shown, forwarded to a server outside.
 - ``served``: a shop file the trusted side serves to the worker statement by statement, so

@@ -53,7 +53,7 @@ NOBODY = 65534  # the sandbox's user inside bubblewrap's own user namespace
 # an ordinary user's bubblewrap namespace, a pids cgroup for root's sandboxes (``cgroups``).
 NPROC = 512
 # Memory of all of one sandbox's processes together, where a memory cgroup can hold it
-# (``cgroups``): the measured exercises' model workers take about a GiB between them.
+# (``cgroups``): less than three children of 1.3 GiB, which once ran in one sandbox at once.
 MEMORY = 3 * 1024**3
 TMP_BYTES = 256 * 1024 * 1024  # the sandbox's private /tmp
 # Per process, soft and hard (prlimit's names): address space, one file's size, CPU seconds,

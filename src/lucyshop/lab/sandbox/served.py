@@ -9,7 +9,7 @@ shop's tables, transactions and the busy timeout (no ATTACH, so no VACUUM INTO; 
 change; no other pragma; none of the trusted side's own tables, which only the trusted side's
 own triggers, named ``trusted_...``, may write), at most ``MAX_LENGTH`` bytes a value,
 ``MAX_ANSWER`` bytes an answer (counted while the rows are fetched, so the trusted side never
-holds more) and ``STATEMENT_SECONDS`` a statement.
+holds more), ``MAX_GROWTH`` bytes more in the file and ``STATEMENT_SECONDS`` a statement.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 MAX_LENGTH = 1 << 20  # bytes of one string or blob
 MAX_ANSWER = 4 << 20  # bytes of one statement's answer as it will cross the wire
-FETCH = 256  # rows fetched at a time while counting
+MAX_GROWTH = 16 << 20  # bytes the worker's writes may add to the file
 STATEMENT_SECONDS = 5.0
 PRAGMAS = {"busy_timeout"}  # the one pragma ``lucyshop.store.immediate`` reads and sets
 _ALLOWED = {
@@ -53,6 +53,9 @@ class Server:
         self.db = sqlite3.connect(path, isolation_level=None, timeout=5)
         self.db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
         self.db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        (pages,) = self.db.execute("PRAGMA page_count").fetchone()
+        (page,) = self.db.execute("PRAGMA page_size").fetchone()
+        self.db.execute(f"PRAGMA max_page_count = {pages + MAX_GROWTH // page}")
         self.db.set_authorizer(_authorize)
         self._stop = 0.0
         self.db.set_progress_handler(lambda: time.monotonic() > self._stop, 10_000)
@@ -67,17 +70,16 @@ class Server:
         self._stop = time.monotonic() + STATEMENT_SECONDS
         cursor = self.db.execute(sql, parameters)
         rows, size = [], 0
-        while batch := cursor.fetchmany(FETCH):
-            for row in batch:
-                size += sum(map(_size, row))
-                if size > MAX_ANSWER:
-                    cursor.close()
-                    raise AnswerTooLarge(
-                        f"the served shop stopped reading the answer to {sql[:80]!r} at"
-                        f" {MAX_ANSWER >> 20} MiB: the trusted side hands a sandbox no more"
-                        " from one statement (select fewer rows or smaller values)"
-                    )
-                rows.append(list(row))
+        for row in cursor:  # one row at a time: at most one value past the bound is held
+            size += sum(map(_size, row))
+            if size > MAX_ANSWER:
+                cursor.close()
+                raise AnswerTooLarge(
+                    f"the served shop stopped reading the answer to {sql[:80]!r} at"
+                    f" {MAX_ANSWER >> 20} MiB: the trusted side hands a sandbox no more"
+                    " from one statement (select fewer rows or smaller values)"
+                )
+            rows.append(list(row))
         return {
             "columns": [column[0] for column in cursor.description or ()],
             "rows": rows,

@@ -57,10 +57,14 @@ START_SECONDS = 60.0  # initdb and start on a loaded two-core machine take 2-6 s
 STOP_SECONDS = 10.0
 # A scratch server: its files are deleted afterwards, so no fsync; no autovacuum or parallel
 # workers, so no server process starts in the middle of an unrelated test's leftover count.
-# The WAL is kept small: a student role's writes are bounded (``SCHEMA_BYTES``), and so then
-# is the server's directory.
+# The rest of the server's directory is bounded too, since a student role's writes are
+# (``SCHEMA_BYTES``): a small WAL, the smallest queue of notifications a session may leave
+# unread, and a log that keeps neither a failed statement's text nor an error's message (each
+# may carry a megabyte of the role's data).
 SETTINGS = ["-c", "fsync=off", "-c", "autovacuum=off", "-c", "max_parallel_workers_per_gather=0"]
 SETTINGS += ["-c", "max_wal_size=128MB", "-c", "min_wal_size=32MB"]
+SETTINGS += ["-c", "max_notify_queue_pages=64"]
+SETTINGS += ["-c", "log_min_messages=fatal", "-c", "log_min_error_statement=panic"]
 PREFIX = "lucypg-"  # an embedded server's temporary directory
 INSTALL_PREFIX = "lucyshop-pg-install-"  # a copy of the server's install its user can reach
 # A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432

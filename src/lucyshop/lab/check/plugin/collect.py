@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from lucyshop.lab.check.subjects import deadline_of
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ImplementationError, after_load, chapter_of
 from lucyshop.lab.sandbox.errors import CallTimedOut, TimedOutBefore, WorkerDied
@@ -37,15 +38,7 @@ from lucyshop.lab.services.limits import MEASURED_TEST_SECONDS, TEST_SECONDS
 
 MESSAGE_CHARS = 200
 BACKSTOP = 5.0  # pytest-timeout's margin past a test's deadline (the sandbox's fires first)
-# The measured exercises run a whole measurement (processes, leases, the stand-in's scripted
-# turns: about 12 s on a quiet machine) in one test: theirs get longer.
-LONG_TESTS = {"test_exercise_5": MEASURED_TEST_SECONDS, "test_exercise_6": MEASURED_TEST_SECONDS}
 _TIMEOUT = re.compile(r"Timeout \(>([0-9.]+)s\)")
-
-
-def deadline_of(nodeid: str, default: float = TEST_SECONDS) -> float:
-    """The deadline of one test, in seconds (the report's watchdog uses the same)."""
-    return LONG_TESTS.get(Path(nodeid.split("::")[0]).stem, default)
 
 
 class StoppedTheRun(RuntimeError):

@@ -125,6 +125,7 @@ def transaction(probes: Remote, connection: Any) -> Iterator[None]:
 
 READ_ROWS = 10_000  # rows the trusted side fetches from one query of a student's tables
 READ_BYTES = 32 << 20  # bytes of those rows as text (what comes over the wire)
+MEASURE_SECONDS = 10  # for the server to measure them (about 7 s a GB of compressed JSON)
 
 
 class TooLargeToRead(RuntimeError):
@@ -140,8 +141,9 @@ def _mirror_class() -> type:
         a student's function, it is the worker's own connection that the function gets.
 
         A query that reads rows is measured on the server before any row is fetched (its
-        count, and its bytes as text), and refused past ``READ_ROWS`` or ``READ_BYTES``: the
-        tables hold what the student's code wrote, however much."""
+        count, and its bytes as text, within ``MEASURE_SECONDS``), and refused past
+        ``READ_ROWS`` or ``READ_BYTES``: the tables hold what the student's code wrote,
+        however much."""
 
         paired = True
         remote: Remote | None = None
@@ -153,7 +155,15 @@ def _mirror_class() -> type:
                     "SELECT count(*) AS rows, coalesce(sum(octet_length(r::text)), 0) AS size"
                     f" FROM ({text.rstrip().rstrip(';')}) r"
                 )
-                found = super().execute(measure, params).fetchone()
+                try:
+                    with self.transaction():
+                        super().execute(f"SET LOCAL statement_timeout = '{MEASURE_SECONDS}s'")
+                        found = super().execute(measure, params).fetchone()
+                except psycopg.errors.QueryCanceled:
+                    raise TooLargeToRead(
+                        f"the trusted side could not measure in {MEASURE_SECONDS} s what it"
+                        f" would fetch from the student's tables: {text[:80]}"
+                    ) from None
                 rows, size = found["rows"], found["size"]
                 if rows > READ_ROWS or size > READ_BYTES:
                     raise TooLargeToRead(
