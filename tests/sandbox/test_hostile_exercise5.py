@@ -13,7 +13,6 @@ row recording an end the lease never had is found.
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 
 import pytest
@@ -62,11 +61,12 @@ def test_a_record_of_renewals_without_renewals_earns_nothing(tmp_path):
 
 @pytest.fixture
 def leases(tmp_path):
-    """A file holding one item's lease, written through a connection of the test's, and a watch
-    of it reading every 10 ms; ``write(generation, expires)`` returns once the watch saw it
-    (with ``seen_first=False``, at once)."""
+    """A file holding one item's lease, written through a connection of the test's (a shop's,
+    as a run's shops are: WAL, made before the watch starts), and a watch of it reading every
+    10 ms; ``write(generation, expires)`` returns once the watch saw it (with
+    ``seen_first=False``, at once)."""
     path = tmp_path / "shop.db"
-    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+    with closing(connect(path)) as db:
         db.execute(
             "CREATE TABLE assignment_leases"
             " (work_id INTEGER PRIMARY KEY, generation INTEGER, expires REAL)"
