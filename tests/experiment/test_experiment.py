@@ -108,6 +108,12 @@ def test_quick_run_observes_every_phase_and_is_verified(quick_receipt: Path) -> 
     assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt verification passed")
 
 
+def blocker_failures(out: str) -> list[str]:
+    """The blocker's failed lines. A quick receipt read as a full one is also held to what a
+    quick run cannot promise (a stale write, its drift): those lines are not the blocker's."""
+    return [line for line in out.splitlines() if line.startswith("FAIL  blocker")]
+
+
 @pytest.mark.timeout(RUN_SECONDS + 60)
 def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
     quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -125,7 +131,7 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
     out = capsys.readouterr().out
     assert "FAIL  blocker: timed turns do not show more than 2% (median +10.00%, " in out
     assert "ok    blocker: costs at most 2% of a turn by its mechanism" in out
-    assert "FAILED: 1 of" in out and "FAIL  blocker_overhead" not in out
+    assert len(blocker_failures(out)) == 1 and "FAIL  blocker_overhead" not in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -148,7 +154,7 @@ def test_a_blocker_whose_audit_events_cost_more_than_two_percent_fails_a_full_re
     assert verify(costly, load_impl("solutions")) == 1
     out = capsys.readouterr().out
     assert "FAIL  blocker: costs at most 2% of a turn by its mechanism" in out
-    assert "FAILED: 1 of" in out
+    assert len(blocker_failures(out)) == 1
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
