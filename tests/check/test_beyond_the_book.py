@@ -13,8 +13,16 @@ from typing import Any
 import pytest
 
 from lucyshop.lab.check import suites
+from lucyshop.lab.check.results import CheckpointResult
 from lucyshop.lab.check.subjects import BEYOND, FUNCTIONS, kind_of, row_function, subjects
-from lucyshop.lab.check.table import build_rows, exit_status, summary_line, table_lines
+from lucyshop.lab.check.table import (
+    build_rows,
+    checkpoint_lines,
+    exit_status,
+    summary_line,
+    table_lines,
+)
+from lucyshop.lab.checkpoint.cases import CASES, Case
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
 [ROW] = BEYOND  # claim (beyond the book)
@@ -113,3 +121,14 @@ def test_the_table_lists_its_first_failure_and_reruns_the_rest_in_one_command(co
     else:
         assert below[2].strip().startswith(f"and {count - 1} more failing tests; rerun them all:")
         assert below[2].endswith(f"-m pytest {MODULE} --impl {SPEC} -p pytest_timeout"), below
+
+
+def test_the_checkpoint_lines_name_the_kits_own_cases_beyond_the_book():
+    """make check names each checkpoint case as the checkpoint does: the kit's own cases
+    (``in_book`` false) say they are beyond the book, the chapter's do not."""
+    judged = [Case(case.number, case.name, True, "confirmed") for case in CASES]
+    lines = checkpoint_lines(CheckpointResult(CheckpointStatus.PASSED, judged), "command")
+    assert {case.in_book for case in CASES} == {True, False}, "both kinds are named"
+    for case in CASES:
+        [line] = [line for line in lines if f" {case.number} {case.name}" in line]
+        assert ("(beyond the book)" in line) is not case.in_book, line

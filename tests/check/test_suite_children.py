@@ -1,4 +1,5 @@
-"""What ``make check``'s pytest children load from tests/: the graded suites' own conftests,
+"""What ``make check``'s children run and load: each row module in one pytest child, each
+checkpoint case in one checkpoint child, and from tests/ the graded suites' own conftests,
 nothing else. The machinery is the lab's (``lucyshop.lab.check.plugin``); ``tests/conftest.py``
 is make test's own session (its leftover-process guard, the order of its files) and stays out."""
 
@@ -9,8 +10,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from lucyshop.lab.check import suites
-from lucyshop.lab.check.subjects import SUITES
+from lucyshop.lab.check import suites, watcher
+from lucyshop.lab.check.guard import new_marker
+from lucyshop.lab.check.subjects import FUNCTIONS, SUITES, module_of
+from lucyshop.lab.checkpoint.cases import CASES
 from lucyshop.lab.loader import IMPLEMENTATIONS, ROOT
 
 TESTS = ROOT / "tests"
@@ -38,3 +41,38 @@ def test_a_checks_children_load_the_suites_conftests_and_no_other_module_of_test
         if Path(file).is_relative_to(TESTS)
     }
     assert from_tests == {f"{Path(suite).name}/conftest.py" for suite in SUITES}, from_tests
+
+
+def test_the_chapters_suite_is_dealt_to_its_children_each_module_once_by_name():
+    """Its modules, by path (a file of tests/ that no row names never runs), each in one child."""
+    _paths, parts = suites.plan({}, {})
+    chapter = {f"{SUITES[0]}/{module_of(function)}.py" for function in FUNCTIONS}
+    dealt = [part for part in parts if chapter & set(part)]
+    assert len(dealt) == suites.CHILDREN_OF[SUITES[0]] > 1, dealt
+    assert sorted(module for part in dealt for module in part) == sorted(chapter), dealt
+    assert all((ROOT / module).is_file() for part in parts for module in part), parts
+
+
+def test_the_checkpoints_cases_are_dealt_to_its_children_each_once():
+    dealt = watcher.dealt_cases()
+    assert len(dealt) == min(watcher.CHILDREN, len(CASES)) > 1, dealt
+    assert sorted(case for cases in dealt for case in cases) == sorted(CASES), dealt
+
+
+def test_a_child_counts_its_modules_tests_before_a_rerun_deselects_any(tmp_path):
+    """A rerun leaves out (``--deselect``) the tests that already gave a result; the count its
+    row is held to is still every test of the module, as the pristine collection finds."""
+    module = f"{SUITES[0]}/{module_of('Claim.worker_id')}.py"
+    outcomes = suites.Outcomes(tmp_path / "outcomes.jsonl")
+    done = {f"{module}::test_": {}}  # every test of it, as if a first run had reached them all
+    argv = suites.suite_argv(IMPLEMENTATIONS["solutions"], [module], outcomes.path, done, [], 30)
+    env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, timeout=300, check=False)
+    run = suites.SuiteRun()
+    outcomes.read()
+    suites.keep_outcomes(run, outcomes, [])
+    pristine = suites.pristine_counts(tmp_path, new_marker(), [module])
+    stem = Path(module).stem
+    assert run.results == {}, "every test was deselected"
+    assert run.counts == suites.read_counts(pristine) == {stem: run.counts[stem]}, run.counts
+    assert run.counts[stem] > 0

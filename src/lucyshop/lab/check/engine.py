@@ -12,7 +12,7 @@ result without printing them.
 The student's functions run only in sandboxed worker processes (``lucyshop.lab.sandbox``):
 this process, the pytest children and the checkpoint's parent never import the file, and what
 crosses back is data to check. A row is NOT STARTED by the file's syntax alone, PASSING only
-when as many tests gave a result as a separate collection finds; the checkpoint's outcome
+when as many tests gave a result as pytest collected for it; the checkpoint's outcome
 is the judge's, read from the files it kept (``watcher``). The kit's own files are read before
 and compared after; a change where nothing isolates the file FAILS the check. Bounded,
 whatever the file does: the import, each test, each checkpoint case, the suite and the
@@ -202,9 +202,11 @@ def _whole(
     running = None
     if with_checkpoint and (ROOT / SCRIPT).is_file():
         running = Checkpoint(path, env, tmp, marker, limits)
-    collecting = suites.pristine_counts(tmp, marker, paths)
+    collecting = suites.pristine_counts(tmp, marker, paths) if paths else None
     ran = suites.run_side_by_side(path, env, tmp, marker, parts, limits)
-    counts = suites.read_counts(collecting)
+    counts = ran.counts  # each run module's tests, as its child collected them
+    if collecting is not None:  # and those of the rows still a stub, which no child ran
+        counts |= suites.read_counts(collecting) or {}
     if ran.problem:
         raise CannotCheck(f"the learner suite could not run ({ran.problem})")
     result.rows = build_rows(

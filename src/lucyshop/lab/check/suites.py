@@ -1,13 +1,16 @@
 """The pytest children of one ``make check``: what each runs, side by side, watched to the end.
 
-Each suite (``tests/learner``, ``tests/exercises``, ``tests/postgres``) runs in a child of its
-own, and each measured exercise in another (``plan``). A child writes its outcomes as it goes
-(``lucyshop.lab.check.plugin.collect``); ``watch_suite`` reads them, and stops a child whose
-test ran past its deadline, whose process died, or whose sandboxes filled their scratch. The
-rest of the suite is then rerun without that test, its function failing at once in the tests
-after it.
-A separate ``--collect-only`` run on the kit's own stubs (``pristine_counts``) says how many
-tests each row has, so a row with fewer results is not PASSING.
+Each suite (``tests/learner``, ``tests/exercises``, ``tests/postgres``) runs its row modules,
+named, in a child of its own (the chapter's in several: ``CHILDREN_OF``), and each measured
+exercise in another (``plan``); a child's scratch goes as soon as it ends. A child writes its
+outcomes as it goes (``lucyshop.lab.check.plugin.collect``); ``watch_suite`` reads them, and
+stops a child whose test ran past its deadline, whose process died, or whose sandboxes filled
+their scratch. The rest of its part is then rerun without that test, its function failing at
+once in the tests after it.
+Each child also writes how many tests each of its modules has, counted before a rerun
+deselects any; the modules of a row still a stub, which no child runs, are counted by a
+``--collect-only`` run on the kit's own stubs (``pristine_counts``). A row with fewer results
+than its count is not PASSING.
 """
 
 from __future__ import annotations
@@ -50,8 +53,6 @@ WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
 # A suite whose tests wait on the sandbox's answers one call at a time runs in this many pytest
 # children side by side, each with a worker of its own, its modules dealt in the table's order.
 CHILDREN_OF = {SUITES[0]: 2}
-import os as _os  # noqa  H10-EXPERIMENT
-CHILDREN_OF = {f'tests/{k}': int(v) for k, v in (w.split('=') for w in _os.environ.get('H10_SPLIT', 'learner=2').split(','))}  # noqa H10-EXPERIMENT
 # What every pytest child loads: the chapter file and its sandbox (``--impl``), and no conftest
 # above the suites' own. pytest skips a conftest.py in any folder above --confcutdir: tests/ is
 # above tests/learner, no suite's own folder is. So tests/conftest.py, make test's session (its
@@ -62,6 +63,7 @@ SUITE_ONLY = ["-p", "lucyshop.lab.check.plugin.chapter", f"--confcutdir={SUITES[
 @dataclass
 class SuiteRun:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # module -> tests, as collected
     tail: list[str] = field(default_factory=list)
     problem: str | None = None  # why the suite could not run (exit 2)
     stopped: str | None = None  # why some tests were never reached
@@ -90,13 +92,14 @@ def row_modules(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
 
 def dealt(suite: str, left_out: set[tuple[str, str]]) -> list[list[str]]:
     """The parts ``suite`` runs in, a pytest child each: its row modules dealt to
-    ``CHILDREN_OF[suite]`` children (one by default). None when nothing of it is left."""
+    ``CHILDREN_OF[suite]`` children (one by default); no part when nothing of it is left."""
     modules, children = row_modules(suite, left_out), CHILDREN_OF.get(suite, 1)
     return [modules[n::children] for n in range(children) if modules[n::children]]
 
 
 def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str], list[list]]:
-    """What the pristine collection is given, and the parts the suites run in.
+    """What the pristine collection is given (the modules of the rows still a stub), and the
+    parts the suites run in.
 
     A row set aside never runs; nor do the tests of a row still a stub by its syntax, which is
     NOT STARTED whatever they do (the counts still name all its tests). Each suite runs in
@@ -110,7 +113,7 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
     pairs = [(s, (s.directory, m)) for s in subjects() for m in s.modules]
     not_run = {pair for s, pair in pairs if s.label in aside}
     stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}
-    paths = [p for suite in SUITES for p in row_modules(suite, not_run)]
+    paths = [f"{d}/{m}.py" for _s, (d, m) in pairs if (d, m) in stubbed - not_run]
     skipped = stubbed | not_run
     alone = {pair for s, pair in pairs if s.label in MEASURED or s in BEYOND} - skipped
     parts = [part for suite in SUITES for part in dealt(suite, skipped | alone)]
@@ -216,6 +219,8 @@ def keep_outcomes(run: SuiteRun, outcomes: Outcomes, hung: list[str]) -> None:
     for record in outcomes.records:
         if record.get("event") in ("result", "collect_error"):
             run.results[record["nodeid"]] = record
+        if record.get("event") == "collected":
+            run.counts |= record["counts"]
         if record.get("hung") and record["hung"] not in hung:  # past its deadline in a test:
             hung.append(record["hung"])  # a rerun fails it at once, as this run did
 
@@ -298,6 +303,7 @@ def run_side_by_side(
     merged = SuiteRun()
     for run in runs:
         merged.results |= run.results
+        merged.counts |= run.counts
         merged.tail += run.tail
         merged.problem = merged.problem or run.problem
         merged.stopped = merged.stopped or run.stopped
@@ -308,7 +314,8 @@ def run_side_by_side(
 
 
 def pristine_counts(tmp: Path, marker: str, paths: Sequence[str]) -> OwnGroupChild:
-    """Collect (never run) the same suites against the kit's own stubs, in another process."""
+    """Collect (never run) the modules ``paths`` against the kit's own stubs, in another
+    process: the counts of the rows no child runs."""
     argv = [sys.executable, "-m", "pytest", *paths, *SUITE_ONLY, "--collect-only", "-q"]
     argv += ["--impl", "learner"]
     if importlib.util.find_spec("pytest_timeout") is not None:  # its marker, as the suites have

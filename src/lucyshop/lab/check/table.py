@@ -4,7 +4,7 @@ A row is NOT STARTED when its body is still the stub, read from the file's synta
 ``NotStarted`` raised by a written function is a failure like any other); FAILING
 with every failing test (one line each: what was expected, what happened, and the command
 that reruns just that test); PASSING only when every test of it passed and as many gave a
-result as a separate collection finds. The summary line and the exit status come from the
+result as pytest collected for it. The summary line and the exit status come from the
 rows and the checkpoint alone.
 """
 
@@ -28,6 +28,7 @@ from lucyshop.lab.check.subjects import (
     subject,
     subjects,
 )
+from lucyshop.lab.checkpoint.cases import CASES
 from lucyshop.lab.statuses import CheckpointStatus, Mark, Status, result_line
 
 # What a printed rerun loads: the kit's conftest and pytest-timeout, no other plugin (seconds).
@@ -179,7 +180,8 @@ def row_text(row: Row, *, ran: bool = True) -> str:
 
 def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
     """The checkpoint after the table: how to run it alone, what it printed last when it
-    FAILED, and each case as the judge read it from the files it kept."""
+    FAILED, and each case as the judge read it from the files it kept, by its title (the
+    kit's own cases say they are beyond the book)."""
     lines = ["", f"checkpoint: {command}"]
     if checkpoint.status == CheckpointStatus.FAILED:  # what it printed last, to debug from
         lines += [f"  | {line}" for line in checkpoint.tail]
@@ -190,7 +192,7 @@ def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
         mark = Mark.PASS if case.passed else Mark.FAIL
         if not case.passed and checkpoint.status == CheckpointStatus.NOT_STARTED:
             mark = Mark.NOT_STARTED
-        lines.append("  " + result_line(mark, f"{case.case} {case.name}", case.message))
+        lines.append("  " + result_line(mark, CASES[case.case].title, case.message))
     return lines
 
 

@@ -56,6 +56,11 @@ def without_reference_source(lines: list[str]) -> list[str]:
     return kept
 
 
+def dealt_cases() -> list[tuple[CaseId, ...]]:
+    """The cases of each checkpoint child, in order: case N to child N mod ``CHILDREN``."""
+    return [CASES[n::CHILDREN] for n in range(min(CHILDREN, len(CASES)))]
+
+
 @dataclass
 class Part:
     """One checkpoint child: its cases, its evidence file, the case it is in and since when,
@@ -100,8 +105,7 @@ class Checkpoint:
         self.keep.mkdir()
         env = env | {"TMPDIR": str(tmp)}  # its sandboxes' directories go with the check's
         self.parts: list[Part] = []
-        for number in range(min(CHILDREN, len(CASES))):
-            cases = CASES[number::CHILDREN]
+        for number, cases in enumerate(dealt_cases()):
             evidence = tmp / f"evidence-{number}.json"  # outside every sandbox's scratch
             argv = checkpoint_command(
                 path, evidence=evidence, keep=self.keep, case_timeout=limits.case
@@ -145,13 +149,8 @@ class Checkpoint:
         judged = [(part, *part.judged(self.keep)) for part in self.parts]
         statuses = {status for _part, status, _cases in judged}
         cases = sorted((case for *_, found in judged for case in found), key=lambda c: c.case)
-        status = (
-            CheckpointStatus.FAILED
-            if CheckpointStatus.FAILED in statuses
-            else CheckpointStatus.NOT_STARTED
-            if CheckpointStatus.NOT_STARTED in statuses
-            else CheckpointStatus.PASSED
-        )
+        unpassed = (CheckpointStatus.FAILED, CheckpointStatus.NOT_STARTED)  # the first found
+        status = next((s for s in unpassed if s in statuses), CheckpointStatus.PASSED)
         if status == CheckpointStatus.NOT_STARTED and not any(f in stubs for f in FUNCTIONS):
             status = CheckpointStatus.FAILED
             for case in cases:

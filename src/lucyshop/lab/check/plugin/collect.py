@@ -2,11 +2,12 @@
 
     python -m pytest tests/learner -p lucyshop.lab.check.plugin.collect --outcomes FILE
 
-Lines are appended as the run goes (``start`` when a test begins, ``result`` when it ends,
-``collect_error`` for a module that cannot be imported), so a run stopped by a timeout still
-says which test was running. A failure is boiled down to one line: the first line of the
-failed expectation, or the exception a function raised and where in the implementation, or,
-for a stub, which function is not started (``not_started``) and the notebook section.
+Lines are appended as the run goes (``collected`` with each module's count of tests, ``start``
+when a test begins, ``result`` when it ends, ``collect_error`` for a module that cannot be
+imported), so a run stopped by a timeout still says which test was running. A failure is
+boiled down to one line: the first line of the failed expectation, or the exception a
+function raised and where in the implementation, or, for a stub, which function is not started
+(``not_started``) and the notebook section.
 
 A test that runs past its deadline (pytest-timeout) says "timed out after 30 s in claim()".
 From then on, in this run and in any rerun the report starts with ``--hung claim`` (after a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -197,6 +199,13 @@ class Outcomes:
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """How many tests each module has, before ``--deselect`` leaves out those a rerun
+        need not run again: the count a row's results are held to."""
+        counts = Counter(Path(item.nodeid.split("::")[0]).stem for item in items)
+        self.write({"event": "collected", "counts": dict(counts)})
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.write({"event": "start", "nodeid": nodeid})
