@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 from mutants import BY_NAME
-from sandbox_files import ROOT, SOLUTIONS
+from sandbox_files import ROOT, SOLUTIONS, STUBBED
 
 from lucyshop.lab.check.guard import MARKER
 from lucyshop.lab.check.subjects import FUNCTIONS
@@ -43,6 +43,12 @@ ISOLATED = pytest.mark.skipif(
     reason="nothing isolates a student's file here: a hostile one would run with our rights",
 )
 MARKS = [pytest.mark.slow, ISOLATED]
+
+
+def with_stubs(status: str) -> dict[str, str]:
+    """The function rows of a file made ``with_bodies``: ``status`` for each of the learner's
+    stubs, PASSING for each function the book gives whole."""
+    return {name: status if name in STUBBED else "PASSING" for name in FUNCTIONS}
 
 
 def hostile(name: str, **params: object) -> str:

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lucyshop.lab.given.stubs import stub_nodes
+
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
+# The learner's stubs; the chapter's other functions the book gives whole, and they pass as given.
+STUBBED = tuple(stub_nodes(ROOT / "learner" / "ch13_leases.py"))
 
 
 def student_copy(directory: Path, appended: str = "") -> Path:

@@ -1,10 +1,10 @@
 """Hostile students against ``make check``: forged rows, a forged checkpoint, the reference.
 
-Each test is one real hostile file (``hostile/``), appended to a student's file whose functions
-do no real work, run through ``make check`` as a student's file is. What got through before
-the sandbox (issue 28) must not: no PASSING row and no ``checkpoint PASSED`` for code that does
-nothing, no line of the reference in anything the run prints or keeps, and no process of the
-run alive after it.
+Each test is one real hostile file (``hostile/``), appended to a student's file whose stubs do
+no real work (the functions the book gives stay whole), run through ``make check`` as a
+student's file is. What got through before the sandbox (issue 28) must not: no PASSING row and
+no ``checkpoint PASSED`` for code that does nothing, no line of the reference in anything the
+run prints or keeps, and no process of the run alive after it.
 
 The planted files, the FIFOs and links, the daemon, the secrets, the escapes and the disk fill
 are in ``test_hostile_kit.py``; a class with a hostile classmate in ``test_hostile_grade.py``.
@@ -21,7 +21,9 @@ from hostile_checks import (
     run_check,
     short_tmpdir,
     with_bodies,
+    with_stubs,
 )
+from sandbox_files import STUBBED
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.checkpoint.judge import CASES
@@ -36,18 +38,18 @@ def test_skips_and_a_patched_pytest_forge_no_passing_row(tmp_path):
     """Every function raises a skip (``unittest.SkipTest`` or ``pytest.skip``); at import the
     file rebinds pytest's report class and the kit's outcome writer, registers an ``atexit``
     handler and leaves a daemon, both appending "passed" records to every outcomes file they
-    find. Every function row must be FAILING, none PASSING."""
+    find. Every stub's row must be FAILING (the functions the book gives pass as they are)."""
     with short_tmpdir() as tmpdir:
         text = with_bodies("raise _skip()") + hostile("forge_rows", tmp=str(tmpdir))
         checked = run_check(hand_in(tmp_path, text), tmpdir, *FAST, "--no-checkpoint")
         left = leftovers(checked.marker, str(tmpdir))
     assert checked.status == 1, checked.output[-3000:]
-    assert checked.functions() == dict.fromkeys(FUNCTIONS, "FAILING"), checked.functions()
-    assert not any(row["status"] == "PASSING" for row in checked.data["rows"])
+    assert checked.functions() == with_stubs("FAILING"), checked.functions()
     percentile = checked.rows()["percentile"]
     assert percentile["passed"] == 0, percentile
     assert all("Skip" in f["message"] for f in percentile["failures"]), percentile["failures"]
-    assert checked.data["summary"].startswith("0/16 functions PASSING, 16 FAILING")
+    given, stubbed = len(FUNCTIONS) - len(STUBBED), len(STUBBED)
+    assert checked.data["summary"].startswith(f"{given}/16 functions PASSING, {stubbed} FAILING")
     assert left == [], left
 
 
@@ -68,7 +70,7 @@ def test_a_file_that_forges_the_checkpoints_files_gets_no_checkpoint_pass(tmp_pa
     assert checkpoint["status"] == "FAILED", checkpoint
     assert [case["passed"] for case in checkpoint["cases"]] == [False] * len(CASES), checkpoint
     assert "checkpoint PASSED" not in checked.output
-    assert not any(status == "PASSING" for status in checked.functions().values())
+    assert not any(checked.functions()[name] == "PASSING" for name in STUBBED)
     assert left == [], left
 
 
@@ -76,14 +78,14 @@ def test_no_route_reaches_the_reference(tmp_path):
     """At import, once per sandboxed process: ``os.open`` with ``dir_fd``, ``subprocess`` from
     a thread, ``_posixsubprocess.fork_exec``, a ``multiprocessing`` spawn child, and the blob
     in ``.git``. Whatever it read would be executed (its functions become the reference's);
-    every function's error says what each route found. No row may pass, each route must have
+    every function's error says what each route found. No stub's row may pass, each route must have
     been tried and found nothing, and no line of the reference may appear anywhere."""
     with short_tmpdir() as tmpdir:
         text = with_bodies("raise _NotYet()") + hostile("reach_reference", tmp=str(tmpdir))
         checked = run_check(hand_in(tmp_path, text), tmpdir, *FAST, "--no-checkpoint")
         left = leftovers(checked.marker, str(tmpdir))
     assert checked.status == 1, checked.output[-3000:]
-    assert checked.functions() == dict.fromkeys(FUNCTIONS, "FAILING"), checked.functions()
+    assert checked.functions() == with_stubs("FAILING"), checked.functions()
     message = checked.rows()["percentile"]["failures"][0]["message"]
     for route in ("dir_fd", "inherited_fd", "thread", "fork_exec", "multiprocessing", "git"):
         assert f"{route}=" in message, message  # tried ...

@@ -38,11 +38,12 @@ from hostile_checks import (
     short_tmpdir,
     with_bodies,
 )
-from sandbox_files import ROOT
+from sandbox_files import ROOT, STUBBED
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.submissions import slug
+from lucyshop.lab.grade.verdict import Verdict
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.host import uids
 from lucyshop.lab.statuses import VerdictStatus
@@ -206,9 +207,11 @@ def test_the_attackers_escapes_are_shown_never_sent(graded):
 
 def test_the_attacker_earns_only_her_own_score(graded):
     statuses = {label: r["status"] for label, r in rows_of(graded, "mallory").items()}
-    assert not any(statuses[f] == "PASSING" for f in FUNCTIONS), statuses
+    assert not any(statuses[f] == "PASSING" for f in STUBBED), statuses
     row = graded["book"]["mallory"]
-    assert row["status"] == VerdictStatus.CHECKED and float(row["score"]) == 0, row
+    verdict = Verdict.from_dict(graded["kept"]["mallory"]["verdict"])
+    assert row["status"] == VerdictStatus.CHECKED, row
+    assert float(row["score"]) == rubric.score(verdict, rubric.load()).points, row
 
 
 def test_the_gradebook_stays_as_the_grader_wrote_it(graded):

@@ -11,9 +11,9 @@ it executes, so a route that worked would make the row pass; what it writes carr
 look for.
 
 One real ``make check`` of the reference ``ch13_postgres.py`` with ``hostile/pg_fill.py``
-appended: from the first ``observe`` it writes rows that compress to nothing but not on the
-wire, for the trusted side to read back, and fills the server's disk every way its role may
-try (a temporary table, its own tables, a sort's spill, large objects). The server's
+appended: it fills the server's disk every way its role may try (a temporary table, its own
+tables, a sort's spill, large objects), and after each ``observe`` writes rows that compress
+to nothing but not on the wire, for the trusted side to read back. The server's
 directory grew by 2.8 GB and the trusted pytest to 2.9 GB (issue 47): now the directory must
 grow by under 1 GiB, the run's processes stay under 1 GiB, and the row say the trusted side
 did not fetch what it was left.
@@ -98,7 +98,8 @@ def test_a_hostile_ch13_postgres_reaches_neither_the_reference_nor_outside_its_s
     rows = checked.rows()
     assert rows[PG_EXERCISE]["status"] == "FAILING", checked.output[-3000:]
     others = {row["status"] for label, row in rows.items() if label != PG_EXERCISE}
-    assert others == {"NOT STARTED", "LEFT OUT"}, others  # the stubs, and --no-measured
+    # the stubs (and the functions the book gives them), and --no-measured
+    assert others <= {"NOT STARTED", "PASSING", "LEFT OUT"}, others
     message = rows[PG_EXERCISE]["failures"][0]["message"]
     for route in ROUTES:
         assert f" {route}=" in message, message  # tried ...
@@ -175,7 +176,7 @@ def server_growth() -> Iterator[dict[str, int]]:
 
 def test_exercise_7_fills_neither_the_servers_disk_nor_the_trusted_sides_memory(tmp_path):
     text = (SOLUTIONS / "ch13_postgres.py").read_text() + hostile(
-        "pg_fill", rows=1500, megabytes=1200, seconds=5
+        "pg_fill", rows=200, megabytes=1200, seconds=8
     )
     with short_tmpdir() as tmpdir, server_growth() as grown:
         chapter = hand_in(tmp_path / "student", (LEARNER / "ch13_leases.py").read_text())

@@ -6,10 +6,11 @@ that only the trusted side can open (``lucyshop.lab.sandbox.served.Server``): ev
 is ours to execute. Before every statement of every run the rival tries the write lock, on a
 connection of its own and without waiting, and lets it go again; from statement ``first`` on
 it also takes the work over once it has the lock (a transaction that holds the lock keeps it
-out). So until the rival strikes, a run looks the same from the sandbox whatever its
-``first``. There is one run for each ``first`` from 1 to ``BOUND`` and one run with no rival
-at all, in an order drawn here, the rival-free one anywhere among them: the writer cannot
-learn from its calls which is which, nor how many statements we counted.
+out; finished work it leaves alone). So until the rival strikes, a run looks the same from
+the sandbox whatever its ``first``. There is one run for each ``first`` from 1 to ``BOUND``
+and one run with no rival at all, in an order drawn here, the rival-free one anywhere among
+them: the writer cannot learn from its calls which is which, nor how many statements we
+counted.
 
 Each copy records, in tables the sandbox may neither read nor write (``RUNS``, ``WRITES``):
 which work and generation it tests, where the rival was loose and where it struck, the
@@ -19,12 +20,12 @@ is in that log even if the writer deleted its row again before it returned. ``pr
 reads what happened from the files alone: the learner tests and the checkpoint call it on
 the copies as they run, and the checkpoint's judge calls it again on the copies kept.
 
-A run fails when a row was written after the takeover; when the rival got in and the writer
-neither wrote before it nor was refused; when the writer sent, before the rival struck,
-other statements than in the rival-free run (it told the runs apart); when the rival-free run
-did not write one row of its own, was refused, or took more than ``BOUND`` statements; and
-when the rival never got in at all (nothing was tested). Raw SQL, not the student's
-``claim``: this is about the writer.
+A run fails when anything was written to the shop after the takeover; when the rival got in
+and the writer neither wrote before it nor was refused; when the writer sent, before the
+rival struck, other statements than in the rival-free run (it told the runs apart); when the
+rival-free run did not write one row of its own, was refused, or took more than ``BOUND``
+statements; and when the rival never got in at all (nothing was tested). Raw SQL, not the
+student's ``claim``: this is about the writer.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ class Run:
     path: Path
     first: int | None  # None: no rival
     refused: PermissionError | None = None
-    statements: int = 0
 
 
 class RivalAtEveryMoment:
@@ -98,7 +98,6 @@ class RivalAtEveryMoment:
             run.refused = error
         finally:
             sent = list(server.statements)
-            run.statements = len(sent)
             server.close()
             rival.execute(
                 f"UPDATE {RUNS} SET statements = ?, refused = ?",
@@ -288,10 +287,9 @@ def _run_problems(record: Record, quiet: Record, what: str) -> list[str]:
             min(len(seen), len(calm)),
         )
         problems.append(
-            f"{what} sent other statements in one run than in another before anything told"
-            f" them apart (from statement {where + 1}: {len(seen)} statements, against"
-            f" {len(quiet.statements)} without a rival): a writer must not act on which run"
-            " it is in"
+            f"{what} must not act on which run it is in: before anything told them apart it"
+            f" sent other statements in one run than in another (from statement {where + 1}:"
+            f" {len(seen)}, against {len(quiet.statements)} without a rival)"
         )
     if record.took is None:
         return problems
@@ -300,10 +298,10 @@ def _run_problems(record: Record, quiet: Record, what: str) -> list[str]:
     if after:
         table, op = after[0]
         problems.append(
-            f"a rival took the work over before statement {record.took} ({record.took_sql}),"
-            f" after the holder check and before {what} (a second transaction): the stale"
-            f" holder still wrote ({op} on {table}, {len(after)} writes after the takeover,"
-            " counted even if undone before it returned)"
+            f"the stale holder still wrote, counted even if undone: a rival took the work over"
+            f" after the holder check and before {what} (a second transaction), before"
+            f" statement {record.took} ({record.took_sql[:40]}), and {len(after)} writes"
+            f" followed ({op} on {table} first)"
         )
     wrote = any(
         (table, op, generation) == (record.table, "INSERT", held)
@@ -311,7 +309,7 @@ def _run_problems(record: Record, quiet: Record, what: str) -> list[str]:
     )
     if not wrote and record.refused is None:
         problems.append(
-            f"a rival took the work over before statement {record.took} ({record.took_sql}):"
-            f" {what} neither wrote before it nor was refused"
+            f"{what} neither wrote before a rival took the work over nor was refused (the"
+            f" rival came before statement {record.took}: {record.took_sql[:40]})"
         )
     return problems
