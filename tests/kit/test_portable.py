@@ -6,6 +6,7 @@ This module is the one place in the kit's code that names ``/proc``: it has to, 
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -17,6 +18,13 @@ PROC = re.compile(r"""/proc\b|["']proc["']""")
 # The one exception: bubblewrap's argument that mounts a sandbox's own /proc (Linux only, where
 # bubblewrap is; it reads nothing), named once, in lucyshop/lab/sandbox/jail.py.
 MOUNT = re.compile(r"""^PROC_MOUNT = \("--proc", "/proc"\)  # """)
+# Linux-only questions with no psutil answer, each in one function that answers without /proc
+# (an OSError there means "the system does not say"): a sandboxed process's pid in each PID
+# namespace (bubblewrap, Linux only), and this process's own cgroup (cgroups, Linux only).
+LINUX_ONLY = {
+    "src/lucyshop/lab/checkpoint/shop.py": "namespace_pids",
+    "src/lucyshop/lab/sandbox/host/cgroups.py": "_own",
+}
 
 # Run in a child, since an audit hook cannot be removed. Any open, listdir or scandir of a path
 # under /proc raises PermissionError when the nearest caller outside the standard library is the
@@ -135,11 +143,25 @@ def kit_files() -> list[Path]:
     ]
 
 
+def linux_only_lines(path: Path, text: str) -> range:
+    """The lines of the one function in ``path`` allowed to ask /proc (``LINUX_ONLY``)."""
+    name = LINUX_ONLY.get(path.relative_to(ROOT).as_posix())
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    return range(0)
+
+
 def readers_of_proc() -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for path in kit_files():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        hits = [n for n, line in enumerate(lines, 1) if PROC.search(line) and not MOUNT.match(line)]
+        text = path.read_text(encoding="utf-8")
+        allowed = linux_only_lines(path, text)
+        hits = [
+            n
+            for n, line in enumerate(text.splitlines(), 1)
+            if PROC.search(line) and not MOUNT.match(line) and n not in allowed
+        ]
         if hits:
             found[path.relative_to(ROOT).as_posix()] = hits
     return found
@@ -149,6 +171,16 @@ def test_no_kit_code_names_proc():
     """A grep: not in code, not in docstrings (a Mac has no /proc to describe)."""
     found = readers_of_proc()
     assert found == {}, f"/proc named at (file: lines) {found}"
+
+
+def test_the_linux_only_exceptions_are_each_one_function(tmp_path):
+    """Outside its named function, a file on the Linux-only list is held to the grep too."""
+    for relative, name in LINUX_ONLY.items():
+        text = (ROOT / relative).read_text(encoding="utf-8")
+        assert linux_only_lines(ROOT / relative, text), f"{relative} has no {name}()"
+        planted = text + '\n\nSTRAY = "/proc/self/stat"\n'
+        allowed = linux_only_lines(ROOT / relative, planted)
+        assert len(planted.splitlines()) not in allowed
 
 
 def test_the_grep_finds_what_it_looks_for():
