@@ -88,20 +88,11 @@ def _skew() -> dict[str, Any]:
     return _json(EVIDENCE / "ch13-skew-receipt.json")
 
 
-def _skew_rows() -> list[dict[str, Any]]:
-    return [row for store in _skew()["summary"].values() for row in store.values()]
+def _taker_ahead_live() -> dict[str, Any]:
+    """The skew receipt's row of live SQLite holders whose taker's clock ran 2 leases ahead."""
+    from lucyshop.lab.lesson.story import skew_rows
 
-
-def _taker_ahead_live() -> list[dict[str, Any]]:
-    """The skew trials on SQLite whose taker's clock ran 2 leases ahead of a live holder."""
-    return [
-        trial
-        for trial in _skew()["trials"]
-        if trial["store"] == "sqlite"
-        and trial["shift_leases"] == 2.0
-        and trial["shifted"] == "taker"
-        and trial["fate"] == "live"
-    ]
+    return skew_rows(_skew())["sqlite", "fenced", 2.0, "taker", "live"]
 
 
 def _exercise(n: int) -> dict[str, Any]:
@@ -326,12 +317,9 @@ ANSWERS: dict[str, Answer] = {
     "sqlite_false_takeovers": Answer(
         lambda: (
             "SQLite, taker 2 leases ahead: share of live holders that lost their work, of "
-            f"{len(_taker_ahead_live())} trials"
+            f"{_taker_ahead_live()['trials']} trials"
         ),
-        lambda: (
-            sum(trial["taken_after"] is not None for trial in _taker_ahead_live())
-            / len(_taker_ahead_live())
-        ),
+        lambda: _taker_ahead_live()["false_takeover"] / _taker_ahead_live()["trials"],
     ),
     "slow_clock_refuses_itself": Answer(
         _label("the slow worker's own clock refuses its write (1 yes, 0 no)"),

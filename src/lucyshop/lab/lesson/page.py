@@ -217,14 +217,16 @@ def skew_bars(receipt: Mapping[str, Any]) -> Any:
 
     from lucyshop.lab.skew import counts_of
 
-    trials = receipt["trials"]
-    shifts = sorted({t["shift_leases"] for t in trials})
-    groups = [(role, shift) for role in ("holder", "taker") for shift in shifts]
+    trials = [t for t in receipt["trials"] if t["arm"] == "fenced"]
+    order = {"holder": 0, "none": 1, "taker": 2}  # at shift 0 no clock is shifted
+    groups = sorted(
+        {(t["shifted"], t["shift_leases"]) for t in trials}, key=lambda g: (order[g[0]], g[1])
+    )
     stores = (
         ("sqlite", "SQLite, client clocks", "C0"),
         ("postgres", "PostgreSQL, server clock", "C1"),
     )
-    figure, panels = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    figure, panels = plt.subplots(2, 1, figsize=(14, 7), sharex=True)
     for axes, (fate, count, what) in zip(
         panels,
         (
@@ -259,8 +261,8 @@ def skew_bars(receipt: Mapping[str, Any]) -> Any:
         axes.set_title(what, fontsize=10, loc="left")
         axes.set_yticks([0, 0.5, 1])
         axes.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
-    labels = [f"{role}\n{shift:+g} leases" for role, shift in groups]
+    labels = [f"{role}\n{shift:+g}" for role, shift in groups]
     panels[-1].set_xticks(range(len(groups)), labels, fontsize=9)
-    panels[-1].set_xlabel("whose clock was shifted, and by how many leases", fontsize=9)
+    panels[-1].set_xlabel("whose clock was shifted, and by how many leases", fontsize=10)
     figure.tight_layout()
     return figure

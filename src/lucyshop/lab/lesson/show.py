@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.evidence.stats import wilson  # noqa: F401 - the notebooks' lesson.wilson
+from lucyshop.lab.evidence import stats
+from lucyshop.lab.evidence.stats import wilson  # noqa: F401 - the notebooks' show.wilson
 from lucyshop.lab.lesson.inline import WIDTH, wrap
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import CaseResult, Mark, result_line
@@ -465,26 +466,6 @@ def beyond(turns: Sequence[float], lease: float) -> int:
     return sum(turn > lease for turn in turns)
 
 
-def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Fisher's exact test of two shares, k1 of n1 against k2 of n2, two-sided.
-
-    Suppose both samples come from one population: then the k1 + k2 "long" turns are spread
-    over the n1 + n2 turns at random, and the number that lands in the first sample is
-    hypergeometric. The p-value is the probability of every split no more likely than the one
-    seen (the usual two-sided rule, as SciPy's ``fisher_exact``). Exact at any n; no SciPy.
-    """
-    if not (0 <= k1 <= n1 and 0 <= k2 <= n2 and n1 > 0 and n2 > 0):
-        raise ValueError(f"need 0 <= k <= n and n > 0: {k1}/{n1}, {k2}/{n2}")
-    longs, total = k1 + k2, n1 + n2
-
-    def chance(first: int) -> float:
-        return math.comb(n1, first) * math.comb(n2, longs - first) / math.comb(total, longs)
-
-    seen = chance(k1)
-    splits = range(max(0, longs - n2), min(n1, longs) + 1)
-    return min(1.0, sum(p for p in map(chance, splits) if p <= seen * (1 + 1e-7)))
-
-
 def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
     """The share of turns longer than the median lease, pilot against trials, from a receipt's
     raw observations: the part of the turn-time distribution that false expiry depends on."""
@@ -501,7 +482,7 @@ def tail_shares(receipt: Mapping[str, Any]) -> dict[str, Any]:
         "lease": lease,
         "pilot": (k1, len(pilot)),
         "trials": (k2, len(trials)),
-        "p_value": fisher_exact(k1, len(pilot), k2, len(trials)),
+        "p_value": stats.fisher_exact(k1, len(pilot), k2, len(trials)),
     }
 
 

@@ -203,14 +203,16 @@ def _cap_in_seconds(receipt: Mapping[str, Any]) -> str:
 
 def stale_completions(receipt: Mapping[str, Any]) -> list[str]:
     """How many live workers lost their work over the three rules, and how many of their
-    stale completions counted: printed after 13a's prediction of that count, not before."""
+    stale completions counted: printed after 13a's prediction of that count, not before, and
+    followed by ``fence_readings``, which credits the generation (or not)."""
     stale = sum(row["stale_completions_accepted"] for row in _rules(receipt).values())
     taken = sum(row["false_expiries"] for row in _rules(receipt).values())
-    return [
+    said = (
         f"Across all three rules {taken} live workers lost their work, and each tried its stale"
-        f" completion; the fence accepted {stale} of them"
-        + (": the misses cost redone work, never a wrong result." if stale == 0 else ".")
-    ]
+        f" completion; the fence accepted {stale} of them. Whether the generation decided is"
+        " the negative control's question:"
+    )
+    return [said]
 
 
 def fence_readings(receipt: Mapping[str, Any]) -> list[str]:
@@ -246,26 +248,133 @@ def say_all(lines: list[str]) -> None:
         _print(line)
 
 
-def skew_by_role(receipt: Mapping[str, Any]) -> list[str]:
-    """The skew trials on SQLite by who carried the shifted clock, and which way: the error
-    each causes (false takeovers of live holders, late takeovers of dead ones), counted by
-    the skew module's own rule for one trial."""
-    from lucyshop.lab.skew import counts_of
+STORES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+Row = tuple[str, str, float, str, str]  # store, arm, shift in leases, shifted role, fate
 
+
+def skew_rows(receipt: Mapping[str, Any]) -> dict[Row, Mapping[str, Any]]:
+    """The skew receipt's summary rows as they are, never pooled, keyed by the skew module's
+    ``cell`` split into its parts."""
+    rows = {}
+    for name, row in receipt["summary"].items():
+        store, arm, shift, role, fate = name.split()
+        rows[store, arm, float(shift), role, fate] = row
+    return rows
+
+
+def _of(row: Mapping[str, Any], count: str) -> str:
+    return f"{row[count]} of {row['trials']}"
+
+
+def skew_table(receipt: Mapping[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The fenced live and dead trials, one line per store, shifted role and shift: live
+    holders taken over, dead ones taken over late, and the takeovers of each that came early
+    (before three quarters of the lease, by the clock every process shares)."""
+    rows = skew_rows(receipt)
+    lines = []
+    for store, arm, shift, role, fate in sorted(rows, key=lambda key: (key[0] != "sqlite", key)):
+        if arm != "fenced" or fate != "live":
+            continue
+        live, dead = rows[store, arm, shift, role, "live"], rows[store, arm, shift, role, "dead"]
+        taken = (_of(live, "false_takeover"), _of(live, "early_takeover"))
+        late = (_of(dead, "late_takeover"), _of(dead, "early_takeover"))
+        lines.append((store, role, f"{shift:+g}", *taken, *late))
+    return lines, ["store", "shifted", "shift", "live taken", "early", "dead late", "early"]
+
+
+def skew_by_role(receipt: Mapping[str, Any]) -> list[str]:
+    """On SQLite, per shifted role and direction, each shift's counts in turn: the dose at
+    which a skewed clock starts to take live holders' work, or to keep dead holders' work
+    waiting."""
+    rows = {k[2:]: v for k, v in skew_rows(receipt).items() if k[:2] == ("sqlite", "fenced")}
     lines = []
     for role in ("holder", "taker"):
+        shifts = sorted({shift for shift, mine, _ in rows if mine == role}, key=abs)
         for sign, word in ((-1, "behind"), (1, "ahead")):
-            mine = [
-                t
-                for t in receipt["trials"]
-                if t["store"] == "sqlite" and t["shifted"] == role and t["shift_leases"] * sign > 0
-            ]
-            live = [t for t in mine if t["fate"] == "live"]
-            dead = [t for t in mine if t["fate"] == "dead"]
-            false = sum(counts_of(t)["false_takeover"] for t in live)
-            late = sum(counts_of(t)["late_takeover"] for t in dead)
-            lines.append(
-                f"SQLite, {role} {word:6}: live holders taken over {false} of {len(live)},"
-                f" dead holders taken over late {late} of {len(dead)}"
+            dose = [shift for shift in shifts if shift * sign > 0]
+            live = ", ".join(
+                f"{_of(rows[s, role, 'live'], 'false_takeover')} at {s:+g}" for s in dose
             )
+            late = ", ".join(
+                f"{_of(rows[s, role, 'dead'], 'late_takeover')} at {s:+g}" for s in dose
+            )
+            lines.append(
+                f"SQLite, {role} {word}: live holders taken over {live}; dead holders taken"
+                f" over late {late}"
+            )
+    return lines
+
+
+def _writes(trial: Mapping[str, Any]) -> str:
+    """A holder's writes: when, after its claim, and accepted or which comparison refused it."""
+    from lucyshop.lab.experiment.control import comparison
+
+    return "; ".join(
+        f"{w['write']} at {w['started'] - trial['holder_claimed']:.2f} s "
+        + ("accepted" if w["accepted"] else f"refused by the {comparison(w['why'])} comparison")
+        for w in trial["holder_writes"]
+    )
+
+
+def pg_takeovers(receipt: Mapping[str, Any]) -> list[str]:
+    """PostgreSQL's side of the skew receipt: early takeovers per row (the clock's error), and
+    each live holder taken over anyway: when, against its lease, and what became of its writes
+    (a loaded machine can keep a live holder past its lease)."""
+    lease = receipt["parameters"]["lease_seconds"]
+    rows = {k: v for k, v in skew_rows(receipt).items() if k[:2] == ("postgres", "fenced")}
+    early = sum(bool(row["early_takeover"]) for row in rows.values())
+    shown = f"{early} of {len(rows)} (every shift, shifted role, live and dead)"
+    lines = [f"PostgreSQL: rows with an early takeover, {shown}"]
+    for trial in receipt["trials"]:
+        where = (trial["store"], trial["arm"], trial["fate"])
+        if where != ("postgres", "fenced", "live") or trial["taken_after"] is None:
+            continue
+        after = trial["taken_after"]
+        lines.append(
+            f"PostgreSQL, {trial['shifted']}'s clock {trial['shift_leases']:+g}: a live holder"
+            f" taken over {after:.2f} s after its claim, {after / lease:.2f} leases of"
+            f" {lease:g} s ({'after' if after > lease else 'before'} its lease ended); its"
+            f" writes: {_writes(trial)}"
+        )
+    return lines
+
+
+def skew_fence(receipt: Mapping[str, Any]) -> list[str]:
+    """Every skew row in which a holder could write after its takeover, the slow trials with
+    and without the generation comparison side by side: the generation is credited only
+    where it refused every stale write and the control accepted the same writes."""
+    rows = skew_rows(receipt)
+    lines = []
+    for (store, arm, shift, role, fate), row in sorted(
+        rows.items(), key=lambda item: (item[0][0] != "sqlite", item[0][4] != "slow", item[0])
+    ):
+        if not row["could_write_stale"]:
+            continue
+        what = "the chapter's fence" if arm == "fenced" else "without the generation"
+        clock = "no clock shifted" if role == "none" else f"{role}'s clock {shift:+g}"
+        refused = ", ".join(f"{n} by the {k}" for k, n in row["refused_by"].items())
+        lines.append(
+            f"{STORES[store]}, {fate} holder, {clock}, {what}: taken over in"
+            f" {_of(row, 'could_write_stale')} trials, {row['stale_writes']} stale writes,"
+            f" accepted {row['stale_accepted']}" + (f", refused {refused}" if refused else "")
+        )
+    fenced = [row for key, row in rows.items() if key[1] == "fenced"]
+    control = [row for key, row in rows.items() if key[1] == "control"]
+    decided = all(row["refused_by"].get("generation", 0) == row["stale_writes"] for row in fenced)
+    if (
+        decided
+        and any(row["stale_writes"] for row in fenced)
+        and control
+        and all(row["stale_accepted"] == row["stale_writes"] > 0 for row in control)
+    ):
+        lines.append(
+            "Holder and taker claimed under one owner label, so only the generation told them"
+            " apart: it refused every stale write the fence saw, and without it every stale"
+            " write of the slow trials was accepted."
+        )
+    else:
+        lines.append(
+            "These trials do not show the generation deciding: it counts only where it refused"
+            " every stale write and the copy without it accepted the same ones."
+        )
     return lines
