@@ -5,9 +5,8 @@ on one that died, stopped or ignores signals. So: a ready file is written atomic
 for with a deadline that also notices the process exiting first, and ``SharedGroupChildren``
 ends whatever it started when its ``with`` block ends, however it ends.
 
-A child that runs a student's code is a ``GroupChild`` instead: a process group of its own,
-watched (``GroupChild.watch``) with a deadline for the item it is in (a test, a checkpoint
-case) and one for the whole, and ended as a group past either.
+A child that runs a student's code is started in a process group of its own instead
+(``lab.check.guard.OwnGroupChild``), so it can be ended as a group past its deadline.
 
 Questions about other processes (is it alive, is it stopped, what did it start, which ones
 mention a marker) go through psutil, so they read the same on Linux and macOS.
@@ -16,14 +15,12 @@ mention a marker) go through psutil, so they read the same on Linux and macOS.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self, TypeVar
 
@@ -42,7 +39,6 @@ POLL_SECONDS = 0.02
 TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 STDERR_TAIL_BYTES = 2000
-TAIL_BYTES = 8000  # of a GroupChild's log, what ``tail`` reads
 MAX_READY_BYTES = 4 * 1024 * 1024
 
 
@@ -220,100 +216,6 @@ def _wait_all(procs: list[subprocess.Popen[Any]], seconds: float) -> list[subpro
             break
         time.sleep(POLL_SECONDS / 2)
     return alive
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """Why a watched child was ended, and the item (a test, a case) it was in, if any."""
-
-    item: str | None
-    why: str
-
-
-class GroupChild:
-    """One bounded child in a session, and so a process group, of its own; its output in
-    ``log``, a file.
-
-    Its own group because it runs a student's code: ``kill`` ends it and whatever it started
-    that stayed in its group with one ``killpg``, which never signals its parent; what left the
-    group (``setsid``, a double fork) is for the caller to sweep, by a marker it put in ``env``.
-    Its output goes to a file, never a pipe, so no amount of it can block the child and a
-    grandchild holding the descriptor cannot hold the parent open. (``SharedGroupChildren``
-    makes the opposite choice, for the kit's own workers and suppliers.)
-    """
-
-    def __init__(
-        self, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str], log: Path
-    ) -> None:
-        self.log = log
-        self.started = time.monotonic()
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def kill(self) -> None:
-        """End the child's whole group, then reap the child."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        wait_exit(self.proc, timeout=KILL_WAIT_SECONDS)
-
-    def tail(self, limit: int = TAIL_BYTES) -> list[str]:
-        """The last lines it wrote (at most ``limit`` bytes; a line cut by that is left out)."""
-        try:
-            with open(self.log, "rb") as handle:
-                handle.seek(max(0, handle.seek(0, os.SEEK_END) - limit))
-                text = handle.read().decode("utf-8", "replace")
-        except OSError:
-            return []
-        lines = text.splitlines()
-        return lines[1:] if len(text) >= limit and len(lines) > 1 else lines
-
-    def watch(
-        self,
-        *,
-        until: float,
-        late: str,
-        current: Callable[[], str | None] = lambda: None,
-        limit: Callable[[str], float] = lambda _item: math.inf,
-        grace: float = 0.0,
-        reason: Callable[[], str | None] = lambda: None,
-        interval: float = POLL_SECONDS * 10,
-    ) -> Stopped | None:
-        """Wait for the child to end: None once it has. Before that, end its group and say why
-        as soon as the item it is in (``current()``: the test or case running now, None
-        between two) has run past ``limit(item)`` and ``grace`` more, the monotonic clock
-        passes ``until`` (``late`` says so), or ``reason()`` names one (a full scratch, an
-        interrupt). ``grace`` lets the child's own deadline for the item fire first, and name
-        what hung."""
-        item, since = None, time.monotonic()
-        while self.poll() is None:
-            now = time.monotonic()
-            if (found := current()) != item:
-                item, since = found, now
-            why = None
-            if item is not None and now - since > limit(item) + grace:
-                why = f"timed out after {limit(item):g} s"
-            elif now > until:
-                why = late
-            else:
-                why = reason()
-            if why:
-                self.kill()
-                return Stopped(item, why)
-            time.sleep(interval)
-        return None
 
 
 def end_children_on_sigterm() -> None:
