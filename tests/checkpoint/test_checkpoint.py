@@ -157,7 +157,7 @@ def test_the_fence_case_records_which_comparison_refused_each_write(reference_ru
 def test_post_commit_crash_is_settled_by_lookup(reference_run):
     _, evidence = reference_run
     case = evidence["cases"][POST_COMMIT.name]
-    assert case["order_after_crash"] == "SENDING"
+    assert case["order_after_crash"] in ("SENDING", "UNKNOWN")
     assert case["exit_status"] == -signal.SIGKILL
     assert case["ledger_count"] == 1 and case["outcome"] == "DONE"
 

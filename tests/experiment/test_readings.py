@@ -39,9 +39,12 @@ def reread(receipt: dict[str, Any], change: Callable[[dict[str, Any]], None]) ->
 
 
 def slower_trials(observed: dict[str, Any]) -> None:
-    """Every trial turn twice as long, per token too."""
-    for row in trial_rows(observed):
-        row["turn_seconds"] *= 2
+    """Every trial turn the pilot's own (cycled) at twice its seconds: as long in tokens,
+    twice as slow per token, whatever the receipt's own trials happened to be."""
+    pilot = observed["pilot"]
+    for number, row in enumerate(trial_rows(observed)):
+        turn = pilot[number % len(pilot)]
+        row["turn_seconds"], row["tokens"] = 2 * turn["seconds"], turn["tokens"]
 
 
 def trials_like_the_pilot(observed: dict[str, Any]) -> None:
