@@ -64,8 +64,14 @@ def test_a_slow_holder_on_postgres_is_refused_by_the_generation_and_accepted_wit
     counts = {
         arm: skew.counts_of(
             skew.run_trial(
-                "postgres", 0.0, "none", "slow", impl=path, server=pg_server,
-                work=skew.LEASE * skew.SLOW, arm=arm,
+                "postgres",
+                0.0,
+                "none",
+                "slow",
+                impl=path,
+                server=pg_server,
+                work=skew.LEASE * skew.SLOW,
+                arm=arm,
             )
         )
         for arm, path in (("fenced", impl), ("control", tmp_path / impl.name))
