@@ -262,7 +262,8 @@ def test_a_verdict_is_read_from_the_checks_json():
     assert len(verdict.rows) == 23  # 16 functions, 7 exercises
     assert [r.status for r in verdict.rows].count("PASSING") == 21
     assert verdict.checkpoint == "FAILED" and sum(c.passed for c in verdict.cases) == 6
-    claim_share = loaded.functions.points * 2 / 21  # claim weighs 2 of 21 (16 rows, 5 doubled)
+    # claim weighs 2 of 18: 16 rows, 5 doubled, 3 ready-made rows at 0
+    claim_share = loaded.functions.points * 2 / 18
     # exercise 6 (left out) weighs 1 of 8: six exercises at 1, exercise 7 at 2
     assert [loaded.exercises.weight(e.label) for e in EXERCISES] == [1, 1, 1, 1, 1, 1, 2]
     expected = (
