@@ -290,7 +290,9 @@ def crash_after_remote_acceptance(run: Run, leases: Any, directory: Path) -> dic
         shop.event("supplier committed; reply held back")
         status = shop.kill(child)
         order = approval.get_order(shop.db, ready["order_id"])["status"]
-        expect("order left uncertain by the crash", order, "SENDING")
+        # SENDING if the kill came first, UNKNOWN if the holder's client timed out first: both
+        # leave the order's fate to a lookup, which is what this case is about.
+        expect("order left uncertain by the crash", order in approval.UNCERTAIN, True)
         before = approval.account(shop.db)
         recovery, waited, calls = shop.recover_after_expiry(ready)
         facts = shop.settled(ready, recovery["generation"], before)
