@@ -462,28 +462,12 @@ def test_plots_are_drawn_from_the_quick_receipt(quick_receipt: Path, tmp_path: P
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
 
 
-# The committed receipt (measured 2026-12-07, 02:26-02:58 UTC) fails one condition, and this
-# says so rather than hiding it: its pilot ran while the session's other test suites loaded the
-# machine and its repeat after they had stopped, so seconds per token on capped turns moved
-# -47.7% from one to the other. The drift condition did its job. Until the receipt is measured
-# again on a quiet machine (make experiment with nothing else running), every other line must
-# pass and this one must fail exactly as recorded; once a new receipt passes, this test fails
-# until the entry is removed.
-KNOWN_FAILURES = ("FAIL  drift: seconds per token on capped turns moved -47.7%",)
-
-
 def test_the_committed_receipt_is_verified() -> None:
     if not COMMITTED.exists():
         pytest.skip(f"{COMMITTED.relative_to(ROOT)} is not there yet")
     checked = run_verify(COMMITTED)
     failed = [line for line in checked.stdout.splitlines() if line.startswith("FAIL")]
-    known = [line for line in failed if line.startswith(KNOWN_FAILURES)]
-    assert failed == known, checked.stdout[-3000:]
-    assert len(known) == len(KNOWN_FAILURES), (
-        "the committed receipt no longer fails as recorded: remove KNOWN_FAILURES' entries\n"
-        + checked.stdout[-3000:]
-    )
-    assert (checked.returncode == 0) == (not KNOWN_FAILURES), checked.stdout[-3000:]
+    assert failed == [] and checked.returncode == 0, checked.stdout[-3000:]
     receipt = json.loads(COMMITTED.read_text())
     assert receipt["settings"]["backend"] == "embedded" and not receipt["settings"]["quick"]
     assert [
