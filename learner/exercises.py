@@ -302,8 +302,9 @@ def exercise_6_records(
     ``workdir``, ``shop`` and ``ledger_file``: the records as the shop and the supplier hold them.
 
     Explain in your own words (replace this paragraph with your answer): how did the models'
-    answers change when the records were in the message, and why does the chapter's recovery
-    read the records itself instead of asking a model? Use your receipt's figures.
+    answers change when the records were in the message, why does the chapter's recovery
+    read the records itself instead of asking a model, and when would a model call during
+    recovery still be the right thing? Use your receipt's figures.
     """
     raise NotStarted("exercise_6_records", "13c § Exercise 6 Give the replacement the records")
 

@@ -102,19 +102,21 @@ def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them
 
     def graded(seconds: float, cpu: float, projected: float) -> dict:
         return {
+            "submissions": 20,
             "seconds": seconds,
+            "wall_seconds_per_student": round(seconds / 20, 1),
             "cpu_seconds_per_student": cpu,
             grading.PROJECTED: projected,
             "jobs": 3,
             "cores": 2,
         }
 
-    assert [t.held for t in feedback.targets(timed(15.0, 2.5, 1.10))] == [True, True, True]
-    assert [t.held for t in feedback.targets(timed(15.1, 2.6, 1.11))] == [False, False, False]
-    assert [t.held for t in grading.targets(graded(360.0, 20.0, 3600))] == [True, True, True]
-    assert [t.held for t in grading.targets(graded(361.0, 20.1, 3601))] == [False, False, False]
+    assert [t.held for t in feedback.targets(timed(10.0, 2.5, 1.10))] == [True, True, True]
+    assert [t.held for t in feedback.targets(timed(10.1, 2.6, 1.11))] == [False, False, False]
+    assert [t.held for t in grading.targets(graded(60.0, 20.0, 3600))] == [True, True, True]
+    assert [t.held for t in grading.targets(graded(60.5, 20.1, 3601))] == [False, False, False]
     line = (
-        "grading: 8 submissions with their exercises, 3 at a time, in 100 s; 12.5 CPU-s a"
-        " student, so 200 students in about 21 min on 2 cores"
+        "grading: 20 submissions with their exercises and checkpoint, 3 at a time, in 100 s"
+        " (5.0 s a student); 12.5 CPU-s a student, so 200 students in about 21 min on 2 cores"
     )
     assert grading.lines(graded(100.0, 12.5, 1249)) == [line]

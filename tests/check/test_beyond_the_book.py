@@ -132,3 +132,16 @@ def test_the_checkpoint_lines_name_the_kits_own_cases_beyond_the_book():
     for case in CASES:
         [line] = [line for line in lines if f" {case.number} {case.name}" in line]
         assert ("(beyond the book)" in line) is not case.in_book, line
+
+
+def test_cases_waiting_on_one_stub_share_one_not_started_line():
+    """A checkpoint NOT STARTED prints one line per distinct message, not one per case: six
+    cases waiting on claim() are one line naming all six."""
+    waiting = "claim() is not started: read notebook 13b § Claim work in one transaction"
+    judged = [Case(0, CASES[0].name, True, "confirmed")]
+    judged += [Case(case.number, case.name, False, waiting) for case in CASES[1:]]
+    lines = checkpoint_lines(CheckpointResult(CheckpointStatus.NOT_STARTED, judged), "command")
+    [line] = [line for line in lines if waiting in line]
+    assert line.strip().startswith(f"NOT STARTED  {len(CASES) - 1} cases (")
+    assert all(CASES[n].title in line for n in range(1, len(CASES)))
+    assert sum("PASS" in line for line in lines) == 1, lines

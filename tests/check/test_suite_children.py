@@ -63,7 +63,7 @@ def test_a_child_counts_its_modules_tests_before_a_rerun_deselects_any(tmp_path)
     """A rerun leaves out (``--deselect``) the tests that already gave a result; the count its
     row is held to is still every test of the module, as the pristine collection finds."""
     module = f"{SUITES[0]}/{module_of('Claim.worker_id')}.py"
-    outcomes = suites.Outcomes(tmp_path / "outcomes.jsonl")
+    outcomes = suites.OutcomeReader(tmp_path / "outcomes.jsonl")
     done = {f"{module}::test_": {}}  # every test of it, as if a first run had reached them all
     argv = suites.suite_argv(IMPLEMENTATIONS["solutions"], [module], outcomes.path, done, [], 30)
     env = os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}

@@ -28,7 +28,7 @@ from hostile_checks import (
 
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.sandbox import Sandbox, callbacks
-from lucyshop.lab.sandbox.served import Server
+from lucyshop.lab.sandbox.served import ServedShop
 from lucyshop.supplier import SupplierClient
 
 pytestmark = ISOLATED
@@ -58,7 +58,7 @@ def handed(tmp_path):
     (tmp_path / "scratch").mkdir()
     (tmp_path / "served.db").touch()
     asked: list[tuple[int, str]] = []
-    server = Server(tmp_path / "served.db", lambda number, sql: asked.append((number, sql)))
+    server = ServedShop(tmp_path / "served.db", lambda number, sql: asked.append((number, sql)))
     client = SupplierClient("http://127.0.0.1:9", identity="dairy", timeout=1.0)
     things = {
         "server": server,

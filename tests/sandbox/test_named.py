@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from lucyshop.lab.check.named import MAX_RECEIPT, Refused, beneath, load_named, read_named
+from lucyshop.lab.check.named import MAX_RECEIPT, NamedFileRefused, beneath, load_named, read_named
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_anything_else_is_refused_naming_the_function(scratch, tmp_path, kind):
         os.mkfifo(named)
     elif kind == "too big":
         named.write_bytes(b" " * (MAX_RECEIPT + 1))
-    with pytest.raises(Refused, match=r"^exercise_6_records\(\) (named its|returned)"):
+    with pytest.raises(NamedFileRefused, match=r"^exercise_6_records\(\) (named its|returned)"):
         load_named(named, [scratch], "exercise_6_records", "receipt")
 
 
@@ -58,5 +58,5 @@ def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(scratch,
     (scratch / "run").symlink_to(outside)
     with pytest.raises(OSError), beneath(scratch, scratch / "run"):
         pass
-    with pytest.raises(Refused):
+    with pytest.raises(NamedFileRefused):
         read_named(scratch / "run" / "receipt.json", [scratch], "f", "receipt")

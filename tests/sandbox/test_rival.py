@@ -130,11 +130,11 @@ def test_the_served_shop_bounds_an_answer_in_bytes_and_the_file_in_growth(tmp_pa
     """A gigabyte made on the fly, in values the stand-in allows: refused at ``MAX_ANSWER`` as
     it is fetched, in about the time that takes, the served shop's own bound named; and writes
     past ``MAX_GROWTH`` find the file full."""
-    from lucyshop.lab.sandbox.served import MAX_ANSWER, MAX_GROWTH, AnswerTooLarge, Server
+    from lucyshop.lab.sandbox.served import MAX_ANSWER, MAX_GROWTH, AnswerTooLarge, ServedShop
 
     with contextlib.closing(sqlite3.connect(tmp_path / "shop.db")) as db:
         db.execute("CREATE TABLE transcript(message)")
-    server = Server(tmp_path / "shop.db", lambda _number, _sql: None)
+    server = ServedShop(tmp_path / "shop.db", lambda _number, _sql: None)
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
     started = time.monotonic()
     with pytest.raises(

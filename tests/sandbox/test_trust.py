@@ -99,7 +99,8 @@ def test_a_stub_file_that_patches_the_grader_is_not_passing(tmp_path):
     patch = """
 import lucyshop.lab.check.plugin.collect as collect
 
-collect.Outcomes.write = lambda self, record: collect.Outcomes.__dict__  # swallow failures
+# swallow failures
+collect.OutcomeWriter.write = lambda self, record: collect.OutcomeWriter.__dict__
 _real = collect.describe
 collect.describe = lambda *args: {"message": "", "not_started": None}
 """

@@ -61,7 +61,7 @@ def _rebind_the_writer():
         with open(self.path, "a") as handle:
             handle.write(_json.dumps(record) + "\n")
 
-    collect.Outcomes.write = write
+    collect.OutcomeWriter.write = write
 
 
 def _outcome_files():

@@ -2,7 +2,7 @@
 (appended to the reference with both of the kit's "holder check in its own transaction"
 mutants applied, ``observe`` and ``finish``).
 
-- ``observe`` and ``finish``, handed the served stand-in, first ask the trusted ``Server``
+- ``observe`` and ``finish``, handed the served stand-in, first ask the trusted ``ServedShop``
   behind it to run its rival now (its ``before``), ahead of their holder check: the rival
   would then strike where this file chooses, never in the gap between the mutants' two
   transactions, and both rows passed (issue 47). Then they write as the mutants do.

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -34,6 +33,7 @@ from lucyshop.lab.services.limits import (
     SUITE_SECONDS,
     TEST_SECONDS,
 )
+from lucyshop.lab.services.processes import end_group
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000
@@ -109,11 +109,7 @@ class OwnGroupChild:
 
     def kill(self) -> None:
         """End the child's whole session group, then reap the child."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
+        end_group(self.proc, None)
 
     def tail(self, limit: int = TAIL_BYTES) -> list[str]:
         """The last lines it wrote (at most ``limit`` bytes)."""

@@ -6,7 +6,7 @@ it is a regular file inside the check's own scratch (``confined_file``), and onl
 bounded, no-follow, non-blocking reader the checkpoint's judge uses (``read_regular``), from
 its directory opened name by name without following a link (``beneath``); a
 database is opened as a copy made that way, in a directory of the trusted side's own, so no
-name the sandbox controls is ever opened by SQLite. Anything else is ``Refused``, one line
+name the sandbox controls is ever opened by SQLite. Anything else is ``NamedFileRefused``, one line
 that names the function whose answer named it.
 """
 
@@ -28,32 +28,34 @@ MAX_RECEIPT = 4 * 1024 * 1024  # the committed receipts are under 100 kB
 SIDE_FILES = ("-wal",)  # what SQLite keeps beside a database that a copy must carry
 
 
-class Refused(AssertionError):
+class NamedFileRefused(AssertionError):
     """A path from the sandbox that the trusted side will not read: the test fails on it."""
 
 
 def read_named(
     path: Any, roots: Iterable[Path], function: str, what: str, limit: int = MAX_FILE
 ) -> bytes:
-    """The bytes of the file ``function()`` named as its ``what``; ``Refused`` unless it is a
-    regular file of at most ``limit`` bytes inside one of ``roots``."""
+    """The bytes of the file ``function()`` named as its ``what``; ``NamedFileRefused`` unless
+    it is a regular file of at most ``limit`` bytes inside one of ``roots``."""
     if not isinstance(path, str | os.PathLike) or not str(path):
-        raise Refused(f"{function}() returned {type(path).__name__} {path!r:.80} as its {what}")
+        shown = f"{type(path).__name__} {path!r:.80}"
+        raise NamedFileRefused(f"{function}() returned {shown} as its {what}")
     roots = list(roots)
     try:
         real = confined_file(Path(path), roots)
     except ValueError:
         why = "not a regular file of this check's scratch (a link, a special file, or outside)"
-        raise Refused(refusal(function, what, path, why)) from None
+        raise NamedFileRefused(refusal(function, what, path, why)) from None
     root = next(root for root in roots if real.is_relative_to(root))
     try:
         with beneath(root, real.parent) as directory:
             return read_regular(real.name, limit, dir_fd=directory)
     except ValueError:  # a FIFO or a device put there since, or too big
         why = f"not a regular file of at most {limit >> 20} MiB"
-        raise Refused(refusal(function, what, path, why)) from None
+        raise NamedFileRefused(refusal(function, what, path, why)) from None
     except OSError as error:  # a link put there since (O_NOFOLLOW), or gone
-        raise Refused(refusal(function, what, path, error.strerror or str(error))) from None
+        why = error.strerror or str(error)
+        raise NamedFileRefused(refusal(function, what, path, why)) from None
 
 
 @contextmanager
@@ -85,7 +87,7 @@ def load_named(path: Any, roots: Iterable[Path], function: str, what: str) -> An
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as error:
-        raise Refused(refusal(function, what, path, f"not JSON ({error})")) from None
+        raise NamedFileRefused(refusal(function, what, path, f"not JSON ({error})")) from None
 
 
 def copy_named(

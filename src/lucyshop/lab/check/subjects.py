@@ -33,6 +33,7 @@ class Subject(NamedTuple):
     directory: str  # its tests' directory, relative to the kit's root
     modules: tuple[str, ...]  # its test modules there, without ``.py``
     stubs: tuple[str, ...]  # the functions whose stub makes it NOT STARTED
+    section: str | None = None  # where to read first when NOT STARTED, if not the stub's own
 
 
 # Every chapter-13 function, in the order of learner/ch13_leases.py, with its test module.
@@ -63,8 +64,13 @@ SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
 # a chapter row or the checkpoint, and never on its own makes make check exit non-zero
 # (``table.exit_status``): the chapter's code, as printed, passes make check without it.
 BEYOND: tuple[Subject, ...] = (
-    # 13b § Hostile input to claim, 13b § A claim at any queue length
-    Subject("claim (beyond the book)", SUITES[0], ("test_claim_beyond_the_book",), ("claim",)),
+    Subject(
+        "claim (beyond the book)",
+        SUITES[0],
+        ("test_claim_beyond_the_book",),
+        ("claim",),
+        "13b § Hostile input to claim",
+    ),
 )
 # Exercise 7: the chapter's leases on PostgreSQL, in ch13_postgres.py beside the chapter file.
 # Its functions share the chapter's names, so its stubs are named ch13_postgres.<function>.

@@ -124,7 +124,7 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
 # ---------------------------------------------------------------- one child
 
 
-class Outcomes:
+class OutcomeReader:
     """Reads a growing outcomes file: the test running now, and since when."""
 
     def __init__(self, path: Path) -> None:
@@ -170,7 +170,7 @@ def suite_argv(
 
 
 def watch_suite(
-    child: OwnGroupChild, outcomes: Outcomes, until: float, deadline: float, scratch: Path
+    child: OwnGroupChild, outcomes: OutcomeReader, until: float, deadline: float, scratch: Path
 ) -> tuple[str | None, str] | None:
     """Wait for the child; None when it ran to its end, else (the test it stopped in, why).
     A test whose sandbox fills its scratch past ``DISK_LIMIT`` is stopped like a hang."""
@@ -214,7 +214,7 @@ def stopped_in(nodeid: str, why: str) -> dict[str, Any]:
     }
 
 
-def keep_outcomes(run: SuiteRun, outcomes: Outcomes, hung: list[str]) -> None:
+def keep_outcomes(run: SuiteRun, outcomes: OutcomeReader, hung: list[str]) -> None:
     """Add what one child wrote back to ``run``, and each function it found hung to ``hung``."""
     for record in outcomes.records:
         if record.get("event") in ("result", "collect_error"):
@@ -225,7 +225,7 @@ def keep_outcomes(run: SuiteRun, outcomes: Outcomes, hung: list[str]) -> None:
             hung.append(record["hung"])  # a rerun fails it at once, as this run did
 
 
-def ended(run: SuiteRun, child: OwnGroupChild, outcomes: Outcomes) -> SuiteRun:
+def ended(run: SuiteRun, child: OwnGroupChild, outcomes: OutcomeReader) -> SuiteRun:
     """A child that ran to its end: a pytest that failed before any test says why."""
     if child.poll() not in (0, 1, 5) and not outcomes.records:
         last = [line for line in run.tail if line.strip()]
@@ -248,7 +248,7 @@ def run_suites(
     # makes (its sandboxes' directories too) goes with this check's own, even if it is killed.
     env = env | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "TMPDIR": str(tmp)}
     for attempt in range(MAX_RESTARTS + 1):
-        outcomes = Outcomes(tmp / f"outcomes-{attempt}.jsonl")
+        outcomes = OutcomeReader(tmp / f"outcomes-{attempt}.jsonl")
         argv = suite_argv(path, paths, outcomes.path, run.results, hung, limits.test)
         scratch = tmp / f"scratch-{attempt}"  # the sandboxes' only writable place; gone after
         argv.append(f"--basetemp={scratch}")

@@ -72,7 +72,7 @@ def build_rows(
             rows.append(Row(row.label, kind, aside[row.label][0], message=aside[row.label][1]))
             continue
         tests = [r for r in results.values() if r.get("module") in row.modules]
-        found = grade_row(row, kind, tests, spec, stubs, counts, stopped)
+        found = row_from_tests(row, kind, tests, spec, stubs, counts, stopped)
         function = function_of(row)
         if found.status != Status.NOT_STARTED and function in hangs:
             found.status, found.message = Status.FAILING, hangs[function]
@@ -80,7 +80,7 @@ def build_rows(
     return rows
 
 
-def grade_row(
+def row_from_tests(
     subject: Subject,
     kind: str,
     tests: list[dict[str, Any]],
@@ -97,7 +97,7 @@ def grade_row(
     # NOT STARTED by the file's syntax alone: a NotStarted that came back from the sandbox
     # is its word, which a written function can claim as easily as a stub.
     if any(stub in stubs for stub in subject.stubs):
-        section = next(stubs[s] for s in subject.stubs if s in stubs)
+        section = subject.section or next(stubs[s] for s in subject.stubs if s in stubs)
         row.status, row.message = Status.NOT_STARTED, not_started(section)
         return row
     row.failures = [
@@ -188,11 +188,16 @@ def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
     lines.append(
         "checkpoint result, read by the judge from the files it kept (never from its exit status):"
     )
+    waiting: dict[str, list[str]] = {}  # NOT STARTED cases by their message: one line each
     for case in checkpoint.cases:
-        mark = Mark.PASS if case.passed else Mark.FAIL
         if not case.passed and checkpoint.status == CheckpointStatus.NOT_STARTED:
-            mark = Mark.NOT_STARTED
+            waiting.setdefault(case.message, []).append(CASES[case.case].title)
+            continue
+        mark = Mark.PASS if case.passed else Mark.FAIL
         lines.append("  " + result_line(mark, CASES[case.case].title, case.message))
+    for message, titles in waiting.items():
+        what = titles[0] if len(titles) == 1 else f"{len(titles)} cases ({'; '.join(titles)})"
+        lines.append("  " + result_line(Mark.NOT_STARTED, what, message))
     return lines
 
 

@@ -62,7 +62,7 @@ def dealt_cases() -> list[tuple[CaseId, ...]]:
 
 
 @dataclass
-class Part:
+class CheckpointPart:
     """One checkpoint child: its cases, its evidence file, the case it is in and since when,
     and why it was stopped, if it was (the case it was in, why)."""
 
@@ -104,7 +104,7 @@ class Checkpoint:
         self.keep = tmp / "checkpoint"  # every case's files, each in its own caseN directory
         self.keep.mkdir()
         env = env | {"TMPDIR": str(tmp)}  # its sandboxes' directories go with the check's
-        self.parts: list[Part] = []
+        self.parts: list[CheckpointPart] = []
         for number, cases in enumerate(dealt_cases()):
             evidence = tmp / f"evidence-{number}.json"  # outside every sandbox's scratch
             argv = checkpoint_command(
@@ -113,12 +113,12 @@ class Checkpoint:
             argv += [word for case in cases for word in ("--case", str(case.number))]
             log = tmp / f"checkpoint-{number}.log"
             child = OwnGroupChild(argv, cwd=ROOT, env=env, log=log, marker=marker)
-            self.parts.append(Part(cases, evidence, child))
+            self.parts.append(CheckpointPart(cases, evidence, child))
         self.limits: Limits = limits
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
-    def _why_stop(self, part: Part, now: float) -> str | None:
+    def _why_stop(self, part: CheckpointPart, now: float) -> str | None:
         if now - part.child.started > self.limits.checkpoint:
             return f"the checkpoint did not finish within {self.limits.checkpoint:g} s"
         if part.case is not None and now - part.since > self.limits.case:

@@ -2,7 +2,7 @@
 trusted side picks, in runs the writer cannot tell apart.
 
 Each run gives the writer (``observe`` or ``finish``) a connection to a fresh copy of the shop
-that only the trusted side can open (``lucyshop.lab.sandbox.served.Server``): every statement
+that only the trusted side can open (``lucyshop.lab.sandbox.served.ServedShop``): every statement
 is ours to execute. Before every statement of every run the rival tries the write lock, on a
 connection of its own and without waiting, and lets it go again; from statement ``first`` on
 it also takes the work over once it has the lock (a transaction that holds the lock keeps it
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lucyshop.lab.sandbox.served import TRUSTED_TABLES, Server
+from lucyshop.lab.sandbox.served import TRUSTED_TABLES, ServedShop
 
 RUNS = f"{TRUSTED_TABLES}rival"
 WRITES = f"{TRUSTED_TABLES}writes"
@@ -56,7 +56,7 @@ class RivalWrong(AssertionError):
 
 
 @dataclass
-class Run:
+class RivalRun:
     """One call on a served copy of the shop, the rival loose from statement ``first``."""
 
     path: Path
@@ -77,10 +77,10 @@ class RivalAtEveryMoment:
         with contextlib.closing(sqlite3.connect(self.pristine)) as copy:
             source.backup(copy)
 
-    def run(self, call: Callable[[Any], Any], first: int | None, number: int) -> Run:
+    def run(self, call: Callable[[Any], Any], first: int | None, number: int) -> RivalRun:
         """``call(connection)`` on a fresh copy (``run-NN.db``, ``number`` its place among
         the runs), the rival loose from statement ``first`` (None: never)."""
-        run = Run(self.home / f"run-{number:02d}.db", first)
+        run = RivalRun(self.home / f"run-{number:02d}.db", first)
         self._copy(run)
         rival = sqlite3.connect(run.path, isolation_level=None, timeout=0)
         rival.execute("PRAGMA synchronous = OFF")  # a throwaway copy: no waiting on the disk
@@ -91,7 +91,7 @@ class RivalAtEveryMoment:
             if not struck:
                 struck = self._try(rival, number, sql, first is not None and number >= first)
 
-        server = Server(run.path, before)
+        server = ServedShop(run.path, before)
         try:
             call(self.probes.connection(server))
         except PermissionError as error:
@@ -106,7 +106,7 @@ class RivalAtEveryMoment:
             rival.close()
         return run
 
-    def _copy(self, run: Run) -> None:
+    def _copy(self, run: RivalRun) -> None:
         """The pristine shop at ``run.path``, with our record of the run and our triggers."""
         with (
             contextlib.closing(sqlite3.connect(self.pristine)) as source,
@@ -168,7 +168,7 @@ class RivalAtEveryMoment:
             return False
         return True
 
-    def attempt(self, call: Callable[[Any], Any], what: str) -> list[Run]:
+    def attempt(self, call: Callable[[Any], Any], what: str) -> list[RivalRun]:
         """Every run of ``call``, vetted (``RivalWrong`` at the first thing wrong, see the
         module's docstring)."""
         order: list[int | None] = list(range(1, BOUND + 1))

@@ -155,7 +155,7 @@ def flag_reason(item: Graded) -> str:
     return "compare with the reference"
 
 
-def grade_row(
+def gradebook_row(
     item: Graded, rubric: Rubric, student: Student | None, near: pairs.Pair | None, flagged: bool
 ) -> dict[str, str]:
     """One gradebook row; every count a number."""
@@ -215,7 +215,7 @@ def write_class(
             p.flagged(rubric.flag_at) for p in ranked if name in (p.a.name, p.b.name)
         )
         student = roster.get(matching(name)) if roster is not None else None
-        rows.append(grade_row(item, rubric, student, near, flagged))
+        rows.append(gradebook_row(item, rubric, student, near, flagged))
     body = [[row.get(c, "") for c in COLUMNS] for row in rows]
     write(out / "grades.csv", table(COLUMNS, body, bom=options.bom))
     if roster is not None:

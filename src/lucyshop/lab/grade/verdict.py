@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from lucyshop.lab.check.guard import MARKER, Limits, new_marker, sweep
 from lucyshop.lab.check.results import BrokenContract, Row, case_from_dict, checked
 from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.processes import end_group
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
 HEAD_BYTES = 16_384
@@ -152,8 +152,7 @@ def _bounded(
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        _kill_group(proc.pid)  # also whatever the file started and left behind
-        proc.wait(timeout=KILL_WAIT)
+        end_group(proc, KILL_WAIT)  # also whatever the file started and left behind
         reader.join(timeout=KILL_WAIT)  # a daemon a file escaped into may still hold the pipe
     return status, output
 
@@ -163,13 +162,6 @@ def _drain(stream: BinaryIO, output: Output) -> None:
     with stream:
         while chunk := stream.read1(65_536):
             output.add(chunk)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def verdict_on(

@@ -159,8 +159,8 @@ ANSWERS: dict[str, Answer] = {
         unit=" s",
     ),
     "completions_a_label_fence_accepts": Answer(
-        _label("completions a fence on owner labels accepts, of 4"),
-        _const(4),  # every holder calls itself lucy-worker: a label check passes all four
+        _label("completions a fence on the owner label alone accepts, of 4"),
+        _const(4),  # every holder calls itself lucy-worker: a label check alone passes all four
         source="the rule",
     ),
     "placed_again": Answer(

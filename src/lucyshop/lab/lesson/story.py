@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lucyshop.lab.experiment.receipt import DRIFT
 from lucyshop.lab.lesson.inline import wrap
 
 # The chapter's pilot (40 turns of qwen2.5:0.5b): median and slowest turn, in seconds.
@@ -51,8 +52,9 @@ def tail_shape(receipt: Mapping[str, Any]) -> list[str]:
         lines.append(
             "So the shapes differ, not only the seconds: the kit's slowest turn is much closer to"
             f" its median than the book's. With {capped} of {len(turns)} turns stopped at the"
-            " cap, the cap bounds the kit's tail: raise it and the tail, and the lease it"
-            " needs, would grow."
+            " cap, the cap shapes the kit's tail, but it bounds tokens, not seconds: how long"
+            " those tokens take still has to be measured, and raising the cap would lengthen"
+            " the tail and the lease it needs."
         )
     else:
         lines.append(
@@ -88,13 +90,14 @@ def binomial_readings(receipt: Mapping[str, Any]) -> list[str]:
             )
         elif spread["p_value"] < SURPRISING:
             reading = (
-                f"{k} is outside that (p {spread['p_value']:.3f}): the trials did not behave"
-                " like the pilot the lease was chosen from"
+                f"{k} is outside that (p {spread['p_value']:.3f} with that uncertainty): the"
+                " trials did not behave like the pilot the lease was chosen from"
             )
         else:
             reading = (
-                f"{k} is inside it (p {spread['p_value']:.2f}): consistent with the forecast,"
-                f" and {n} trials could not have flagged any count in {first} to {last}"
+                f"{k} is inside it (p {spread['p_value']:.2f} with that uncertainty): consistent"
+                f" with the forecast, and {n} trials could not have flagged any count in {first}"
+                f" to {last}"
             )
         lines.append(f"{said}. {reading[0].upper()}{reading[1:]}.")
     return lines
@@ -177,6 +180,12 @@ def pilot_against_trials(receipt: Mapping[str, Any]) -> list[str]:
                 first,
                 second,
             )
+        )
+    if speed.get("drift") is not None:
+        lines.append(
+            f"drift: seconds per token on capped turns moved {speed['drift']:+.0%} from the"
+            " pilot to its repeat after the trials (the receipt's verify fails a move beyond"
+            f" {DRIFT:.0%} either way)"
         )
     lines.append(_cap_in_seconds(receipt))
     return lines

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from lucyshop.lab.sandbox.served import Server
+from lucyshop.lab.sandbox.served import ServedShop
 
 SUPPLIER = frozenset({"identity", "timeout", "lookup", "order"})  # chapter 11's ``Supplier``
 OFFERED: tuple[tuple[type, frozenset[str]], ...] = (
-    (Server, frozenset({"execute"})),
+    (ServedShop, frozenset({"execute"})),
     (threading.Event, frozenset({"is_set", "wait"})),  # a stop flag (exercise 5's renewer)
 )
 

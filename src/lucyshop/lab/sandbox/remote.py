@@ -27,7 +27,6 @@ import dataclasses
 import keyword
 import os
 import secrets
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -41,7 +40,7 @@ from typing import Any
 from lucyshop.lab.sandbox import callbacks, errors, jail, wire
 from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
 from lucyshop.lab.sandbox.handles import Mirror, Remote, remote_attribute
-from lucyshop.lab.services.processes import descendants
+from lucyshop.lab.services.processes import descendants, end_group
 
 MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
 MAX_CLASSES = 256  # distinct dataclasses built for one worker (each is a class made here)
@@ -136,11 +135,7 @@ class Sandbox:
     def stop(self) -> None:
         """End the worker and everything in its sandbox."""
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
+            end_group(self.proc, None)
             self.proc = None
         if self.channel is not None:
             self.channel.close()

@@ -1,7 +1,7 @@
 """A shop file served statement by statement to a sandboxed worker, by the trusted side.
 
 The worker gets a stand-in connection (``lucyshop.lab.sandbox.inside.shop_probes.connection``)
-whose every statement is a call back to ``Server``, the trusted side's connection to that
+whose every statement is a call back to ``ServedShop``, the trusted side's connection to that
 file. Before each statement the server calls ``before(number, sql)``, where the trusted side
 places its rival; the worker cannot run a statement the server did not see, nor see the rival
 coming. What the sandbox may ask of the file is bounded here: plain reads and writes of the
@@ -44,7 +44,7 @@ class AnswerTooLarge(sqlite3.OperationalError):
     """The answer to one statement would be larger than the trusted side hands a sandbox."""
 
 
-class Server:
+class ServedShop:
     """The trusted side's connection to ``path``, executing what the worker sends."""
 
     def __init__(self, path: Path, before: Callable[[int, str], None]) -> None:

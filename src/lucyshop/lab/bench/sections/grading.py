@@ -1,6 +1,6 @@
-"""Section ``grading``: eight copies of the reference, each with the worked exercises, graded as
-``make grade`` grades them (``JOBS`` cores + 1): the wall clock, the CPU-seconds one student
-costs, and what a class of 200 would take."""
+"""Section ``grading``: a class of twenty copies of the reference, each with the worked
+exercises and the checkpoint, graded as ``make grade`` grades them (``JOBS`` cores + 1): the
+wall clock a student, the CPU-seconds one student costs, and what a class of 200 would take."""
 
 from __future__ import annotations
 
@@ -12,20 +12,23 @@ from lucyshop.lab.grade import speed
 from lucyshop.lab.grade.speed import CLASS
 
 NAME = "grading"
-LIMIT = 360.0  # seconds for 8 submissions on 2 cores (issue 18)
+COUNT = 20  # the class graded (issue 46: at least twenty)
+LIMIT = 3.0  # wall seconds a student on 2 cores (issue 46)
 CPU_LIMIT = 20.0  # CPU-seconds one submission costs (issue 29)
 CLASS_LIMIT = 3600.0  # seconds for the class of 200 on this machine, every core busy (issue 29)
 PROJECTED = f"projected_seconds_for_{CLASS}_cpu_bound"
 
 
 def measure(options: argparse.Namespace) -> dict[str, Any]:
-    return speed.measure(count=8, exercises=True)
+    return speed.measure(count=COUNT, exercises=True)
 
 
 def lines(result: dict[str, Any]) -> list[str]:
     line = (
-        f"grading: 8 submissions with their exercises, {result['jobs']} at a time, in"
-        f" {result['seconds']:.0f} s; {result['cpu_seconds_per_student']:.1f} CPU-s a student,"
+        f"grading: {result['submissions']} submissions with their exercises and checkpoint,"
+        f" {result['jobs']} at a time, in {result['seconds']:.0f} s"
+        f" ({result['wall_seconds_per_student']:.1f} s a student);"
+        f" {result['cpu_seconds_per_student']:.1f} CPU-s a student,"
         f" so {CLASS} students in about {result[PROJECTED] / 60:.0f} min on"
         f" {result['cores']} cores"
     )
@@ -33,13 +36,17 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 
 def targets(result: dict[str, Any]) -> list[Target]:
-    seconds, cpu, projected = (
-        result["seconds"],
+    each, cpu, projected = (
+        result["seconds"] / result["submissions"],
         result["cpu_seconds_per_student"],
         result[PROJECTED],
     )
     return [
-        Target(f"8 submissions <= {LIMIT:g} s", seconds <= LIMIT, f"{seconds:.0f} s"),
+        Target(
+            f"a class of {COUNT}: <= {LIMIT:g} s of wall a student",
+            each <= LIMIT,
+            f"{each:.1f} s a student",
+        ),
         Target(f"<= {CPU_LIMIT:g} CPU-s a submission", cpu <= CPU_LIMIT, f"{cpu:.1f} CPU-s"),
         Target(
             f"{CLASS} submissions <= {CLASS_LIMIT / 60:g} min",

@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "deadline(seconds): what the test's sandbox calls may take")
     target = config.getoption("--outcomes")
     if target:
-        outcomes = Outcomes(Path(target), _impl_file(config), config.getoption("--hung"))
+        outcomes = OutcomeWriter(Path(target), _impl_file(config), config.getoption("--hung"))
         config.pluginmanager.register(outcomes, "lucyshop-outcomes")
 
 
@@ -173,7 +173,7 @@ def fail_fast(module: ModuleType, hung: set[str]) -> None:
             setattr(module, function, failing)
 
 
-class Outcomes:
+class OutcomeWriter:
     def __init__(self, path: Path, impl_file: Path | None, hung: list[str] = ()) -> None:
         self.path = path
         self.impl_file = impl_file

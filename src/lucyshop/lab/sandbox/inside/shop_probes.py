@@ -8,7 +8,7 @@ can replace it (a swapped trace callback once asked the injected rival in only w
 student held the write lock). So a shop file a fault is injected into lives in a directory of
 the trusted side's own, and the worker gets ``connection(server)``: a stand-in for
 ``sqlite3.Connection`` whose every statement is a call back to the trusted side's
-``lucyshop.lab.sandbox.served.Server``. The stand-in runs in the worker, where the student may
+``lucyshop.lab.sandbox.served.ServedShop``. The stand-in runs in the worker, where the student may
 rewrite it; that changes nothing, since the file changes only through the server.
 """
 
