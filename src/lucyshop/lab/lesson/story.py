@@ -84,7 +84,7 @@ def binomial_readings(receipt: Mapping[str, Any]) -> list[str]:
         )
         if k == 0 and row["predicted_share"] == 0:
             reading = (
-                f"none was seen, so the share is below {row['upper_bound_if_none']:.0%} with"
+                f"none was seen, so the share is below {row['upper_bound_if_none']:.1%} with"
                 f" about 95% confidence (the rule of three); {n} trials cannot tell a share of"
                 " 0 from one just under that"
             )
@@ -96,8 +96,8 @@ def binomial_readings(receipt: Mapping[str, Any]) -> list[str]:
         else:
             reading = (
                 f"{k} is inside it (p {spread['p_value']:.2f} with that uncertainty): consistent"
-                f" with the forecast, and {n} trials could not have flagged any count in {first}"
-                f" to {last}"
+                f" with the forecast, and once the pilot's uncertainty is carried, {n} trials"
+                f" could not have flagged any count in {first} to {last}"
             )
         lines.append(f"{said}. {reading[0].upper()}{reading[1:]}.")
     return lines
