@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from lucyshop import validate
+from lucyshop.lab.services.groups import end_group
 from lucyshop.lab.services.limits import (
     CASE_SECONDS,
     CHECKPOINT_SECONDS,
@@ -33,7 +34,6 @@ from lucyshop.lab.services.limits import (
     SUITE_SECONDS,
     TEST_SECONDS,
 )
-from lucyshop.lab.services.processes import end_group
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000

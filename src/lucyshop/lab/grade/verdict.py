@@ -28,7 +28,7 @@ from lucyshop.lab.check.guard import MARKER, Limits, new_marker, sweep
 from lucyshop.lab.check.results import BrokenContract, Row, case_from_dict, checked
 from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.loader import ROOT
-from lucyshop.lab.services.processes import end_group
+from lucyshop.lab.services.groups import end_group
 from lucyshop.lab.statuses import CheckpointStatus, VerdictStatus
 
 HEAD_BYTES = 16_384

@@ -40,7 +40,8 @@ from typing import Any
 from lucyshop.lab.sandbox import callbacks, errors, jail, wire
 from lucyshop.lab.sandbox.errors import CallTimedOut, WorkerDied
 from lucyshop.lab.sandbox.handles import Mirror, Remote, remote_attribute
-from lucyshop.lab.services.processes import descendants, end_group
+from lucyshop.lab.services.groups import end_group
+from lucyshop.lab.services.processes import descendants
 
 MAX_FIELDS = 64  # a dataclass from the sandbox with more is refused, not built
 MAX_CLASSES = 256  # distinct dataclasses built for one worker (each is a class made here)

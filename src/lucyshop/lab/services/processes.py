@@ -7,7 +7,7 @@ ends whatever it started when its ``with`` block ends, however it ends.
 
 A child that runs a student's code is started in a process group of its own instead (the
 check's ``OwnGroupChild``, the grader's check of one hand-in, the sandbox's worker), and all
-three end it the one way, ``end_group``: the whole group past its deadline.
+three end it the one way, ``services.groups.end_group``: the whole group past its deadline.
 
 Questions about other processes (is it alive, is it stopped, what did it start, which ones
 mention a marker) go through psutil, so they read the same on Linux and macOS.
@@ -31,6 +31,7 @@ from lucyshop.atomic import (
     read_regular,
     write_ready,  # noqa: F401  (re-exported: the lab's callers use it here)
 )
+from lucyshop.lab.services.groups import end_group  # noqa: F401  (re-exported, as write_ready)
 from lucyshop.status.signals import GONE
 from lucyshop.validate import seconds
 
@@ -41,17 +42,6 @@ TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 STDERR_TAIL_BYTES = 2000
 MAX_READY_BYTES = 4 * 1024 * 1024
-
-
-def end_group(proc: subprocess.Popen, wait: float | None = KILL_WAIT_SECONDS) -> None:
-    """SIGKILL the process group ``proc`` leads (started with ``start_new_session``): it and
-    whatever it started that stayed in its group, then reap it, waiting at most ``wait``
-    seconds (``None``: until it is reaped). Gone already is fine."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait(timeout=wait)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
