@@ -332,7 +332,9 @@ def pg_takeovers(receipt: Mapping[str, Any]) -> list[str]:
     lease = receipt["parameters"]["lease_seconds"]
     rows = {k: v for k, v in skew_rows(receipt).items() if k[:2] == ("postgres", "fenced")}
     early = sum(bool(row["early_takeover"]) for row in rows.values())
-    shown = f"{early} of {len(rows)} (every shift, shifted role, live and dead)"
+    *others, last = sorted({key[4] for key in rows})
+    fates = f"{', '.join(others)} and {last}" if others else last
+    shown = f"{early} of {len(rows)} (every shift and shifted role; {fates} holders)"
     lines = [f"PostgreSQL: rows with an early takeover, {shown}"]
     for trial in receipt["trials"]:
         where = (trial["store"], trial["arm"], trial["fate"])
