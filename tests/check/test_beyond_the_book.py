@@ -23,6 +23,7 @@ from lucyshop.lab.check.table import (
     table_lines,
 )
 from lucyshop.lab.checkpoint.cases import CASES, Case
+from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
 [ROW] = BEYOND  # claim (beyond the book)
@@ -145,3 +146,17 @@ def test_cases_waiting_on_one_stub_share_one_not_started_line():
     assert line.strip().startswith(f"NOT STARTED  {len(CASES) - 1} cases (")
     assert all(CASES[n].title in line for n in range(1, len(CASES)))
     assert sum("PASS" in line for line in lines) == 1, lines
+
+
+def test_a_stub_claim_sends_the_row_beyond_the_book_to_its_own_section():
+    """claim still a stub: the chapter's claim row points to where claim is taught, the row
+    beyond it to the section that teaches what it asks beyond the book."""
+    chapter = "13b § Claim work in one transaction"
+    rows = build_rows(every_row_passing(), SPEC, stubs={"claim": chapter}, counts=None)
+    found = {row.label: row for row in rows}
+    assert found["claim"].status == found[ROW.label].status == Status.NOT_STARTED
+    assert found["claim"].message == f"read notebook {chapter}"
+    assert found[ROW.label].message == "read notebook 13b § Hostile input to claim"
+    assert ROW.section is not None and ROW.section.removeprefix("13b § ") in (
+        ROOT / "notebooks" / "13b_recover_after_a_crash.ipynb"
+    ).read_text(encoding="utf-8"), "the section it names exists"

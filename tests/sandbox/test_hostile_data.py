@@ -117,6 +117,20 @@ def test_paths_named_by_answers_are_refused_at_once(tmp_path):
     assert left == [], left
 
 
+def failing_tests(tmp_path, answers, label: str) -> dict[str, str]:
+    """Check the reference's chapter functions with ``answers`` as the exercise book, no
+    checkpoint: row ``label`` must be FAILING and nothing the check started may be left; its
+    failing tests' messages by test name."""
+    chapter = hand_in(tmp_path / "hand-in", reference(), exercises=answers)
+    with short_tmpdir() as tmpdir:
+        checked = run_check(chapter, tmpdir, "--no-checkpoint", *FAST)
+        left = leftovers(checked.marker, str(tmpdir))
+    row = checked.rows()[label]
+    assert row["status"] == "FAILING", row
+    assert left == [], left
+    return {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
+
+
 def test_a_forged_measurement_earns_nothing(tmp_path):
     """The reference's chapter functions, and answers whose exercise 6 is forged."""
     answers = tmp_path / "answers.py"
@@ -126,17 +140,10 @@ def test_a_forged_measurement_earns_nothing(tmp_path):
         + hostile("forge_measured", receipt=receipt, backend=GRADED),
         encoding="utf-8",
     )
-    chapter = hand_in(tmp_path / "hand-in", reference(), exercises=answers)
-    with short_tmpdir() as tmpdir:
-        checked = run_check(chapter, tmpdir, "--no-checkpoint", *FAST)
-        left = leftovers(checked.marker, str(tmpdir))
-    row = checked.rows()["exercise 6"]
-    assert row["status"] == "FAILING", row
-    failing = {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
+    failing = failing_tests(tmp_path, answers, "exercise 6")
     # the trusted side's own records: its message gave the replacement none of them
     assert "Continue the task." in failing["test_the_records_given_are_the_shops_own"], failing
     assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
-    assert left == [], left
 
 
 def test_a_forged_renewal_earns_nothing(tmp_path):
@@ -149,17 +156,10 @@ def test_a_forged_renewal_earns_nothing(tmp_path):
         + hostile("forge_renewal", receipt=receipt, backend=GRADED),
         encoding="utf-8",
     )
-    chapter = hand_in(tmp_path / "hand-in", reference(), exercises=answers)
-    with short_tmpdir() as tmpdir:
-        checked = run_check(chapter, tmpdir, "--no-checkpoint", *FAST)
-        left = leftovers(checked.marker, str(tmpdir))
-    row = checked.rows()["exercise 5"]
-    assert row["status"] == "FAILING", row
-    failing = {failure["test"].split("::")[-1]: failure["message"] for failure in row["failures"]}
+    failing = failing_tests(tmp_path, answers, "exercise 5")
     assert not [name for name in failing if name.startswith(UNIT_TESTS_5)], failing
     # the trusted side's own run: no arm renewed, and the hung turn was taken over at once
     assert "renewed" in failing["test_the_plain_arm_never_renews_and_the_renewing_arms_do"]
     hung = failing["test_a_hung_turn_with_an_unbounded_renewer_keeps_its_lease"]
     assert "no replacement took it over" in hung, failing
     assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
-    assert left == [], left
