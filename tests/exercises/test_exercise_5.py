@@ -21,7 +21,13 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.exercises.exercise_receipts import receipt_problems
-from lucyshop.lab.exercises.renewal import EPSILON, ends_unrecorded, extensions, stale_extensions
+from lucyshop.lab.exercises.renewal import (
+    EPSILON,
+    ends_unrecorded,
+    extensions,
+    progress_stopped,
+    stale_extensions,
+)
 from lucyshop.lab.given import prepare_renewals
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.model.backend import GRADED
@@ -265,13 +271,28 @@ def test_the_bounded_renewer_lets_a_hung_turn_be_taken_over(result, read, query)
     work_id = hung["hung"]["work_id"]
     outcome = query(db, "SELECT generation FROM outcomes WHERE work_id = ?", work_id)
     assert outcome and outcome[0]["generation"] > generation, "the replacement finished it"
-    assert extensions(hung["watched"], generation, claimed, after=hung["hung"]["hung_at"]), (
-        "its lease was seen extended after the turn hung, within its bound"
+    assert extensions(hung["watched"], generation, claimed, after=progress_stopped(hung)), (
+        "its lease was seen extended after its progress stopped, within its bound"
     )
     ends = [end for _at, seen, end in hung["watched"] if seen == generation]
     assert max(ends) <= hung["takeover"]["took_at"] + EPSILON, (
         "its lease had run out when it was taken over: the renewals stopped"
     )
+
+
+def test_a_step_slower_than_the_bound_stops_progress_at_the_last_progress_not_the_hang():
+    """On a busy machine a hung turn's one step can outlast the bound: it is taken over before
+    it hangs, and the renewals that kept it alive came after its last progress (the claim)."""
+    claim = {"generation": 1, "claimed_at": 0.0, "hung_at": 5.2}  # taken over at 2.9
+    watched = [[0.05, 1, 1.1], [0.4, 1, 1.5], [0.8, 1, 1.9], [2.95, 2, 4.0]]
+    renewed = {"hung": claim, "watched": watched, "renewals": [{"progressed_at": 0.01}]}
+    assert progress_stopped(renewed) == 0.01
+    assert extensions(watched, 1, 1.0, after=claim["hung_at"]) == 0, "nothing after the hang"
+    assert extensions(watched, 1, 1.0, after=progress_stopped(renewed)) == 3
+    never = {"hung": claim, "watched": [[0.05, 1, 1.0], [2.95, 2, 4.0]], "renewals": []}
+    assert extensions(never["watched"], 1, 1.0, after=progress_stopped(never)) == 0
+    hung_late = {"hung": claim | {"hung_at": 0.3}, "renewals": [{"progressed_at": 0.35}]}
+    assert progress_stopped(hung_late) == 0.3, "the renewer notices progress after the step"
 
 
 def test_the_committed_receipt_recomputes_from_its_observations(leases, load_receipt):

@@ -96,6 +96,21 @@ def extensions(
     return found
 
 
+def progress_stopped(row: Mapping[str, Any]) -> float:
+    """When a hung turn's progress last grew: its hang, or earlier when its last step outlasted
+    the bound (a busy machine), since the bound counts from the renewer's last progress.
+
+    The renewer records progress when it notices it (``progressed_at``, up to an interval after
+    the step), so the earlier of the two records is the moment progress stopped."""
+    return min(row["hung"]["hung_at"], last_progress(row))
+
+
+def last_progress(row: Mapping[str, Any]) -> float:
+    """When a hung turn's progress last grew, by its renewals; a renewer that never renewed
+    shows none after the claim (the conditions then say what it failed to do)."""
+    return max((r["progressed_at"] for r in row["renewals"]), default=row["hung"]["claimed_at"])
+
+
 def stale_extensions(watched: Sequence[Sequence[float]], holder: int) -> int:
     """How often the watch saw the lease end of a generation other than ``holder`` move later.
     Every other generation is a replacement's claim, which sets its end once: a later end is a
@@ -208,11 +223,6 @@ def _hung(
         (row["hung"]["generation"], row["hung"]["claimed_at"] + lease) for row in (free, capped)
     )
     capped_ends = [end for _at, g, end in capped["watched"] if g == capped_claim[0]]
-    # when progress last grew, by its renewals; a renewer that never renewed shows none after
-    # the claim (the conditions then say what it failed to do)
-    last_progress = max(
-        (row["progressed_at"] for row in capped["renewals"]), default=capped["hung"]["claimed_at"]
-    )
     return {
         "unbounded": {
             "window": window_factor * bound,
@@ -239,10 +249,10 @@ def _hung(
                 capped["renewals"], lambda row: row["renewed_at"] >= took
             ),
             "took_after_hang": took - capped_hung,
-            "took_after_progress": took - last_progress,
+            "took_after_progress": took - last_progress(capped),
             "predicted_after_progress": bound + scan / 2,
             "extensions_after_hang_seen": extensions(
-                capped["watched"], *capped_claim, after=capped_hung
+                capped["watched"], *capped_claim, after=progress_stopped(capped)
             ),
             "last_end_seen_after_takeover": max(capped_ends, default=capped_claim[1]) - took,
             "stale_extensions_seen": stale_extensions(capped["watched"], capped_claim[0]),
@@ -306,8 +316,8 @@ def conditions(
         capped["takeover"]["generation"] > capped["hung"]["generation"],
     )
     yield (
-        "hung.bounded: its lease was seen extended after the hang, and no end seen was past"
-        + " the takeover (it had run out)",
+        "hung.bounded: its lease was seen extended after its progress stopped, and no end seen"
+        + " was past the takeover (it had run out)",
         recomputed["hung.bounded.extensions_after_hang_seen"] > 0
         and recomputed["hung.bounded.last_end_seen_after_takeover"] <= EPSILON,
     )
