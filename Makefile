@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Exercises 5 and 6 (each a whole measurement, on the scripted stand-in) run once: inside the
 # make check of the solutions that test_check_report.py runs, which fails naming each failing test.
-ONCE := --ignore=tests/exercises/test_exercise_5.py --ignore=tests/exercises/test_exercise_6.py
+ONCE := --ignore=spec/exercises/test_exercise_5.py --ignore=spec/exercises/test_exercise_6.py
 SEED    ?= 13
 SOAK_SECONDS ?= 120
 # make grade: hand-ins tested at once, cores + 1 (about a third of a make check waits on leases,
@@ -117,7 +117,7 @@ test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the so
 
 test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the solutions (under a minute)
 	@LEASES_IMPL=solutions PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p pytest_timeout -q \
-	  -m "(runtime or learner) and not slow and not model" tests/runtime tests/learner
+	  -m "(runtime or learner) and not slow and not model" tests/runtime spec/learner
 
 # make test-time records a quiet run (on a quiet machine; also bench.json's make_test section);
 # make test-time BURNERS=8 records a run beside 8 CPU burners (each spins a core, from a minute

@@ -7,10 +7,9 @@ server but not one clock: every time here is the server's (``clock_timestamp()``
 
 Test your work (a real PostgreSQL server is started for the tests and stopped after):
 
-    .venv/bin/python -m pytest tests/postgres/test_pg_{claim,assert_current,observe,finish}.py \
-        --impl learner
+    .venv/bin/python -m pytest spec/postgres --impl learner
 
-(the other files under ``tests/postgres`` test the kit itself, not your file). ``make check``
+``make check``
 shows the four as one row, ``exercise 7``: NOT STARTED until all four are written. Your
 file runs in a sandbox there, as in these tests: it reaches the server only through the
 connection it is passed, as a role that may use that test's tables and nothing else.

@@ -6,7 +6,7 @@ You own this file, beside your ``ch13_leases.py``. Each answer is a function tha
 section "Exercise N", says what each one asks. Test your work at any time:
 
     make check                                                      # a row per exercise
-    .venv/bin/python -m pytest tests/exercises/test_exercise_3.py --impl learner -q
+    .venv/bin/python -m pytest spec/exercises/test_exercise_3.py --impl learner -q
     .venv/bin/python learner/exercises.py N [--quick]               # one answer on its own
     .venv/bin/python learner/exercises.py verify FILE               # recompute a receipt
 

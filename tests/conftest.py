@@ -1,11 +1,11 @@
 """make test's own session: the chapter plugin every suite needs, a guard that no test leaves a
 process behind (``leftovers``), the suite markers, the longest files first (``schedule``), and
-the shop fixtures every suite shares (``shop_fixtures``: ``supplier``, ``shared_supplier``,
-``garbage_supplier``, ``held``).
+the shop fixtures every suite shares (``spec/shop_fixtures.py``: ``supplier``,
+``shared_supplier``, ``garbage_supplier``, ``held``, ``pg_server``).
 
-``make check`` never loads this file: its pytest children load the chapter plugin themselves
-and stop looking for conftests below tests/ (``lucyshop.lab.check.suites``), so what is here
-serves the kit's own tests only.
+``make check`` never loads this file: its pytest children run only spec/, whose own
+``conftest.py`` loads the chapter plugin (``lucyshop.lab.check.suites``), so what is here
+serves the kit's own tests, and make test's session around spec/ (markers, order, leftovers).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
 pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers")
 
 SUITES = ("runtime", "learner", "exercises")
-# a directory each; the other rooms and the modules beside them: kit
+# runtime: tests/runtime; learner: spec/learner; exercises: spec/exercises and spec/postgres
+# (exercise 7); every other room of tests/ and the modules beside them: kit
+SPEC = TESTS.parent / "spec"
 
 
 @pytest.hookimpl(optionalhook=True)  # make test-fast runs without xdist
@@ -51,7 +53,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its suite (pyproject.toml lists the markers), so ``-m`` can pick;
     the longest files first."""
     for item in items:
-        if item.path.is_relative_to(TESTS):
+        if item.path.is_relative_to(SPEC):
+            suite = item.path.relative_to(SPEC).parts[0]
+            item.add_marker("learner" if suite == "learner" else "exercises")
+        elif item.path.is_relative_to(TESTS):
             suite = item.path.relative_to(TESTS).parts[0]
             item.add_marker(suite if suite in SUITES else "kit")
 

@@ -96,7 +96,7 @@ def test_a_hang_in_a_row_beyond_the_book_fails_that_row_alone():
 
 def test_a_hang_in_the_chapters_claim_row_fails_the_row_beyond_it_too():
     results = every_row_passing()
-    nodeid = "tests/learner/test_claim.py::test_it"
+    nodeid = "spec/learner/test_claim.py::test_it"
     results[nodeid] = suites.stopped_in(nodeid, "timed out after 30 s")
     rows = rows_of(results)
     assert (rows["claim"].status, rows[ROW.label].status) == (Status.FAILING, Status.FAILING)

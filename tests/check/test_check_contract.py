@@ -51,7 +51,7 @@ def a_result() -> Result:
         2,
         3,
         "expected 'w1', got 'w2'",
-        [Failure("tests/learner/test_claim.py::test_oldest_first", "expected 'w1'", "rerun")],
+        [Failure("spec/learner/test_claim.py::test_oldest_first", "expected 'w1'", "rerun")],
     )
     result.rows += [Row(row.label, "exercise", Status.NOT_STARTED) for row in EXERCISES]
     result.rows[-2] = Row("exercise 6", "exercise", Status.LEFT_OUT, message="left out")
@@ -165,11 +165,11 @@ def test_every_row_is_a_subject_read_by_its_fields():
     assert [row.label for row in rows][: len(FUNCTIONS)] == list(FUNCTIONS)
     claim = subject("claim")
     assert (claim.directory, claim.modules, claim.stubs) == (
-        "tests/learner",
+        "spec/learner",
         ("test_claim",),
         ("claim",),
     )
-    assert subject("exercise 7").directory == "tests/postgres"
+    assert subject("exercise 7").directory == "spec/postgres"
     with pytest.raises(ValueError, match="no row 'exercise 8'"):
         subject("exercise 8")
 
@@ -194,7 +194,8 @@ def positional_reads(path: Path) -> list[str]:
 
 
 def test_no_caller_reads_a_row_by_position():
-    sources = [*(ROOT / "src" / "lucyshop" / "lab").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    lab, kit = ROOT / "src" / "lucyshop" / "lab", (ROOT / name for name in ("tests", "spec"))
+    sources = [*lab.rglob("*.py"), *(path for tree in kit for path in tree.rglob("*.py"))]
     assert [line for path in sources for line in positional_reads(path)] == []
 
 

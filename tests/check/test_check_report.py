@@ -198,7 +198,7 @@ def test_one_broken_function_fails_alone_with_a_command_that_reruns_it(tmp_path)
         result.stdout.strip().splitlines()[-1].endswith("exercises: 1 of 7 not started, 2 left out")
     )
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
-    assert reruns and all("tests/learner/test_claim.py::test_" in r for r in reruns), reruns
+    assert reruns and all("spec/learner/test_claim.py::test_" in r for r in reruns), reruns
     assert all(f"--impl {broken}" in r for r in reruns), reruns
     assert "Traceback" not in result.stdout
 
@@ -404,7 +404,7 @@ def test_the_tests_of_a_stub_row_are_never_run(written, tmp_path, monkeypatch, c
     chapter = hand_in(tmp_path, "ch13_leases.py", text, "learner")
     _result, runs = suites_run_by_a_check(chapter, monkeypatch, measured=False)
     capsys.readouterr()
-    expected = WRITTEN_MODULES | ({"tests/learner/test_percentile.py"} if written else set())
+    expected = WRITTEN_MODULES | ({"spec/learner/test_percentile.py"} if written else set())
     assert modules_run(runs) == expected
 
 
@@ -437,7 +437,7 @@ def test_exercise_7_fails_alone_naming_each_failing_test_with_a_rerun(tmp_path):
     assert 0 < passed < total, row.group(0)  # claim, assert_current and finish still pass
     reruns = re.findall(r"rerun: (.*)$", result.stdout, re.MULTILINE)
     assert len(reruns) == total - passed, result.stdout
-    assert all("tests/postgres/test_pg_observe.py::test_" in r for r in reruns), reruns
+    assert all("spec/postgres/test_pg_observe.py::test_" in r for r in reruns), reruns
     assert statuses(result.stdout)["percentile"][0] == "NOT STARTED"
     reruns_one_failing_test(reruns[0])
 

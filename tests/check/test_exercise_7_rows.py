@@ -106,7 +106,7 @@ def test_a_function_that_does_nothing_fails_its_row_naming_each_test(tmp_path):
     result = check.run(str(chapter), only="exercise 7 observe", echo=False)
     [row] = result.rows
     assert row.status == Status.FAILING and row.failures, result.feedback
-    assert all(f.test.startswith("tests/postgres/test_pg_observe.py::") for f in row.failures)
+    assert all(f.test.startswith("spec/postgres/test_pg_observe.py::") for f in row.failures)
     assert all(f" --impl {chapter}" in f.rerun for f in row.failures)
     shown = wrap("\n".join(result.feedback)).splitlines()  # as pg_checker prints it
     counted = re.match(r"exercise 7 observe: FAILING \((\d+)/(\d+) tests\)", shown[0])

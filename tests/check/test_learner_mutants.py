@@ -3,7 +3,7 @@
 Each mutant is one exact edit of ``solutions/ch13_leases.py`` (the edit must match exactly
 once, so a change to the reference that would silently disarm a mutant fails here instead).
 Each is written to a temporary file and run, with the reference blocked, through the tests of
-the function its edit lands in (``tests/learner/test_<function>.py``, the module behind that
+the function its edit lands in (``spec/learner/test_<function>.py``, the module behind that
 function's ``make check`` row), or of the row beyond the book its guard belongs to
 (``Mutant.module``); those tests must fail. The unmutated control runs the whole suite.
 ``-x`` stops at the first failure, and the multi-process contention test is deselected
@@ -72,12 +72,12 @@ def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     suite, two at a time."""
     directory = tmp_path_factory.mktemp("mutants")
     files = {"control": directory / "control" / "ch13_leases.py"}
-    tests = {"control": "tests/learner"}
+    tests = {"control": "spec/learner"}
     files["control"].parent.mkdir()
     files["control"].write_text(SOLUTIONS.read_text(encoding="utf-8"), encoding="utf-8")
     for mutant in MUTANTS:
         files[mutant.name] = mutant.write(directory)
-        tests[mutant.name] = f"tests/learner/{mutant.module or module_of(mutant.function)}.py"
+        tests[mutant.name] = f"spec/learner/{mutant.module or module_of(mutant.function)}.py"
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         futures = {
             name: pool.submit(run_suite, path, tests[name], slow=name in CONTENTION)

@@ -12,15 +12,14 @@ from pathlib import Path
 
 from lucyshop.lab.check import suites, watcher
 from lucyshop.lab.check.guard import new_marker
-from lucyshop.lab.check.subjects import FUNCTIONS, SUITES, module_of
+from lucyshop.lab.check.subjects import FUNCTIONS, SPEC, SUITES, module_of
 from lucyshop.lab.checkpoint.cases import CASES
 from lucyshop.lab.loader import IMPLEMENTATIONS, ROOT
 
-TESTS = ROOT / "tests"
 REGISTERED = re.compile(r"PLUGIN registered: <module '([^']+)' from '([^']+)'>")
 
 
-def test_a_checks_children_load_the_suites_conftests_and_no_other_module_of_tests(tmp_path):
+def test_a_checks_children_load_the_specs_conftests_and_nothing_of_the_kits_tests(tmp_path):
     argv = suites.suite_argv(
         IMPLEMENTATIONS["solutions"], SUITES, tmp_path / "outcomes.jsonl", {}, [], 30
     )
@@ -35,12 +34,10 @@ def test_a_checks_children_load_the_suites_conftests_and_no_other_module_of_test
     )
     registered = REGISTERED.findall(done.stdout)  # (module, file): conftests share a name
     assert "lucyshop.lab.check.plugin.chapter" in dict(registered), done.stdout[-2000:]
-    from_tests = {
-        Path(file).relative_to(TESTS).as_posix()
-        for _, file in registered
-        if Path(file).is_relative_to(TESTS)
-    }
-    assert from_tests == {f"{Path(suite).name}/conftest.py" for suite in SUITES}, from_tests
+    files = {Path(file) for _, file in registered}
+    assert not [file for file in files if file.is_relative_to(ROOT / "tests")], files
+    spec = {file.relative_to(ROOT).as_posix() for file in files if file.is_relative_to(ROOT / SPEC)}
+    assert spec == {f"{SPEC}/conftest.py", *(f"{suite}/conftest.py" for suite in SUITES)}, spec
 
 
 def test_the_chapters_suite_is_dealt_to_its_children_each_module_once_by_name():

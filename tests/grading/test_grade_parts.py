@@ -365,7 +365,7 @@ def test_the_autograder_zip_has_gradescopes_layout_and_the_kit(tmp_path):
     for needed in (
         "kit/pyproject.toml",
         "kit/src/lucyshop/lab/grade/gradescope/autograder.py",
-        "kit/tests/learner/conftest.py",
+        "kit/spec/learner/conftest.py",
         "kit/checkpoints/ch13_worker_recovery.py",
         "kit/solutions/ch13_leases.py",
         "kit/grading/rubric.toml",

@@ -122,7 +122,7 @@ def test_the_feedback_shows_the_row_in_the_students_own_file_names(graded):
     bo = (out / "feedback" / "bo.txt").read_text(encoding="utf-8")
     assert "  exercise 7 " in bo and "FAILING" in bo
     reruns = [line for line in bo.splitlines() if "rerun: " in line]
-    assert reruns and all("tests/postgres/test_pg_observe.py::" in line for line in reruns)
+    assert reruns and all("spec/postgres/test_pg_observe.py::" in line for line in reruns)
     assert all("--impl learner/ch13_leases.py" in line for line in reruns), reruns
     assert "lucyshop-grade-" not in bo and f"{ROOT}/" not in bo
     cy = (out / "feedback" / "cy.txt").read_text(encoding="utf-8")

@@ -262,7 +262,7 @@ def test_feedback_names_the_students_own_files_never_the_graders_paths(tmp_path)
     staged = work / "submission"
     text = (
         f"make check: {staged}/ch13_leases.py, with the reference solutions blocked\n"
-        f"  rerun: {sys.executable} -m pytest {ROOT}/tests/learner/test_claim.py"
+        f"  rerun: {sys.executable} -m pytest {ROOT}/spec/learner/test_claim.py"
         f" --impl {staged}/ch13_leases.py\n"
         f'  File "{staged}/exercises.py", line 3\n'
         f"  shop at {work}/tmp/lucyshop-check-9/shop.db\n"
@@ -271,7 +271,7 @@ def test_feedback_names_the_students_own_files_never_the_graders_paths(tmp_path)
     assert str(tmp_path) not in cleaned and str(ROOT) not in cleaned
     assert "--impl learner/ch13_leases.py" in cleaned
     assert 'File "learner/exercises.py"' in cleaned
-    assert "tests/learner/test_claim.py" in cleaned and "$TMPDIR/tmp/" in cleaned
+    assert "spec/learner/test_claim.py" in cleaned and "$TMPDIR/tmp/" in cleaned
 
 
 # ---------------------------------------------------------------- Gradescope's numbers

@@ -241,7 +241,7 @@ def test_the_report_lists_every_function_in_file_order():
 
     assert list(FUNCTIONS) == list(LEARNER_FUNCTIONS)
     for name in FUNCTIONS:
-        module = ROOT / "tests" / "learner" / f"test_{name.rpartition('.')[2]}.py"
+        module = ROOT / "spec" / "learner" / f"test_{name.rpartition('.')[2]}.py"
         assert module.is_file(), f"{name} has no test module {module.name}"
     for row in BEYOND:
         assert "beyond the book" in row.label and set(row.stubs) <= set(FUNCTIONS), row

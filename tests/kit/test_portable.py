@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-KIT_DIRS = ("src", "checkpoints", "tests", "learner", "solutions")
+KIT_DIRS = ("src", "checkpoints", "spec", "tests", "learner", "solutions")
 PROC = re.compile(r"""/proc\b|["']proc["']""")
 # The one exception: bubblewrap's argument that mounts a sandbox's own /proc (Linux only, where
 # bubblewrap is; it reads nothing), named once, in lucyshop/lab/sandbox/jail.py.

@@ -241,7 +241,9 @@ def reference_lines(count: int = 12) -> list[str]:
     """Lines of the reference that appear nowhere in the stubs or the tests: one of them in a
     run's output means the reference's source got out."""
     elsewhere = (LEARNER / "ch13_leases.py").read_text(encoding="utf-8")
-    elsewhere += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
+    elsewhere += "".join(
+        p.read_text(encoding="utf-8") for t in ("tests", "spec") for p in (ROOT / t).rglob("*.py")
+    )
     lines = []
     for line in reference().splitlines():
         text = line.strip()

@@ -72,7 +72,9 @@ ROUTES = (
 def reference_lines(count: int = 12) -> list[str]:
     """Lines of the reference ch13_postgres.py that appear in neither the stubs nor the tests."""
     elsewhere = (LEARNER / "ch13_postgres.py").read_text(encoding="utf-8")
-    elsewhere += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py"))
+    elsewhere += "".join(
+        p.read_text(encoding="utf-8") for t in ("tests", "spec") for p in (ROOT / t).rglob("*.py")
+    )
     lines = []
     for line in (SOLUTIONS / "ch13_postgres.py").read_text(encoding="utf-8").splitlines():
         text = line.strip()

@@ -27,7 +27,7 @@ LOAD = (
     "    print('LOADED')\n"
 )
 REFERENCE = SOLUTIONS / "ch13_leases.py"
-EDITED = ROOT / "tests" / "learner" / "test_percentile.py"
+EDITED = ROOT / "spec" / "learner" / "test_percentile.py"
 
 BYPASSES = {
     "subprocess-imports-solutions": f"""

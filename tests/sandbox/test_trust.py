@@ -28,14 +28,14 @@ def test_a_file_that_exits_0_while_imported_cannot_be_checked(tmp_path):
 
 def test_a_file_that_edits_the_tests_fails_and_leaves_the_tree_unchanged(tmp_path):
     """The tests are not in the sandbox's view at all: the file cannot even find them."""
-    before = tree("tests", "checkpoints")
-    edit = f"\nwith open({str(ROOT / 'tests' / 'learner' / 'test_claim.py')!r}, 'w') as f:\n"
+    before = tree("spec", "checkpoints")
+    edit = f"\nwith open({str(ROOT / 'spec' / 'learner' / 'test_claim.py')!r}, 'w') as f:\n"
     path = student_copy(tmp_path, edit + "    f.write('def test_nothing():\\n    pass\\n')\n")
     status, data, output = check(path, tmp_path, "--no-checkpoint")
     assert status == 2, output
     assert "cannot be imported: FileNotFoundError" in data["error"], output
-    assert "tests/learner/test_claim.py" in output
-    assert tree("tests", "checkpoints") == before
+    assert "spec/learner/test_claim.py" in output
+    assert tree("spec", "checkpoints") == before
 
 
 def test_changed_kit_files_are_named_and_left_as_they_are(tmp_path):

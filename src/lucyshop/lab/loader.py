@@ -166,7 +166,7 @@ _GUARDED_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "
 # The kit's own files, which no student code may change while its tests run.
 PROTECTED = tuple(
     ROOT / name
-    for name in ("tests", "checkpoints", "src", "solutions", "Makefile", "pyproject.toml")
+    for name in ("spec", "tests", "checkpoints", "src", "solutions", "Makefile", "pyproject.toml")
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 

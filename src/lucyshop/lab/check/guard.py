@@ -37,7 +37,7 @@ from lucyshop.lab.services.limits import (
 
 MARKER = "LUCYSHOP_CHECK"
 TAIL_BYTES = 8000
-WATCHED = ("tests", "checkpoints", "src", "solutions")
+WATCHED = ("spec", "tests", "checkpoints", "src", "solutions")
 WATCHED_FILES = ("Makefile", "pyproject.toml")
 GIT_SECONDS = 10.0
 SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".hypothesis")

@@ -1,11 +1,11 @@
 """What ``make check`` checks: one ``Subject`` per row of its table, and which rows run nothing.
 
 Each chapter function (in the order of ``learner/ch13_leases.py``) is a row with its test
-module under ``tests/learner``; so is each row *beyond the book* (``BEYOND``: what 13b teaches
+module under ``spec/learner``; so is each row *beyond the book* (``BEYOND``: what 13b teaches
 past the chapter's printed code, which never fails a chapter row, the checkpoint or make
 check's exit status); each exercise of the book a row with its modules under
-``tests/exercises``; exercise 7 (``ch13_postgres.py``, beside the chapter file) a row with its
-four modules under ``tests/postgres``, and, for 13d's check of one function, a row of each
+``spec/exercises``; exercise 7 (``ch13_postgres.py``, beside the chapter file) a row with its
+four modules under ``spec/postgres``, and, for 13d's check of one function, a row of each
 function with its one module there (``PG_ROWS``, not in the table). A row still a stub, read
 here from the file's syntax tree (``stubs_in``), runs none of its tests; a row ``set_aside``
 runs none either and has its status from here: the measured exercises under
@@ -58,7 +58,8 @@ FUNCTIONS: tuple[str, ...] = (
     "reconcile",
     "cancel",
 )
-SUITES = ("tests/learner", "tests/exercises", "tests/postgres")
+SPEC = "spec"  # what a hand-in is tested against; the kit's own tests are in tests/
+SUITES = (f"{SPEC}/learner", f"{SPEC}/exercises", f"{SPEC}/postgres")
 # Beyond the book: what 13b teaches past the chapter's code, a row each, with its own tests and
 # the stub that makes it NOT STARTED. Shown and graded like a function's row, it never fails
 # a chapter row or the checkpoint, and never on its own makes make check exit non-zero
@@ -77,7 +78,7 @@ BEYOND: tuple[Subject, ...] = (
 PG_FUNCTIONS = ("claim", "assert_current", "observe", "finish")
 PG_PREFIX = f"{Path(PG_FILE).stem}."  # how a stub of exercise 7 is named among the others
 PG_STUBS = tuple(f"{PG_PREFIX}{name}" for name in PG_FUNCTIONS)
-PG_MODULES = tuple(f"test_pg_{name}" for name in PG_FUNCTIONS)  # tests/postgres's others: the kit's
+PG_MODULES = tuple(f"test_pg_{name}" for name in PG_FUNCTIONS)
 PG_EXERCISE = "exercise 7"
 # The exercise book's answers (learner/exercises.py), each with its check modules and its stubs,
 # then exercise 7.

@@ -1,6 +1,6 @@
 """The pytest children of one ``make check``: what each runs, side by side, watched to the end.
 
-Each suite (``tests/learner``, ``tests/exercises``, ``tests/postgres``) runs its row modules,
+Each suite (``spec/learner``, ``spec/exercises``, ``spec/postgres``) runs its row modules,
 named, in a child of its own (the chapter's in several: ``CHILDREN_OF``), and each measured
 exercise in another (``plan``); a child's scratch goes as soon as it ends. A child writes its
 outcomes as it goes (``lucyshop.lab.check.plugin.collect``); ``watch_suite`` reads them, and
@@ -38,6 +38,7 @@ from lucyshop.lab.check.guard import (
 from lucyshop.lab.check.subjects import (
     BEYOND,
     MEASURED,
+    SPEC,
     SUITES,
     deadline_of,
     row_function,
@@ -53,11 +54,11 @@ WEIGH_EVERY = 0.25  # seconds between two weighings of the scratch
 # A suite whose tests wait on the sandbox's answers one call at a time runs in this many pytest
 # children side by side, each with a worker of its own, its modules dealt in the table's order.
 CHILDREN_OF = {SUITES[0]: 2}
-# What every pytest child loads: the chapter file and its sandbox (``--impl``), and no conftest
-# above the suites' own. pytest skips a conftest.py in any folder above --confcutdir: tests/ is
-# above tests/learner, no suite's own folder is. So tests/conftest.py, make test's session (its
-# leftover-process guard, the order of its files), never runs here.
-SUITE_ONLY = ["-p", "lucyshop.lab.check.plugin.chapter", f"--confcutdir={SUITES[0]}"]
+# What every pytest child loads: spec/conftest.py (the chapter plugin: the file and its sandbox,
+# ``--impl``) and its suites' own, and no conftest above spec/ (pytest skips one in any folder
+# above --confcutdir): the kit's tests/ is not below it, and a conftest.py at the kit's root
+# would not run.
+SUITE_ONLY = [f"--confcutdir={SPEC}"]
 
 
 @dataclass
@@ -109,7 +110,7 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
     that hangs costs each child that calls it one deadline, side by side; after it, it fails
     at once in that child's tests. Each row beyond the book runs in a child of its own too, so
     that a function that hangs there never fails at once in a chapter row's tests. Exercise 7
-    is a suite of its own (tests/postgres, with its own PostgreSQL server)."""
+    is a suite of its own (spec/postgres, with its own PostgreSQL server)."""
     pairs = [(s, (s.directory, m)) for s in subjects() for m in s.modules]
     not_run = {pair for s, pair in pairs if s.label in aside}
     stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}

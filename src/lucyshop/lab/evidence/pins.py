@@ -24,13 +24,13 @@ from typing import Any
 from lucyshop.lab.evidence.receipts import file_record
 from lucyshop.lab.loader import ROOT
 
-SET_UP = ("Makefile", "pyproject.toml")  # and every file under tests/
+SET_UP = ("Makefile", "pyproject.toml")  # and every file under tests/ and spec/
 
 
 def pins(path: str) -> bool:
     """Whether a receipt that recorded ``path`` (relative to the kit) goes stale when it
     changes: everything but how the kit is built and tested."""
-    return path not in SET_UP and not path.startswith("tests/")
+    return path not in SET_UP and not path.startswith(("tests/", "spec/"))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ last, ``results/<slug>.json`` (the verdict, the score and the key it was graded 
 written whole or not at all (``lucyshop.atomic``, fsynced), so an interrupt or a crash leaves
 every finished student's files complete and no half-written one. The key is the sha256 of the
 handed-in files, of the rubric (with ``--timeout``) and of the kit that checked them (its
-``src``, ``tests``, ``checkpoints``, ``learner`` and ``solutions`` trees), and whether the
+``src``, ``spec``, ``checkpoints``, ``learner`` and ``solutions`` trees), and whether the
 checkpoint ran: a rerun reuses a result only when all four are the same, so editing the rubric
 or the kit regrades everyone, and fixing one hand-in regrades that one.
 """
@@ -29,7 +29,7 @@ from lucyshop.lab.loader import ROOT
 from lucyshop.lab.statuses import VerdictStatus
 
 SCHEMA = "lucyshop-grade-result/1"
-KIT = ("pyproject.toml", "src/lucyshop", "tests", "checkpoints", "learner", "solutions")
+KIT = ("pyproject.toml", "src/lucyshop", "spec", "checkpoints", "learner", "solutions")
 NOT_KEPT = (VerdictStatus.STOPPED,)  # the check was ended by Ctrl-C: no verdict at all
 # The grader's own failure, not the student's: kept for the gradebook, graded again on a rerun.
 # (A result kept under a status word the kit no longer has, such as the old JUDGE ERROR, does

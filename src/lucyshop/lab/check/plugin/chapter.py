@@ -1,12 +1,12 @@
 """A pytest plugin: the chapter file a run is about, and the sandbox that runs it.
 
-    python -m pytest tests/learner -p lucyshop.lab.check.plugin.chapter --impl solutions
+    python -m pytest spec/learner --impl solutions
 
-Every suite that tests a chapter file (tests/learner, tests/exercises, tests/postgres) needs it:
-``make check`` loads it into each pytest child it starts, ``tests/conftest.py`` for everything
-else. ``--impl`` is resolved once, at configure, by ``lucyshop.lab.loader.chapter_of`` (the
-kit's one rule for which file is meant) and kept in ``config.stash[IMPL_PATH]``. The
-``sandbox`` fixture is the session's sandboxed worker: no test process imports a student's file.
+Every suite that tests a chapter file (spec/learner, spec/exercises, spec/postgres) needs it:
+``spec/conftest.py`` loads it for them, ``tests/conftest.py`` for the kit's own tests.
+``--impl`` is resolved once, at configure, by ``lucyshop.lab.loader.chapter_of`` (the kit's
+one rule for which file is meant) and kept in ``config.stash[IMPL_PATH]``. The ``sandbox``
+fixture is the session's sandboxed worker: no test process imports a student's file.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A pytest plugin for ``make check``: each test's outcome, one JSON object a line.
 
-    python -m pytest tests/learner -p lucyshop.lab.check.plugin.collect --outcomes FILE
+    python -m pytest spec/learner -p lucyshop.lab.check.plugin.collect --outcomes FILE
 
 Lines are appended as the run goes (``collected`` with each module's count of tests, ``start``
 when a test begins, ``result`` when it ends, ``collect_error`` for a module that cannot be

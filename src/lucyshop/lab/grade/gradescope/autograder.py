@@ -31,7 +31,7 @@ from lucyshop.lab.grade.rubric import Rubric, load, with_seconds
 from lucyshop.lab.grade.submissions import Submission
 from lucyshop.lab.loader import CHAPTER, EXERCISES, PG_FILE, ROOT
 
-KIT = ("pyproject.toml", "README.md", "src", "tests", "checkpoints", "learner", "solutions")
+KIT = ("pyproject.toml", "README.md", "src", "spec", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
 TEMPLATES = ROOT / "grading" / "gradescope"  # setup.sh and run_autograder, packed at the top
 DEFAULT_ZIP = ROOT / "build" / "autograder.zip"

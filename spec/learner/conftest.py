@@ -1,8 +1,8 @@
 """The learner suite: every chapter-13 function, tested against whichever implementation is chosen.
 
-    .venv/bin/python -m pytest tests/learner --impl learner          # your file (the default)
-    .venv/bin/python -m pytest tests/learner --impl solutions        # the reference
-    .venv/bin/python -m pytest tests/learner --impl path/to/file.py  # anyone's file
+    .venv/bin/python -m pytest spec/learner --impl learner          # your file (the default)
+    .venv/bin/python -m pytest spec/learner --impl solutions        # the reference
+    .venv/bin/python -m pytest spec/learner --impl path/to/file.py  # anyone's file
 
 ``--impl`` defaults to ``$LEASES_IMPL``, else ``learner``. The file runs in a sandboxed
 worker (``impl``), whose view of the kit has no ``solutions/`` where the machine can isolate
@@ -35,7 +35,6 @@ from typing import Any
 
 import pytest
 from learner_support import work_id_of
-from shop_fixtures import held, supplier
 
 from lucyshop import IMPL_ENV
 from lucyshop.approval import SpendingPolicy
@@ -45,8 +44,6 @@ from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
 
-# The shared shop fixtures this suite uses (make check loads no tests/conftest.py).
-__all__ = ["held", "supplier"]
 # The function each test module is about, where the module name alone does not say it.
 FUNCTION_OF_MODULE = {
     "test_worker_id": "Claim.worker_id",
@@ -60,12 +57,6 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 # ---------------------------------------------------------------- the implementation
-
-
-@pytest.fixture(scope="session")
-def impl_file(pytestconfig: pytest.Config) -> Path:
-    """The resolved path of the implementation under test."""
-    return pytestconfig.stash[IMPL_PATH]
 
 
 @pytest.fixture
@@ -92,7 +83,7 @@ def function_of(module_name: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
+def _stub_first(request: pytest.FixtureRequest, chapter_file: Path) -> None:
     """While this module's function is a stub, fail with *its* NotStarted before the fixtures run.
 
     A test of ``claim`` needs a shop (``open_worker_shop``) before it can call ``claim``. Without
@@ -104,7 +95,7 @@ def _stub_first(request: pytest.FixtureRequest, impl_file: Path) -> None:
     if "worker_shop" not in request.fixturenames:
         return
     name = function_of(request.module.__name__.rpartition(".")[2])
-    node = stub_nodes(impl_file).get(name)
+    node = stub_nodes(chapter_file).get(name)
     if node is None:
         return
     impl = request.getfixturevalue("impl")

@@ -12,11 +12,13 @@
   test file (its tests only add to its ledger); both reject ``REJECTED_SKU``.
 - ``held``: one work item claimed by ``till`` for 30 s from now, so its holder is current
   while the test runs, in whichever suite asks; the suite says how it claims (``claim_as``:
-  the chapter's SQLite ``claim`` at the real clock in tests/learner, exercise 7's PostgreSQL
-  one at the server's clock in tests/postgres).
+  the chapter's SQLite ``claim`` at the real clock in spec/learner, exercise 7's PostgreSQL
+  one at the server's clock in spec/postgres).
+- ``pg_server``: one PostgreSQL server for the run (exercise 7's suite and the kit's own
+  PostgreSQL tests).
 
-``tests/conftest.py`` makes the fixtures available to every test; the data and helpers are
-imported from here. ``tests/test_shop_fixtures.py`` fails when any of them is stated again.
+It lives with the spec, what a hand-in is tested against; ``spec/conftest.py`` and
+``tests/conftest.py`` make the fixtures available, each to its own tree.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pytest
 
 from lucyshop.lab.given.exercise_kit import dead_endpoint, free_port
 from lucyshop.lab.given.orders import VANILLA, VANILLA_CENTS
+from lucyshop.lab.services.postgres import missing, postgres_server
 from lucyshop.lab.services.suppliers import RunningSupplier, supplier_process
 
 # the shop's order and a dead address, from the lab's one statement of each
@@ -123,6 +126,16 @@ def garbage_supplier() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One PostgreSQL server for the run: ``$LUCYSHOP_PG_DSN``, else an embedded one, stopped
+    after. Without the ``pg`` extra every test that needs it skips, saying how to install it."""
+    if reason := missing():
+        pytest.skip(f"exercise 7 needs PostgreSQL: {reason}")
+    with postgres_server() as server:
+        yield server
 
 
 @pytest.fixture

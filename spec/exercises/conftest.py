@@ -1,8 +1,8 @@
 """The exercise tests: each answer of the exercise book (notebook 13c), run and then weighed.
 
-    .venv/bin/python -m pytest tests/exercises --impl learner     # your answers (the default)
-    .venv/bin/python -m pytest tests/exercises --impl solutions   # the worked answers
-    .venv/bin/python -m pytest tests/exercises --impl PATH        # anyone's: a directory,
+    .venv/bin/python -m pytest spec/exercises --impl learner     # your answers (the default)
+    .venv/bin/python -m pytest spec/exercises --impl solutions   # the worked answers
+    .venv/bin/python -m pytest spec/exercises --impl PATH        # anyone's: a directory,
                                                                   # or a file in it
 
 ``--impl`` (default ``$LEASES_IMPL``, else ``learner``) chooses *both* files: the chapter
@@ -35,7 +35,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from shop_fixtures import held, supplier  # noqa: F401  (make check loads no tests/conftest.py)
 
 from lucyshop.lab.check import named
 from lucyshop.lab.check.plugin.chapter import DEFAULT_BUDGET, IMPL_PATH, budget, sandbox_for
@@ -57,11 +56,6 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 # ---------------------------------------------------------------- the answers under test
-
-
-@pytest.fixture(scope="session")
-def chapter_file(pytestconfig: pytest.Config) -> Path:
-    return pytestconfig.stash[IMPL_PATH]
 
 
 @pytest.fixture(scope="session")
