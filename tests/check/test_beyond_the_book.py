@@ -74,12 +74,12 @@ def test_a_failing_row_beyond_the_book_changes_no_exit_status():
     beyond_failing(results, 1)
     rows = list(rows_of(results).values())
     assert [r.status for r in rows if r.kind == "beyond"] == [Status.FAILING]
-    assert exit_status(rows, CheckpointStatus.PASSED, False) == 0
-    assert exit_status(rows, CheckpointStatus.FAILED, False) == 1, "the checkpoint still counts"
-    summary = summary_line(rows, CheckpointStatus.PASSED)
+    assert exit_status(rows, CheckpointStatus.PASSING, False) == 0
+    assert exit_status(rows, CheckpointStatus.FAILING, False) == 1, "the checkpoint still counts"
+    summary = summary_line(rows, CheckpointStatus.PASSING)
     assert summary.startswith(
         f"{len(FUNCTIONS)}/{len(FUNCTIONS)} functions PASSING · beyond the book: 0/1 PASSING,"
-        " 1 FAILING · checkpoint PASSED · "
+        " 1 FAILING · checkpoint PASSING · "
     ), summary
 
 
@@ -128,7 +128,7 @@ def test_the_checkpoint_lines_name_the_kits_own_cases_beyond_the_book():
     """make check names each checkpoint case as the checkpoint does: the kit's own cases
     (``in_book`` false) say they are beyond the book, the chapter's do not."""
     judged = [Case(case.number, case.name, True, "confirmed") for case in CASES]
-    lines = checkpoint_lines(CheckpointResult(CheckpointStatus.PASSED, judged), "command")
+    lines = checkpoint_lines(CheckpointResult(CheckpointStatus.PASSING, judged), "command")
     assert {case.in_book for case in CASES} == {True, False}, "both kinds are named"
     for case in CASES:
         [line] = [line for line in lines if f" {case.number} {case.name}" in line]

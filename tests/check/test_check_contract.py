@@ -1,4 +1,4 @@
-"""The ``ch13-check/1`` contract, stated once: ``schemas/check.json``, held by both its writer
+"""The ``ch13-check/2`` contract, stated once: ``schemas/check.json``, held by both its writer
 (``make check --json``, ``lucyshop.lab.check.results``) and its reader (``make grade``,
 ``lucyshop.lab.grade.verdict``); its status words are the ``StrEnum``s of ``lucyshop.lab.statuses``;
 and ``make check``'s rows are ``Subject``s, read by field.
@@ -56,7 +56,7 @@ def a_result() -> Result:
     result.rows += [Row(row.label, "exercise", Status.NOT_STARTED) for row in EXERCISES]
     result.rows[-2] = Row("exercise 6", "exercise", Status.LEFT_OUT, message="left out")
     cases = [Case(n, f"case {n}", n != 3, "") for n in range(7)]
-    result.checkpoint = CheckpointResult(CheckpointStatus.FAILED, cases, ["a line"])
+    result.checkpoint = CheckpointResult(CheckpointStatus.FAILING, cases, ["a line"])
     result.feedback = ["the table"]
     return result
 
@@ -78,7 +78,7 @@ def test_the_schemas_status_words_are_the_statuses_enums():
 
 def test_a_status_is_its_word_in_json_and_in_print():
     assert json.dumps([Status.NOT_STARTED]) == '["NOT STARTED"]'
-    assert f"{CheckpointStatus.PASSED:<8}|" == "PASSED  |"
+    assert f"{CheckpointStatus.PASSING:<8}|" == "PASSING |"
     assert VerdictStatus("CHECK ERROR") is VerdictStatus.CHECK_ERROR
 
 
@@ -90,7 +90,7 @@ def test_the_writers_document_follows_the_schema_and_reads_back_the_same(tmp_pat
     verdict = from_json(written, "printed")
     assert verdict.status == VerdictStatus.CHECKED
     assert verdict.rows == a_result().rows  # failures included: one Row type on both sides
-    assert verdict.checkpoint == CheckpointStatus.FAILED
+    assert verdict.checkpoint == CheckpointStatus.FAILING
     assert [c.passed for c in verdict.cases] == [n != 3 for n in range(7)]
 
 
@@ -111,7 +111,7 @@ def test_the_writer_refuses_a_result_that_breaks_the_contract(tmp_path):
         (lambda d: d["rows"][0].update(status="DONE"), "rows/0/status: 'DONE' is not one of"),
         (lambda d: d["checkpoint"].update(status="OK"), "checkpoint/status: 'OK' is not one of"),
         (lambda d: d["rows"][9]["failures"][0].pop("rerun"), "'rerun' is a required property"),
-        (lambda d: d.update(schema="ch13-check/9"), "schema: 'ch13-check/1' was expected"),
+        (lambda d: d.update(schema="ch13-check/9"), "schema: 'ch13-check/2' was expected"),
         (lambda d: d.update(exit="1"), "exit: '1' is not one of"),
     ],
     ids=[
@@ -132,7 +132,7 @@ def test_the_reader_refuses_a_document_that_breaks_the_contract(broken, said):
     verdict = from_json(data, "what the child printed")
     assert verdict.status == VerdictStatus.CHECK_ERROR, verdict
     assert said in verdict.error, verdict.error
-    assert verdict.error.startswith("the check's result cannot be read: it breaks ch13-check/1")
+    assert verdict.error.startswith("the check's result cannot be read: it breaks ch13-check/2")
     assert verdict.rows == [] and verdict.cases == []
 
 

@@ -90,12 +90,12 @@ def test_reference_passes_every_case(reference_run):
     assert result.returncode == 0, result.stdout + result.stderr
     assert [
         line.split(": ")[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
-    ] == [f"PASS  {case.title}" for case in CASES]
+    ] == [f"PASSING  {case.title}" for case in CASES]
     assert [case.title for case in CASES if not case.in_book] == [
         f"{case.number} {case.name} (beyond the book)" for case in (PAUSED, POST_COMMIT, CANCEL)
     ]
     assert evidence["exit_status"] == 0
-    assert {case["result"] for case in evidence["cases"].values()} == {"pass"}
+    assert {case["result"] for case in evidence["cases"].values()} == {"PASSING"}
 
 
 def test_killed_holder_evidence_is_what_was_observed(reference_run):
@@ -196,11 +196,11 @@ def test_a_file_that_does_not_import_fails_in_one_line(tmp_path):
     result = run_checkpoint("--impl", str(broken), tmp=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.splitlines()[1].startswith(
-        f"FAIL  {ARITHMETIC.title}: no sandbox loaded {broken}: ImportError: cannot import name"
+        f"FAILING  {ARITHMETIC.title}: no sandbox loaded {broken}: ImportError: cannot import name"
         " 'no_such_name' from 'lucyshop.store'"
     )
     assert "Traceback" not in result.stdout + result.stderr
-    assert result.stdout.splitlines()[-1].startswith(f"checkpoint FAILED (0/{len(CASES)}")
+    assert result.stdout.splitlines()[-1].startswith(f"checkpoint FAILING (0/{len(CASES)}")
 
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.checkpoint_case], ids=lambda m: m.name)
@@ -215,7 +215,7 @@ def test_checkpoint_catches_mutant(mutant, tmp_path):
     assert result.returncode == 1, result.stdout
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     title = mutant.checkpoint_case.title
-    assert any(line.startswith(f"FAIL  {title}: ") for line in failed), failed
+    assert any(line.startswith(f"FAILING  {title}: ") for line in failed), failed
     python = os.path.relpath(sys.executable, ROOT)  # the venv's, so it works unactivated
     assert f"rerun: {python} checkpoints/ch13_worker_recovery.py" in result.stdout
 
@@ -230,7 +230,7 @@ def test_the_judge_finds_a_write_after_the_rivals_takeover_in_the_kept_copies(tm
     result = run_checkpoint(*args, "--keep", str(keep), "--evidence", str(evidence), tmp=tmp_path)
     assert result.returncode == 1, result.stdout
     recorded = json.loads(evidence.read_text())
-    recorded["cases"][FENCE.name] = {"case": FENCE.number, "result": "pass"}  # forged
+    recorded["cases"][FENCE.name] = {"case": FENCE.number, "result": "PASSING"}  # forged
     evidence.write_text(json.dumps(recorded))
     _status, found = judge.judge(evidence, keep)
     fence = found[FENCE.number]
@@ -253,7 +253,7 @@ def test_a_case_has_the_time_limit_its_launcher_gives_it(tmp_path):
         command=checkpoint_command(hangs, case_timeout=3),
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"FAIL  {ARITHMETIC.title}: CallTimedOut: timed out after 3 s in percentile()" in (
+    assert f"FAILING  {ARITHMETIC.title}: CallTimedOut: timed out after 3 s in percentile()" in (
         result.stdout
     ), result.stdout
     assert time.monotonic() - started < 60
@@ -293,7 +293,7 @@ def test_a_child_that_reads_the_reference_is_stopped(tmp_path):
     assert cheat.read_text() != source
     result = run_checkpoint("--impl", str(cheat), "--case", str(KILLED.number), tmp=tmp_path)
     assert result.returncode == 1
-    assert f"FAIL  {KILLED.number} {KILLED.name}" in result.stdout, result.stdout
+    assert f"FAILING  {KILLED.number} {KILLED.name}" in result.stdout, result.stdout
     assert "No such file or directory: '" + str(ROOT / "solutions") in result.stdout, result.stdout
 
 
@@ -327,7 +327,7 @@ def test_the_demo_shows_the_recovery_and_the_shop_before_and_after(demo_run):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     out = result.stdout
     assert (
-        f"PASS  {KILLED.number} {KILLED.name}: exit -9, generation 1->2, DONE, ledger 1 order,"
+        f"PASSING  {KILLED.number} {KILLED.name}: exit -9, generation 1->2, DONE, ledger 1 order,"
         " model calls 0" in out
     )
     assert f"checkpoint passed ({len(CASES)}/{len(CASES)} cases" in out
@@ -524,18 +524,18 @@ def test_the_runner_refuses_a_checkpoint_without_a_case():
 @pytest.mark.parametrize(
     ("results", "status"),
     [
-        ([CaseResult.PASS, CaseResult.PASS], CheckpointStatus.PASSED),
-        ([CaseResult.PASS, CaseResult.NOT_STARTED], CheckpointStatus.NOT_STARTED),
-        ([CaseResult.NOT_STARTED, CaseResult.FAIL], CheckpointStatus.FAILED),
-        ([CaseResult.PASS, CaseResult.STARTED], CheckpointStatus.FAILED),  # ended inside a case
-        (["pass", "bogus"], CheckpointStatus.FAILED),  # a word it does not know is no pass
+        ([CaseResult.PASSING, CaseResult.PASSING], CheckpointStatus.PASSING),
+        ([CaseResult.PASSING, CaseResult.NOT_STARTED], CheckpointStatus.NOT_STARTED),
+        ([CaseResult.NOT_STARTED, CaseResult.FAILING], CheckpointStatus.FAILING),
+        ([CaseResult.PASSING, CaseResult.STARTED], CheckpointStatus.FAILING),  # ended inside a case
+        (["PASSING", "bogus"], CheckpointStatus.FAILING),  # a word it does not know is no pass
     ],
 )
 def test_one_rule_turns_case_results_into_the_checkpoint_status(results, status):
     """The child's own summary and the judge's verdict use the same rule (judge.overall), and
-    the same exit statuses (judge.EXIT): 0 PASSED, 1 FAILED, 3 NOT STARTED."""
+    the same exit statuses (judge.EXIT): 0 PASSING, 1 FAILING, 3 NOT STARTED."""
     assert judge.overall(results) == status
-    assert judge.EXIT[status] == {"PASSED": 0, "FAILED": 1, "NOT STARTED": 3}[status]
+    assert judge.EXIT[status] == {"PASSING": 0, "FAILING": 1, "NOT STARTED": 3}[status]
     assert judge.said(status) == (
-        "checkpoint passed" if status == "PASSED" else f"checkpoint {status}"
+        "checkpoint passed" if status == "PASSING" else f"checkpoint {status}"
     )

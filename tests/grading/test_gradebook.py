@@ -37,7 +37,7 @@ BOTH = [loader.EXERCISES, loader.PG_FILE]  # every file of exercises left out
 
 
 def verdict(
-    *, passed: int = 4, cases: int = 7, checkpoint: str = "PASSED", exercises: str = "PASSING"
+    *, passed: int = 4, cases: int = 7, checkpoint: str = "PASSING", exercises: str = "PASSING"
 ) -> Verdict:
     """A checked verdict: every function ``passed`` of 4, each exercise ``exercises``."""
     rows = [
@@ -54,7 +54,7 @@ def verdict(
         checkpoint,
         [Case(n, f"case {n}", n < cases, "") for n in range(7)] if checkpoint != "SKIPPED" else [],
         feedback=f"make check: learner/ch13_leases.py\n\n{table}\n\n16/16 functions PASSING"
-        " · checkpoint PASSED · exercises: 0 of 6 not started\n",
+        " · checkpoint PASSING · exercises: 0 of 6 not started\n",
     )
 
 
@@ -81,7 +81,7 @@ def exact_sum(values) -> Decimal:
 def test_every_count_is_a_number_in_its_own_column_never_x_slash_y(tmp_path):
     items = [
         graded(tmp_path, "ana", verdict()),
-        graded(tmp_path, "bo", verdict(passed=3, cases=3, checkpoint="FAILED")),
+        graded(tmp_path, "bo", verdict(passed=3, cases=3, checkpoint="FAILING")),
         Graded(
             Submission("cy", None, problem="no ch13_leases.py"),
             Verdict("NO FILE"),
@@ -114,7 +114,7 @@ def test_a_checkpoint_that_earned_cases_is_never_not_started():
         "checkpoint 3/7 cases" in feedback.grade_lines(found, rubric.score(found, rubric.load()))[0]
     )
     assert feedback.checkpoint_label(verdict(cases=0, checkpoint="NOT STARTED")) == "NOT STARTED"
-    assert feedback.checkpoint_label(verdict()) == "PASSED"
+    assert feedback.checkpoint_label(verdict()) == "PASSING"
     assert feedback.checkpoint_label(verdict(checkpoint="SKIPPED")) == "SKIPPED"
 
 
@@ -145,7 +145,7 @@ def test_the_roster_joins_folders_to_ids_and_writes_a_canvas_csv(tmp_path):
     roster.write_text(ROSTER, encoding="utf-8")
     items = [
         graded(tmp_path, "ana", verdict()),
-        graded(tmp_path, "zoë", verdict(passed=2, cases=0, checkpoint="FAILED")),
+        graded(tmp_path, "zoë", verdict(passed=2, cases=0, checkpoint="FAILING")),
         graded(tmp_path, "stranger", verdict()),
     ]
     said: list[str] = []
@@ -281,7 +281,7 @@ def test_each_test_carries_its_parts_visibility():
     loaded = rubric.load()
     assert loaded.checkpoint_visibility == "after_due_date"
     assert loaded.functions.visibility == loaded.exercises.visibility == "visible"
-    failed = verdict(cases=5, checkpoint="FAILED")
+    failed = verdict(cases=5, checkpoint="FAILING")
     document = results.document(failed, loaded, scored=rubric.score(failed, loaded))
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
     seen = {
@@ -313,7 +313,7 @@ RUBRICS = [
     "found",
     [
         verdict(),
-        verdict(passed=1, cases=2, checkpoint="FAILED", exercises="NOT STARTED"),
+        verdict(passed=1, cases=2, checkpoint="FAILING", exercises="NOT STARTED"),
         verdict(passed=3, checkpoint="SKIPPED"),
         Verdict("TIMED OUT", error="too slow"),
     ],

@@ -166,7 +166,7 @@ def test_a_kept_result_reads_back_as_it_was_written(tmp_path):
     verdict = Verdict(
         "CHECKED",
         [Row("claim", "function", "FAILING", 3, 4, "timed out")],
-        "FAILED",
+        "FAILING",
         [Case(0, "kill", True, "ok"), Case(1, "stop", False, "no")],
         feedback="table",
         seconds=12.5,

@@ -322,14 +322,14 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
     ``check(...)`` read PASSING on a fresh clone, for work the learner had not done. Now it
     stores the stubs' run, and refuses to write one where a ``check(...)`` says anything but
     NOT STARTED (13d's rows of one exercise-7 function included), any output says PASSING or
-    holds a result line marked PASS, or a cell ended in an error."""
+    holds a result line marked PASSING, or a cell ended in an error."""
     ran = nbformat.v4.new_notebook()
     ran.cells = [
         verdict_cell("percentile: NOT STARTED", "  read notebook 13a § Percentiles of a turn"),
         verdict_cell("claim: PASSING (42/42 tests)"),
         verdict_cell("exercise 2: FAILING (0/0 tests)", "  no test ran"),
         verdict_cell("exercise 7 claim: FAILING", "  test_one_claim: it claimed nothing"),
-        printed_cell("PASS  your receipt (exercise5-receipt.json): every figure recomputed\n"),
+        printed_cell("PASSING  your receipt (exercise5-receipt.json): every figure recomputed\n"),
         nbformat.v4.new_code_cell(
             "leases.claim(db)",
             outputs=[nbformat.v4.new_output("error", ename="KeyError", evalue="'x'")],
@@ -341,7 +341,7 @@ def test_re_executing_writes_no_notebook_that_says_passing_for_unstarted_work(
         "exercise 2: FAILING (0/0 tests)",
         "exercise 7 claim: FAILING",
         "claim: PASSING (42/42 tests)",
-        "PASS  your receipt (exercise5-receipt.json): every figure recomputed",
+        "PASSING  your receipt (exercise5-receipt.json): every figure recomputed",
         "error: KeyError: 'x'",
     ]
     (tmp_path / "notebooks").mkdir()

@@ -1,5 +1,5 @@
 """13c's cell for the learner's own measured receipt prints the lab's one result line
-(``statuses.result_line``): PASS, FAIL once for each problem, NOT STARTED while there is none.
+(``statuses.result_line``): PASSING, FAILING once for each problem, NOT STARTED while there is none.
 The receipt's reading is the exercise room's own; here it is stood in for, to pin the lines."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_a_receipt_that_stands_prints_one_pass_line(receipt, capsys):
     path, _ = receipt
     show.receipt_check(path, leases=None)
     assert capsys.readouterr().out.splitlines() == [
-        "PASS  your receipt (exercise5-receipt.json): every figure recomputed",
+        "PASSING  your receipt (exercise5-receipt.json): every figure recomputed",
         "its headline",
     ]
 
@@ -37,8 +37,8 @@ def test_a_receipt_that_does_not_stand_prints_a_fail_line_for_each_problem(recei
     problems += ["p50 is 2.4, recomputed 2.5", "the run was cut short"]
     show.receipt_check(path, leases=None)
     assert capsys.readouterr().out.splitlines() == [
-        "FAIL  your receipt (exercise5-receipt.json): p50 is 2.4, recomputed 2.5",
-        "FAIL  your receipt (exercise5-receipt.json): the run was cut short",
+        "FAILING  your receipt (exercise5-receipt.json): p50 is 2.4, recomputed 2.5",
+        "FAILING  your receipt (exercise5-receipt.json): the run was cut short",
         "its headline",
     ]
 

@@ -41,7 +41,7 @@ def test_the_reference_passes_both_cases(pg_server, tmp_path):
     assert [line.split()[1] for line in passed] == [str(c.number) for c in ON_POSTGRES]
     assert "stale completion/supplier/transcript refused" in done.stdout
     status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
-    assert (status, [case.passed for case in cases]) == ("PASSED", [True] * len(ON_POSTGRES))
+    assert (status, [case.passed for case in cases]) == ("PASSING", [True] * len(ON_POSTGRES))
     # The judge reads the tables kept: a stale row of generation 1 there fails its case, and
     # so does a kept file that is a link.
     kept = keep / f"case{KILLED.number}-kept" / judge.TABLES
@@ -49,7 +49,7 @@ def test_the_reference_passes_both_cases(pg_server, tmp_path):
     tables["transcript"].append({"generation": 1, "message": {"text": "late"}})
     kept.write_text(json.dumps(tables))
     status, cases = judge.judge(evidence, keep, judge.POSTGRES_RULES)
-    assert (status, cases[0].passed, cases[1].passed) == ("FAILED", False, True), cases
+    assert (status, cases[0].passed, cases[1].passed) == ("FAILING", False, True), cases
     assert "transcript rows by generation" in cases[0].message, cases[0]
     kept.unlink()
     kept.symlink_to(keep / f"case{LIVE_STALE.number}-kept" / judge.TABLES)
@@ -77,4 +77,4 @@ def test_a_file_without_the_fence_fails(pg_server, tmp_path):
     (tmp_path / "ch13_postgres.py").write_text(head + "def assert_current(" + gutted)
     done = checkpoint(tmp_path / "ch13_leases.py", pg_server)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"FAIL  {LIVE_STALE.number} {LIVE_STALE.name}" in done.stdout, done.stdout
+    assert f"FAILING  {LIVE_STALE.number} {LIVE_STALE.name}" in done.stdout, done.stdout

@@ -68,7 +68,7 @@ def test_every_other_row_is_still_graded(broken_run):
 def test_the_checkpoint_names_the_case_that_exited_and_the_one_that_hung(broken_run):
     _status, data, _output = broken_run
     checkpoint = data["checkpoint"]
-    assert checkpoint["status"] == "FAILED"
+    assert checkpoint["status"] == "FAILING"
     cases = {case["case"]: case for case in checkpoint["cases"]}
     assert not cases[0]["passed"] and "SystemExit" in cases[0]["message"], cases[0]
     hung = cases[1]
@@ -78,10 +78,10 @@ def test_the_checkpoint_names_the_case_that_exited_and_the_one_that_hung(broken_
 
 def test_the_json_keeps_its_contract(broken_run):
     status, data, output = broken_run
-    assert data["schema"] == "ch13-check/1" and data["exit"] == status
+    assert data["schema"] == "ch13-check/2" and data["exit"] == status
     assert data["error"] is None and data["summary"] == output.strip().splitlines()[-1]
     assert re.match(
-        r"\d+/16 functions PASSING, \d+ FAILING · (beyond the book: [^·]+ · )?checkpoint FAILED"
+        r"\d+/16 functions PASSING, \d+ FAILING · (beyond the book: [^·]+ · )?checkpoint FAILING"
         r" · exercises: ",
         data["summary"],
     ), data["summary"]

@@ -3,7 +3,7 @@
 Each test is one real hostile file (``hostile/``), appended to a student's file whose stubs do
 no real work (the functions the book gives stay whole), run through ``make check`` as a
 student's file is. What got through before the sandbox (issue 28) must not: no PASSING row and
-no ``checkpoint PASSED`` for code that does nothing, no line of the reference in anything the
+no ``checkpoint PASSING`` for code that does nothing, no line of the reference in anything the
 run prints or keeps, and no process of the run alive after it.
 
 The planted files, the FIFOs and links, the daemon, the secrets, the escapes and the disk fill
@@ -67,9 +67,9 @@ def test_a_file_that_forges_the_checkpoints_files_gets_no_checkpoint_pass(tmp_pa
         left = leftovers(checked.marker, str(tmpdir))
     assert checked.status == 1, checked.output[-3000:]
     checkpoint = checked.data["checkpoint"]
-    assert checkpoint["status"] == "FAILED", checkpoint
+    assert checkpoint["status"] == "FAILING", checkpoint
     assert [case["passed"] for case in checkpoint["cases"]] == [False] * len(CASES), checkpoint
-    assert "checkpoint PASSED" not in checked.output
+    assert "checkpoint PASSING" not in checked.output
     assert not any(checked.functions()[name] == "PASSING" for name in STUBBED)
     assert left == [], left
 

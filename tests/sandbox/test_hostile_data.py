@@ -55,7 +55,7 @@ COMMITTED_6 = ROOT / "evidence" / "ch13-exercise6-records-receipt.json"
 
 def test_a_claimed_not_started_is_failing(tmp_path):
     """No function is a stub by its syntax; each raises a NotStarted for itself, the kit's or
-    a look-alike. Every stub's row FAILING, the checkpoint FAILED, exit 1 (never 3)."""
+    a look-alike. Every stub's row FAILING, the checkpoint FAILING, exit 1 (never 3)."""
     with short_tmpdir() as tmpdir:
         text = with_bodies("raise _claimed()") + hostile("claimed_stub")
         checked = run_check(hand_in(tmp_path, text), tmpdir, "--no-measured", *FAST)
@@ -65,7 +65,7 @@ def test_a_claimed_not_started_is_failing(tmp_path):
     said = [failure["message"] for failure in checked.rows()["claim"]["failures"]]
     assert any("NotStarted" in m or "not started" in m for m in said), said
     checkpoint = checked.data["checkpoint"]
-    assert checkpoint["status"] == "FAILED", checkpoint
+    assert checkpoint["status"] == "FAILING", checkpoint
     assert not any(case["passed"] for case in checkpoint["cases"]), checkpoint
     assert len(checkpoint["cases"]) == len(CASES)
     assert left == [], left

@@ -43,7 +43,7 @@ def test_a_record_of_renewals_without_renewals_earns_nothing(tmp_path):
     # its rows say every renewing trial renewed; the watch saw no bounded lease extended
     assert "bounded" in failing["test_the_plain_arm_never_renews_and_the_renewing_arms_do"]
     hung = failing["test_the_bounded_renewer_lets_a_hung_turn_be_taken_over"]
-    assert "seen extended after the turn hung" in hung, failing
+    assert "seen extended after its progress stopped" in hung, failing
     assert "condition f" in failing["test_the_receipt_recomputes_from_its_observations"], failing
 
 

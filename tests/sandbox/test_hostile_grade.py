@@ -217,6 +217,6 @@ def test_the_attacker_earns_only_her_own_score(graded):
 def test_the_gradebook_stays_as_the_grader_wrote_it(graded):
     assert graded["later"] == graded["first"]
     assert graded["decoy"] == "[functions]\npoints = 60\n"
-    marks = (b"mallory,CHECKED,100", b"mallory: 100/100", b"checkpoint PASSED")
+    marks = (b"mallory,CHECKED,100", b"mallory: 100/100", b"checkpoint PASSING")
     forged = [path for path, data in graded["first"].items() if any(m in data for m in marks)]
     assert forged == []

@@ -135,9 +135,9 @@ def test_a_ch13_postgres_that_forges_the_checkpoint_passes_no_case(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert [line.split()[:2] for line in said] == [
-        ["FAIL", str(case.number)] for case in ON_POSTGRES
+        ["FAILING", str(case.number)] for case in ON_POSTGRES
     ], done.stdout
-    assert done.stdout.rstrip().splitlines()[-1].startswith("checkpoint FAILED"), done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith("checkpoint FAILING"), done.stdout
     assert [path for path, data in kept.items() if b"forged" in data] == []
     assert left == [], left
 

@@ -62,21 +62,21 @@ def test_changed_kit_files_are_named_and_left_as_they_are(tmp_path):
 
 def test_evidence_that_says_pass_without_the_files_is_a_failure(tmp_path):
     """A forged evidence file (what a student's code could write) does not pass the judge."""
-    forged = {"arithmetic": {"result": "pass", "p50": 0.7, "p90": 1.2, "detection_delay": 3.6}}
-    cases = {case.name: {"result": "pass"} for case in judge.CASES} | forged
+    forged = {"arithmetic": {"result": "PASSING", "p50": 0.7, "p90": 1.2, "detection_delay": 3.6}}
+    cases = {case.name: {"result": "PASSING"} for case in judge.CASES} | forged
     evidence = tmp_path / "evidence.json"
     evidence.write_text(json.dumps({"cases": cases}))
     status, found = judge.judge(evidence, tmp_path)
-    assert status == "FAILED"
+    assert status == "FAILING"
     assert [case.passed for case in found] == [True] + [False] * (len(judge.CASES) - 1)
     assert all("no shop file was kept" in case.message for case in found[1:]), found
 
 
 def test_a_case_that_started_and_never_ended_fails_by_name(tmp_path):
     evidence = tmp_path / "evidence.json"
-    evidence.write_text(json.dumps({"cases": {"arithmetic": {"result": "started"}}}))
+    evidence.write_text(json.dumps({"cases": {"arithmetic": {"result": "STARTED"}}}))
     status, found = judge.judge(evidence, tmp_path)
-    assert status == "FAILED"
+    assert status == "FAILING"
     assert "ended inside this case" in found[0].message
     assert "never reached" in found[1].message
 

@@ -83,7 +83,7 @@ def test_short_soak_passes_every_invariant(short_soak):
     assert all(v["ok"] for v in report["findings"])
     lines = result.stdout.splitlines()
     assert [line.split("  ")[0] for line in lines if line[:4] in ("PASS", "FAIL")] == [
-        "PASS"
+        "PASSING"
     ] * len(INVARIANTS)
     assert "soak passed" in result.stdout
     no_process_left(tmp)
@@ -141,8 +141,8 @@ def test_soak_fails_the_reference_without_the_fence(tmp_path, mutant, boundary, 
     assert "writes accepted from a claim already superseded" in failed[refused]["detail"]
     assert work in failed[superseded]["work_ids"], failed
     assert f"the {row} of work " in failed[superseded]["detail"]
-    printed = [line for line in result.stdout.splitlines() if line.startswith("FAIL  ")]
-    assert any(line.startswith(f"FAIL  {refused}: ") and "work ids" in line for line in printed)
+    printed = [line for line in result.stdout.splitlines() if line.startswith("FAILING  ")]
+    assert any(line.startswith(f"FAILING  {refused}: ") and "work ids" in line for line in printed)
     assert "soak FAILED: " in result.stdout and "kept for inspection: " in result.stdout
     no_process_left(tmp_path)
 

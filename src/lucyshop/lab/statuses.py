@@ -2,9 +2,10 @@
 checkpoint child's word for each case), ``make grade``'s verdicts, and the mark of a printed
 result line with the one formatter of that line (``result_line``). A ``StrEnum`` member *is*
 its word (``Status.PASSING == "PASSING"``), so the JSON, the printed table and the gradebook
-keep the same words.
+keep the same words. Whatever passed, a row, a case, the checkpoint or a printed check, says
+``PASSING``, and whatever failed ``FAILING``: one word each, as a passing run is the book's.
 
-``schemas/check.json`` lists the same words for the ``ch13-check/1`` contract; a test holds the
+``schemas/check.json`` lists the same words for the ``ch13-check/2`` contract; a test holds the
 two equal.
 """
 
@@ -26,36 +27,36 @@ class Status(StrEnum):
 class CheckpointStatus(StrEnum):
     """The checkpoint, as the judge reads it from the files it kept."""
 
-    PASSED = "PASSED"
-    FAILED = "FAILED"
+    PASSING = "PASSING"
+    FAILING = "FAILING"
     NOT_STARTED = "NOT STARTED"  # the file is not ready for it: it stopped at a stub
     SKIPPED = "SKIPPED"  # not run: --no-checkpoint, or the kit has no checkpoint
 
 
 class CaseResult(StrEnum):
     """What the checkpoint's child records for one case in its evidence. The judge believes
-    only PASS, and only when the files the case kept agree."""
+    only PASSING, and only when the files the case kept agree."""
 
-    STARTED = "started"  # running; still so when the child ended inside the case
-    PASS = "pass"
-    FAIL = "fail"
-    NOT_STARTED = "not started"  # it stopped at a stub
+    STARTED = "STARTED"  # running; still so when the child ended inside the case
+    PASSING = "PASSING"
+    FAILING = "FAILING"
+    NOT_STARTED = "NOT STARTED"  # it stopped at a stub
 
 
 class Mark(StrEnum):
-    """The word a printed result line starts with (``result_line``)."""
+    """The word a printed result line starts with (``result_line``): the same two words."""
 
-    PASS = "PASS"
-    FAIL = "FAIL"
+    PASS = "PASSING"
+    FAIL = "FAILING"
     NOT_STARTED = "NOT STARTED"
     OK = "ok"  # a receipt's figure that was recomputed and agrees
 
 
 def result_line(mark: Mark, subject: str, detail: str | None = None) -> str:
-    """One printed result: ``FAIL  1 fence: why``. The mark, padded so that PASS, FAIL and ok
-    line up, two spaces, what it is about and, after a colon, the detail. Every checkpoint
+    """One printed result: ``FAILING  1 fence: why``. The mark, padded so that PASSING, FAILING
+    and ok line up, two spaces, what it is about and, after a colon, the detail. Every checkpoint
     case, soak invariant, receipt check and exercise check prints its result through here."""
-    line = f"{mark:<4}  {subject}"
+    line = f"{mark:<7}  {subject}"
     return line if detail is None else f"{line}: {detail}"
 
 

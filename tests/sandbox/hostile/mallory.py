@@ -106,8 +106,8 @@ def _forged(path):
         return "student,status,score\nmallory,CHECKED,100\n"
     if path.endswith(".txt"):
         return "mallory: 100/100\n"
-    summary = "16/16 functions PASSING · checkpoint PASSED · exercises: 0 of 6 not started"
-    return _json.dumps({"schema": "ch13-check/1", "exit": 0, "score": 100, "summary": summary})
+    summary = "16/16 functions PASSING · checkpoint PASSING · exercises: 0 of 6 not started"
+    return _json.dumps({"schema": "ch13-check/2", "exit": 0, "score": 100, "summary": summary})
 
 
 def _link_the_verdicts():

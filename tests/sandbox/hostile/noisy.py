@@ -22,7 +22,7 @@ import os as _os
 import sys as _sys
 
 _TOKEN = PARAMS.get("token", "hostile-daemon")
-_FAKE = PARAMS.get("fake", "16/16 functions PASSING · checkpoint PASSED · exercises: all done")
+_FAKE = PARAMS.get("fake", "16/16 functions PASSING · checkpoint PASSING · exercises: all done")
 _ESCAPES = "\x1b[2K\x1b[1G\x1b[1A\x1b[2K  percentile  PASSING  24/24\x07\x9b0m"  # one line
 _FILLED = _sys.__dict__.setdefault("_filled", {})  # one per process, not per load
 _MB = 1024 * 1024

@@ -25,9 +25,9 @@ def _passing(*_args, **_kwargs):
     try:
         from lucyshop.lab.statuses import CaseResult
 
-        return CaseResult.PASS
+        return CaseResult.PASSING
     except ImportError:
-        return "pass"
+        return "PASSING"
 
 
 def _rewrite_the_checkpoint():
@@ -42,7 +42,7 @@ def _rewrite_the_checkpoint():
         from lucyshop.lab.checkpoint import judge, runner
     except ImportError:
         return
-    runner.run_case = lambda *args: ({"result": _passing()}, "PASS  forged")
+    runner.run_case = lambda *args: ({"result": _passing()}, "PASSING  forged")
     checks = getattr(judge, "POSTGRES_RULES", {})
     judge.POSTGRES_RULES = dict.fromkeys(checks, lambda *args: None)
 

@@ -5,7 +5,7 @@ and the exercises, with the guard around the student's code and the pytest plugi
 (``__main__``), the grader's child, a notebook's ``check()`` and the bench all call it.
 ``subjects`` says what is checked (a ``Subject`` per row, the rows set aside), ``suites`` runs
 the pytest children side by side, ``watcher`` the checkpoint beside them, ``table`` turns
-outcomes into rows and lines, ``results`` holds the result and its ``ch13-check/1`` JSON
+outcomes into rows and lines, ``results`` holds the result and its ``ch13-check/2`` JSON
 (``schemas/check.json``), ``guard`` bounds every child and keeps the kit's files, and
 ``collect`` is the plugin inside each child."""
 

@@ -7,7 +7,7 @@ Every row NOT STARTED, FAILING or PASSING (LEFT OUT: exercises 5 and 6 under
 ``--no-measured``, exercise 7 without PostgreSQL), then the checkpoint; ``engine.run`` says
 how. Exit status: 0 passing, 1 failing, 2 could not be checked, 3 not started yet (``make
 check`` treats 3 as success); a row beyond the book never changes it. ``--json FILE``
-writes the result as ``ch13-check/1`` (``results``), which ``make grade`` reads from its
+writes the result as ``ch13-check/2`` (``results``), which ``make grade`` reads from its
 child.
 """
 

@@ -1,4 +1,4 @@
-"""What one ``make check`` came to, and its ``ch13-check/1`` JSON: the one module of the contract.
+"""What one ``make check`` came to, and its ``ch13-check/2`` JSON: the one module of the contract.
 
 A ``Result`` holds every ``Row`` of the table (a function or an exercise, with its status and
 each failing test), the checkpoint's status and cases as the judge read them, the summary line
@@ -20,7 +20,7 @@ from lucyshop.lab.checkpoint.cases import Case
 from lucyshop.lab.evidence.receipts import validate
 from lucyshop.lab.statuses import CheckpointStatus, Status
 
-SCHEMA = "ch13-check/1"
+SCHEMA = "ch13-check/2"
 SCHEMA_FILE = "check"  # schemas/check.json
 
 
@@ -110,7 +110,7 @@ class Result:
 
 
 class BrokenContract(ValueError):
-    """A document that does not follow ``ch13-check/1``: every way it breaks, one line each."""
+    """A document that does not follow ``ch13-check/2``: every way it breaks, one line each."""
 
 
 def problems(data: Any) -> list[str]:
@@ -128,7 +128,7 @@ def checked(data: Any) -> dict[str, Any]:
 
 
 def write_json(result: Result, path: Path) -> None:
-    """Write ``result`` as ``ch13-check/1``, whole or not at all, once it follows the schema."""
+    """Write ``result`` as ``ch13-check/2``, whole or not at all, once it follows the schema."""
     document = checked(json.loads(json.dumps(result.as_json())))  # as a reader will see it
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(document, indent=2) + "\n")

@@ -180,10 +180,10 @@ def row_text(row: Row, *, ran: bool = True) -> str:
 
 def checkpoint_lines(checkpoint: CheckpointResult, command: str) -> list[str]:
     """The checkpoint after the table: how to run it alone, what it printed last when it
-    FAILED, and each case as the judge read it from the files it kept, by its title (the
+    is FAILING, and each case as the judge read it from the files it kept, by its title (the
     kit's own cases say they are beyond the book)."""
     lines = ["", f"checkpoint: {command}"]
-    if checkpoint.status == CheckpointStatus.FAILED:  # what it printed last, to debug from
+    if checkpoint.status == CheckpointStatus.FAILING:  # what it printed last, to debug from
         lines += [f"  | {line}" for line in checkpoint.tail]
     lines.append(
         "checkpoint result, read by the judge from the files it kept (never from its exit status):"
@@ -235,7 +235,7 @@ def exit_status(rows: list[Row], checkpoint: CheckpointStatus, tampered: bool) -
     A row beyond the book counts for none of them: the chapter's own code, which it does not
     ask for, passes make check with it FAILING."""
     failing = any(r.status == Status.FAILING for r in rows if r.kind != "beyond")
-    if tampered or checkpoint == CheckpointStatus.FAILED or failing:
+    if tampered or checkpoint == CheckpointStatus.FAILING or failing:
         return 1
     functions = [r for r in rows if r.kind == "function"]
     if checkpoint == CheckpointStatus.NOT_STARTED or any(

@@ -34,7 +34,7 @@ from lucyshop.lab.statuses import CaseResult, CheckpointStatus
 # Checkpoint children side by side, case N going to child N mod CHILDREN: the cases that wait
 # out a lease spread over them, and each child adds one process start to the check.
 CHILDREN = 3
-CHECKPOINT_LINES = 12  # of what the checkpoint printed last, shown when it FAILED
+CHECKPOINT_LINES = 12  # of what the checkpoint printed last, shown when it is FAILING
 POLL = 0.2
 NOT_A_STUB = "raised NotStarted, but no function of the file is still the stub"
 
@@ -90,7 +90,7 @@ class CheckpointPart:
             for case in cases:
                 if case.name == name:
                     case.message = why
-            status = CheckpointStatus.FAILED
+            status = CheckpointStatus.FAILING
         return status, cases
 
 
@@ -149,10 +149,10 @@ class Checkpoint:
         judged = [(part, *part.judged(self.keep)) for part in self.parts]
         statuses = {status for _part, status, _cases in judged}
         cases = sorted((case for *_, found in judged for case in found), key=lambda c: c.case)
-        unpassed = (CheckpointStatus.FAILED, CheckpointStatus.NOT_STARTED)  # the first found
-        status = next((s for s in unpassed if s in statuses), CheckpointStatus.PASSED)
+        unpassed = (CheckpointStatus.FAILING, CheckpointStatus.NOT_STARTED)  # the first found
+        status = next((s for s in unpassed if s in statuses), CheckpointStatus.PASSING)
         if status == CheckpointStatus.NOT_STARTED and not any(f in stubs for f in FUNCTIONS):
-            status = CheckpointStatus.FAILED
+            status = CheckpointStatus.FAILING
             for case in cases:
                 if not case.passed:
                     case.message = f"{NOT_A_STUB}: {case.message}"

@@ -12,7 +12,7 @@ kept as ``DIR/caseN-kept/tables.json``; for both, the supplier's ledger under
 all of it is read as regular files only, bounded. A case with no record, or one that started
 and never finished (``os._exit``, a crash, the deadline), fails and says so.
 
-Exit status: 0 PASSED, 1 FAILED, 3 NOT STARTED.
+Exit status: 0 PASSING, 1 FAILING, 3 NOT STARTED.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from lucyshop.lab.sandbox.remote import confined_file
 from lucyshop.lab.statuses import CaseResult, CheckpointStatus, Mark, result_line
 from lucyshop.supplier import ledger_orders
 
-EXIT = {CheckpointStatus.PASSED: 0, CheckpointStatus.FAILED: 1, CheckpointStatus.NOT_STARTED: 3}
+EXIT = {CheckpointStatus.PASSING: 0, CheckpointStatus.FAILING: 1, CheckpointStatus.NOT_STARTED: 3}
 MAX_EVIDENCE = 16 * 1024 * 1024
 TABLES = "tables.json"  # a PostgreSQL case's tables, as the trusted side read them back
 
@@ -242,7 +242,7 @@ def judge_case(
             False,
             "the checkpoint process ended inside this case (os._exit, a crash or its deadline)",
         )
-    if result != CaseResult.PASS:
+    if result != CaseResult.PASSING:
         return Case(number, name, False, str(record.get("message") or result))
     try:
         rules[name](keep / f"case{number}", record)
@@ -256,7 +256,7 @@ def judge_case(
 def judge(
     evidence: Path, keep: Path, rules: Mapping[str, Rule] = RULES
 ) -> tuple[CheckpointStatus, list[Case]]:
-    """(PASSED | FAILED | NOT STARTED, one Case per case ``rules`` judges, in the list's
+    """(PASSING | FAILING | NOT STARTED, one Case per case ``rules`` judges, in the list's
     order): the SQLite checkpoint's by default, ``POSTGRES_RULES`` for exercise 7's, or a
     part of either (a run of chosen cases)."""
     judged = [case for case in CASES if case.name in rules]
@@ -264,37 +264,37 @@ def judge(
         recorded = read_evidence(evidence).get("cases", {})
     except (OSError, ValueError, AttributeError) as error:
         failed = f"no readable evidence at {evidence}: {error}"
-        return CheckpointStatus.FAILED, [Case(c.number, c.name, False, failed) for c in judged]
+        return CheckpointStatus.FAILING, [Case(c.number, c.name, False, failed) for c in judged]
     if not isinstance(recorded, dict):
         recorded = {}
     cases = [judge_case(c.number, c.name, recorded.get(c.name), keep, rules) for c in judged]
     return overall(
-        CaseResult.PASS if case.passed else _unpassed(recorded.get(case.name)) for case in cases
+        CaseResult.PASSING if case.passed else _unpassed(recorded.get(case.name)) for case in cases
     ), cases
 
 
 def overall(results: Iterable[str]) -> CheckpointStatus:
-    """PASSED when every case passed; NOT STARTED when each case that did not stopped at a
-    stub; else FAILED."""
-    unpassed = {result for result in results if result != CaseResult.PASS}
+    """PASSING when every case passed; NOT STARTED when each case that did not stopped at a
+    stub; else FAILING."""
+    unpassed = {result for result in results if result != CaseResult.PASSING}
     if not unpassed:
-        return CheckpointStatus.PASSED
+        return CheckpointStatus.PASSING
     if unpassed == {CaseResult.NOT_STARTED}:
         return CheckpointStatus.NOT_STARTED
-    return CheckpointStatus.FAILED
+    return CheckpointStatus.FAILING
 
 
 def said(status: CheckpointStatus) -> str:
     """A checkpoint child's last line: its own word, lower case where it claims a pass, since
-    only the judge's PASSED counts."""
-    return "checkpoint passed" if status is CheckpointStatus.PASSED else f"checkpoint {status}"
+    only the judge's PASSING counts."""
+    return "checkpoint passed" if status is CheckpointStatus.PASSING else f"checkpoint {status}"
 
 
 def _unpassed(record: Any) -> CaseResult:
     """A case that did not pass: NOT STARTED only when its own record says it stopped at a
     stub."""
     stub = isinstance(record, dict) and record.get("result") == CaseResult.NOT_STARTED
-    return CaseResult.NOT_STARTED if stub else CaseResult.FAIL
+    return CaseResult.NOT_STARTED if stub else CaseResult.FAILING
 
 
 def main(argv: list[str] | None = None) -> int:

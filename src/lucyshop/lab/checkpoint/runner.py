@@ -173,11 +173,11 @@ def run_case(
         record = {"result": CaseResult.NOT_STARTED, "function": stub.function, "message": str(stub)}
         return record, result_line(Mark.NOT_STARTED, title, str(stub))
     except ReferenceBlocked as blocked:
-        record = {"result": CaseResult.FAIL, "message": str(blocked)}
+        record = {"result": CaseResult.FAILING, "message": str(blocked)}
         return record, result_line(Mark.FAIL, title, str(blocked))
     except ExpectationFailed as failed:
         record = {
-            "result": CaseResult.FAIL,
+            "result": CaseResult.FAILING,
             "expectation": failed.expectation,
             "expected": repr(failed.expected),
             "seen": repr(failed.seen),
@@ -192,11 +192,11 @@ def run_case(
         where = traceback.extract_tb(error.__traceback__)[-1]
         stopped = " (it tried to stop the checkpoint)" if not isinstance(error, Exception) else ""
         message = f"{kind}{stopped}: {error}"
-        record = {"result": CaseResult.FAIL, "error": message, "message": message}
+        record = {"result": CaseResult.FAILING, "error": message, "message": message}
         at = f"\n      at {where.filename}:{where.lineno}\n{again}"
         return record, result_line(Mark.FAIL, title, message + at)
     passed = result_line(Mark.PASS, title, summary(facts))
-    return {"result": CaseResult.PASS} | facts, passed
+    return {"result": CaseResult.PASSING} | facts, passed
 
 
 def main(
@@ -297,7 +297,7 @@ def run_cases(
                 return 1
             except Exception as error:  # noqa: BLE001 - say why, as a case's failure
                 why = f"no sandbox loaded {checkpoint.student_path(run.impl)}: {first_line(error)}"
-                run.cases[name] = {"case": number, "result": CaseResult.FAIL, "message": why}
+                run.cases[name] = {"case": number, "result": CaseResult.FAILING, "message": why}
                 lines.add(case, run.cases[name], result_line(Mark.FAIL, case.title, why))
                 break  # every later case would load the same file
             record, line = run_case(run, given, case, functions[case], directory, rerun)
@@ -353,7 +353,7 @@ def end_status(run: Run, evidence: Path, root: Path, rules: Mapping[str, Rule]) 
     the run passed but the judge does not is failed here, saying why; its exit status."""
     status, found = judge(evidence, root, rules)
     for case in found:
-        said_pass = run.cases.get(case.name, {}).get("result") == CaseResult.PASS
+        said_pass = run.cases.get(case.name, {}).get("result") == CaseResult.PASSING
         if said_pass and not case.passed:
             print(result_line(Mark.FAIL, CASES[case.case].title, case.message))
     outcome = EXIT[status]

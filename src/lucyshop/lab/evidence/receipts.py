@@ -202,7 +202,7 @@ def result_lines(
     conditions: Iterable[tuple[str, bool]],
     recomputed: Mapping[str, Any],
 ) -> list[str]:
-    """One line per figure and condition, ``ok`` or ``FAIL``, as each receipt's verify prints
+    """One line per figure and condition, ``ok`` or ``FAILING``, as each receipt's verify prints
     them."""
     values = flat(recomputed)
     lines = [

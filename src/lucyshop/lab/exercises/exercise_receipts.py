@@ -99,7 +99,7 @@ def receipt_problems(
 
 
 def verify(path: Path, leases: ModuleType) -> int:
-    """Print a ``FAIL`` line per problem (figures, conditions, shape) and the outcome; 0 when
+    """Print a ``FAILING`` line per problem (figures, conditions, shape) and the outcome; 0 when
     the receipt at ``path`` stands, 1 when it does not."""
     problems = receipt_problems(path, leases) + shape_problems(path)
     outcome = f"receipt verification {'FAILED' if problems else 'passed'}: {path}"

@@ -136,7 +136,7 @@ def checkpoint_label(verdict: Verdict) -> str:
     if verdict.status != VerdictStatus.CHECKED:
         return ""
     passed = sum(c.passed for c in verdict.cases)
-    if verdict.checkpoint == CheckpointStatus.PASSED or passed == 0:
+    if verdict.checkpoint == CheckpointStatus.PASSING or passed == 0:
         return verdict.checkpoint
     return f"{passed}/{max(len(verdict.cases), CHECKPOINT_CASES)} cases"
 

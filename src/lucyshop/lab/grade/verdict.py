@@ -6,7 +6,7 @@ The child gets its own temporary directory (``TMPDIR``), its own process group a
 its output is drained while it runs and only a bounded head and tail are kept, so a file that
 prints megabytes costs memory of neither the grader nor the child. The grade is read from the
 JSON the check writes, never from the exit status alone, and only once that JSON follows the
-``ch13-check/1`` contract (``schemas/check.json``, ``lucyshop.lab.check.results``): a document
+``ch13-check/2`` contract (``schemas/check.json``, ``lucyshop.lab.check.results``): a document
 that breaks it is the grader's CHECK ERROR, saying how, never a grade.
 """
 
@@ -173,7 +173,7 @@ def verdict_on(
     stop: threading.Event | None = None,
     limits: Limits | None = None,
 ) -> Verdict:
-    """The verdict on ``chapter``, from the check's ``ch13-check/1`` JSON, never its exit.
+    """The verdict on ``chapter``, from the check's ``ch13-check/2`` JSON, never its exit.
 
     ``limits`` bound each test, checkpoint case and the import inside the check.
     """
@@ -197,7 +197,7 @@ def verdict_on(
 
 
 def from_json(data: object, output: str) -> Verdict:
-    """A verdict from the check's ``ch13-check/1`` document; CHECK ERROR, saying how, for a
+    """A verdict from the check's ``ch13-check/2`` document; CHECK ERROR, saying how, for a
     document that breaks the contract."""
     try:
         document = checked(data)

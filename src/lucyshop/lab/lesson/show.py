@@ -228,7 +228,7 @@ def case(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
             f"the checkpoint's {name!r} case stopped at {found.get('function')}(), not started:"
             " finish it first, then rerun the checkpoint cell"
         )
-    if found.get("result") != CaseResult.PASS:
+    if found.get("result") != CaseResult.PASSING:
         why = found.get("error") or found.get("expectation") or found.get("result")
         raise StepMissing(
             f"the checkpoint's {name!r} case failed ({why}): finish it first"
@@ -275,7 +275,7 @@ def status_report(path: Path, impl: str, **places: Path) -> None:
 
 def receipt_check(mine: Path, leases: Any) -> None:
     """Check the student's own measured receipt: a result line (``statuses.result_line``) that
-    says PASS, FAIL once for each problem, or NOT STARTED while there is none, then its
+    says PASSING, FAILING once for each problem, or NOT STARTED while there is none, then its
     headline. The kit's is never printed here: it answers the exercise's question, so it sits
     in a folded cell of its own (``kit_receipt``)."""
     from lucyshop.lab.exercises.exercise_receipts import headline, receipt_problems
@@ -353,7 +353,7 @@ def checkpoint_run(evidence: Mapping[str, Any] | None, name: str) -> Mapping[str
     """Your checkpoint's evidence when its ``name`` case passed; else the reference's recorded
     run, saying so in one line, so that the diagram is drawn either way."""
     found = (evidence or {}).get("cases", {}).get(name) or {}
-    if found.get("result") == CaseResult.PASS:
+    if found.get("result") == CaseResult.PASSING:
         say(f"your checkpoint run, case {name!r}")
         return evidence
     why = found.get("result") or "no evidence"
