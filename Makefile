@@ -19,7 +19,7 @@ SOAK_SECONDS ?= 120
 # make grade: hand-ins tested at once, cores + 1 (about a third of a make check waits on leases,
 # deadlines and processes, so one more than the cores keeps them busy).
 JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-UV      := $(shell command -v uv 2>/dev/null)
+UV       = $(shell command -v uv 2>/dev/null)
 
 # Set-up: a virtual environment in .venv, re-installed when pyproject.toml changes.
 # Two stamps, so a student's `make check` never waits for the model build:
@@ -39,10 +39,10 @@ $(VENV)/.dev: pyproject.toml | $(PY)
 # would hand back a wheel built with other flags). On x86_64 without Intel AMX: its tile
 # instructions fault (SIGSEGV in ldtilecfg) where a hypervisor advertises AMX but does not
 # enable it, and SmolLM2-135M gains nothing from them.
-LLAMA      := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
-WHEELHOUSE := $(HOME)/.cache/lucyshop-ch13/wheels-$(shell uname -m)-$(shell python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null)
-NO_AMX     := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
-LLAMA_CMAKE := -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
+LLAMA       = $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
+WHEELHOUSE  = $(HOME)/.cache/lucyshop-ch13/wheels-$(shell uname -m)-$(shell python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null)
+NO_AMX      = $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+LLAMA_CMAKE = -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
 $(VENV)/.model: pyproject.toml $(VENV)/.dev
 	@echo "setting up $(VENV) (embedded model; the first build of llama-cpp-python takes minutes)"

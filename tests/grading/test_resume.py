@@ -200,7 +200,7 @@ def test_the_kit_version_changes_with_the_kit(tmp_path):
             (path / "a.py").write_text("x = 1\n")
     before = store.kit_version.__wrapped__(tmp_path)
     (tmp_path / "spec" / "__pycache__").mkdir()
-    (tmp_path / "tests" / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    (tmp_path / "spec" / "__pycache__" / "a.pyc").write_bytes(b"\0")
     assert store.kit_version.__wrapped__(tmp_path) == before, "caches are not the kit"
     (tmp_path / "checkpoints" / "a.py").write_text("x = 2\n")
     assert store.kit_version.__wrapped__(tmp_path) != before

@@ -59,6 +59,7 @@ from lucyshop.lab.grade.gradescope.image import (
 from lucyshop.lab.grade.gradescope.inside import ENTER, Ran, in_image
 from lucyshop.lab.grade.gradescope.quota import Quota
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.statuses import Mark
 
 BUILD = ROOT / "build" / "stockimage"
 EVIDENCE = ROOT / "evidence" / "gradescope-run.json"
@@ -327,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = evidence(args, record, found)
     receipts.write_receipt(args.evidence, document)
     print(json.dumps({k: document[k] for k in ("conditions", "run", "results")}, indent=1))
-    outcome = "PASSED" if document["passed"] else "FAILED"  # the proof's, not a check's
+    outcome = Mark.PASS if document["passed"] else Mark.FAIL
     print(f"stockimage: {outcome}; evidence in {receipts.shown(args.evidence)}")
     return 0 if document["passed"] else 1
 
