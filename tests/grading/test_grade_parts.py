@@ -213,6 +213,21 @@ def test_results_json_follows_gradescopes_specification(verdict):
     assert document["score"] == rubric.score(verdict, loaded).points
 
 
+def test_a_passing_row_worth_no_points_is_shown_passed_and_a_failing_one_failed():
+    """open_worker_shop arrives written and weighs 0: Gradescope must not show it failed."""
+    loaded = rubric.load()
+    assert loaded.functions.weight("open_worker_shop") == 0
+    verdict = checked()
+    verdict.rows[FUNCTIONS.index("claim")] = Row("claim", "function", "FAILING", 1, 4)
+    document = results.document(verdict, loaded, scored=rubric.score(verdict, loaded))
+    status = {t["name"].split(" (")[0]: t["status"] for t in document["tests"]}
+    assert (status["open_worker_shop"], status["enqueue"], status["claim"]) == (
+        "passed",
+        "passed",
+        "failed",
+    )
+
+
 def test_the_schema_refuses_what_gradescope_would():
     with pytest.raises(jsonschema.ValidationError):
         validate({"tests": [{"name": "no score anywhere"}]})
@@ -421,7 +436,7 @@ def test_run_autograder_grades_the_submission_from_its_own_copy_of_the_kit(tmp_p
     validate(document)
     tests = {t["name"].split(" (")[0]: t for t in document["tests"]}
     assert set(FUNCTIONS) <= set(tests)
-    assert tests["claim"]["status"] == "passed"
+    assert tests["claim"]["status"] == tests["open_worker_shop"]["status"] == "passed"
     assert tests["percentile"]["status"] == "failed"
     assert 0 < document["score"] < 100
     assert document["extra_data"]["similarity_to_reference"] >= 0.9
