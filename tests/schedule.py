@@ -12,6 +12,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 LONGEST_FIRST = (  # by each file's time in a whole run (pytest --durations), longest first
     "lesson/test_notebooks.py",
+    "book/test_book_chapter.py",  # with ../shared beside the kit (CI): the chapter's commands
     "grading/test_grade_class.py",
     "check/test_check_report.py",
     "sandbox/test_hostile_kit.py",

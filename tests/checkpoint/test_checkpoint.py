@@ -539,3 +539,46 @@ def test_one_rule_turns_case_results_into_the_checkpoint_status(results, status)
     assert judge.said(status) == (
         "checkpoint passed" if status == "PASSING" else f"checkpoint {status}"
     )
+
+
+FUTURE = "from __future__ import annotations"
+
+
+def half_done(directory: Path, *stubs: str) -> Path:
+    """The reference with ``stubs`` put back as the learner's stubs: work in progress."""
+    reference = (ROOT / "solutions" / "ch13_leases.py").read_text(encoding="utf-8")
+    learner = (ROOT / "learner" / "ch13_leases.py").read_text(encoding="utf-8")
+
+    def spans(text: str) -> dict[str, tuple[int, int]]:
+        tree = ast.parse(text)
+        return {
+            node.name: (node.lineno - 1, node.end_lineno or node.lineno)
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef)
+        }
+
+    lines, given = reference.splitlines(keepends=True), learner.splitlines(keepends=True)
+    theirs, ours = spans(reference), spans(learner)
+    for name in sorted(stubs, key=lambda name: theirs[name][0], reverse=True):
+        start, end = theirs[name]
+        lines[start:end] = given[slice(*ours[name])]
+    text = "".join(lines).replace(FUTURE, f"{FUTURE}\nfrom lucyshop.lab import NotStarted", 1)
+    path = directory / "ch13_leases.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_file_whose_fence_is_still_a_stub_is_not_started_in_every_case_that_reaches_it(
+    tmp_path,
+):
+    """A holder that held the work and only then met a stub (observe, after it was released)
+    says so where the checkpoint waits for it: NOT STARTED naming observe, never a holder
+    that "exited before writing" (FAILING)."""
+    path = half_done(tmp_path, "observe")
+    cases = [f"--case={case.number}" for case in (LIVE_STALE, PAUSED)]
+    result = run_checkpoint("--impl", str(path), *cases, tmp=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    said = [line for line in result.stdout.splitlines() if line.startswith("NOT STARTED")]
+    assert len(said) == 1 and "observe() is not started: read notebook 13b §" in said[0], said
+    assert f"cases {LIVE_STALE.number}-{PAUSED.number}" in said[0], said
+    assert "exited with status" not in result.stdout + result.stderr

@@ -80,8 +80,8 @@ def test_a_reach_for_the_reference_stops_the_holder_with_4(tmp_path, monkeypatch
 
 
 def test_both_holders_stop_through_one_function():
-    """The twin handler is gone: ``pg_holder`` stops through ``holder.cannot_hold``."""
-    assert pg_holder.cannot_hold is holder.cannot_hold
+    """The twin handler is gone: ``pg_holder`` stops through ``holder.cannot_go_on``."""
+    assert pg_holder.cannot_go_on is holder.cannot_go_on
     for module in (holder, pg_holder):
         source = Path(module.__file__).read_text(encoding="utf-8")
         assert source.count('"not_started"') == (module is holder), module.__name__

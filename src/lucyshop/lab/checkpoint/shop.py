@@ -127,7 +127,8 @@ class Holding(ABC):
     def release(self, child: Any) -> dict[str, str]:
         """Let a still-living holder go on; return its record of its stale writes."""
         write_ready(self.directory / "release.json", {"released_at": time.time()})
-        outcomes = child_record(child, self.directory / "stale.json", timeout=WAIT_SECONDS)
+        stale = self.directory / "stale.json"
+        outcomes = child_record(child, stale, WAIT_SECONDS, self.box.shown)
         status = wait_exit(child, timeout=WAIT_SECONDS)
         self.event("stale holder wrote back", exit_status=status, **outcomes)
         return outcomes

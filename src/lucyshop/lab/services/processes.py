@@ -31,7 +31,6 @@ from lucyshop.atomic import (
     read_regular,
     write_ready,  # noqa: F401  (re-exported: the lab's callers use it here)
 )
-from lucyshop.lab.services.groups import end_group  # noqa: F401  (re-exported, as write_ready)
 from lucyshop.status.signals import GONE
 from lucyshop.validate import seconds
 

@@ -28,8 +28,8 @@ from lucyshop.lab.check.subjects import SUITES
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import jail
 from lucyshop.lab.sandbox.jail import isolation
+from lucyshop.lab.services.groups import end_group
 from lucyshop.lab.services.limits import LOAD_SECONDS
-from lucyshop.lab.services.processes import end_group
 
 NAME = "feedback"
 CHECK_LIMIT = 10.0  # seconds for a warm make check IMPL=solutions, the whole command (issue 46)

@@ -39,6 +39,7 @@ def child_main(args: argparse.Namespace) -> int:
     transcript, the completion and the supplier send with its old claim and records each in
     ``stale.json``."""
     directory = Path(args.dir)
+    awaited = directory / "ready.json"  # the record the checkpoint waits for now
     if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
         listen_inside(urlsplit(args.endpoint).port, args.relay)
     try:
@@ -68,6 +69,7 @@ def child_main(args: argparse.Namespace) -> int:
                 "second_order_id": pending["id"],
             },
         )
+        awaited = directory / "stale.json"
         if args.child == Mode.SENDING:
             approval.execute(db, held, order["id"], client, policy=POLICY)
         if args.child in (Mode.KILLED, Mode.SENDING):
@@ -91,20 +93,21 @@ def child_main(args: argparse.Namespace) -> int:
         )
         return 0
     except (NotStarted, ReferenceBlocked) as error:
-        return cannot_hold(directory, error)
+        return cannot_go_on(awaited, error)
 
 
-def cannot_hold(directory: Path, error: NotStarted | ReferenceBlocked) -> int:
-    """Why a holder stopped before it held the work, in ``ready.json`` where the checkpoint
-    waits for it, and the holder's exit status: 3 a function is still a stub (which one,
-    and where to read), 4 the file reached for the reference solutions."""
+def cannot_go_on(awaited: Path, error: NotStarted | ReferenceBlocked) -> int:
+    """Why a holder stopped, in the record the checkpoint waits for at that moment
+    (``ready.json`` before it held the work, ``stale.json`` after: a fence that is still a stub
+    stops a released holder), and the holder's exit status: 3 a function is still a stub
+    (which one, and where to read), 4 the file reached for the reference solutions."""
     if isinstance(error, NotStarted):
         write_ready(
-            directory / "ready.json",
+            awaited,
             {"not_started": error.function, "section": error.section, "where": error.where},
         )
         return 3
-    write_ready(directory / "ready.json", {"reference_blocked": str(error)})
+    write_ready(awaited, {"reference_blocked": str(error)})
     return 4
 
 

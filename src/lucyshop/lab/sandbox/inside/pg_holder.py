@@ -29,7 +29,7 @@ from lucyshop.lab.given.exercise_kit import attempt
 from lucyshop.lab.given.orders import OWNER, VANILLA
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ReferenceBlocked
-from lucyshop.lab.sandbox.inside.holder import arguments, cannot_hold, supplier_client
+from lucyshop.lab.sandbox.inside.holder import arguments, cannot_go_on, supplier_client
 from lucyshop.lab.sandbox.relay import listen_inside
 from lucyshop.lab.services.holder_modes import Mode
 from lucyshop.lab.services.limits import WAIT_SECONDS
@@ -51,6 +51,7 @@ def child_main(args: argparse.Namespace) -> int:
     """Claim, record the intended order, say so; then wait to be killed, or, once released,
     try every write with the old claim and write back what happened."""
     directory = Path(args.dir)
+    awaited = directory / "ready.json"  # the record the checkpoint waits for now
     if args.relay:  # in a sandbox without a network: the supplier through the parent's relay
         listen_inside(urlsplit(args.endpoint).port, args.relay)
     try:
@@ -63,6 +64,7 @@ def child_main(args: argparse.Namespace) -> int:
             directory / "ready.json",
             {"pid": os.getpid(), "generation": held.generation, "operation": operation},
         )
+        awaited = directory / "stale.json"
         if args.child == Mode.KILLED:
             time.sleep(WAIT_SECONDS)  # the parent kills us long before this
             return 1
@@ -76,7 +78,7 @@ def child_main(args: argparse.Namespace) -> int:
             "supplier": attempt(lambda: send_fenced(pg, conn, held, client, operation + "-again")),
         }
     except (NotStarted, ReferenceBlocked) as error:
-        return cannot_hold(directory, error)
+        return cannot_go_on(awaited, error)
     write_ready(
         directory / "stale.json",
         {k: v or "ACCEPTED: the write went through" for k, v in outcomes.items()},
