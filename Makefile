@@ -128,7 +128,7 @@ test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/
 	  --burners $(BURNERS) --log test-time.log -- $(PARALLEL) $(ONCE)
 
 # A report: make test fails only on a receipt whose pinned files (the code that decides its
-# figures) changed; a changed Makefile, pyproject.toml or tests/ file is listed here alone.
+# figures) changed; a changed Makefile, pyproject.toml, tests/ or spec/ file is listed here alone.
 .PHONY: evidence-status lint
 evidence-status: $(VENV)/.dev ## which receipts in evidence/ are stale, against which files
 	@$(PY) -m lucyshop.lab.evidence.pins evidence

@@ -9,10 +9,10 @@ Test your work (a real PostgreSQL server is started for the tests and stopped af
 
     .venv/bin/python -m pytest spec/postgres --impl learner
 
-``make check``
-shows the four as one row, ``exercise 7``: NOT STARTED until all four are written. Your
-file runs in a sandbox there, as in these tests: it reaches the server only through the
-connection it is passed, as a role that may use that test's tables and nothing else.
+``make check`` shows the four as one row, ``exercise 7``: NOT STARTED until all four are
+written. Your file runs in a sandbox there, as in these tests: it reaches the server only
+through the connection it is passed, as a role that may use that test's tables and nothing
+else.
 
 Given, in ``lucyshop.lab.given.pg_shop``: the schema (``SCHEMA``), ``PgClaim``, ``connect``,
 ``create_shop`` and ``add_work``. Use ``psycopg`` through the connection you are passed.

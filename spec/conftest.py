@@ -6,10 +6,11 @@
 
 ``--impl`` (default ``$LEASES_IMPL``, else ``learner``) comes with the chapter plugin
 (``lucyshop.lab.check.plugin.chapter``), loaded here. ``make check`` runs these suites and
-nothing else of the kit's: no conftest sits above this folder, so none of ``tests/`` (the
-kit's own tests) runs beside a hand-in. Each suite's own ``conftest.py`` holds its fixtures:
-the learner suite's on a SQLite shop, exercise 7's on a PostgreSQL schema, under the same
-names (``add_work``, ``claim_as``) so that the shared ``held`` works in both.
+nothing else of the kit's: it gives pytest only paths under spec/ and ``--confcutdir=spec``,
+so no conftest of ``tests/`` (the kit's own tests) or above spec/ runs beside a hand-in.
+The shared shop fixtures come from ``shop_fixtures``; each suite's own ``conftest.py`` holds
+its fixtures: the learner suite's on a SQLite shop, exercise 7's on a PostgreSQL schema,
+under the same names (``add_work``, ``claim_as``) so that the shared ``held`` works in both.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from shop_fixtures import held, pg_server, supplier  # noqa: F401  (every suite's)
 
-pytest_plugins = ("lucyshop.lab.check.plugin.chapter",)
+# A plugin, not names imported here: registered once, so a session-scoped fixture (pg_server)
+# is set up once in a run that also loads tests/conftest.py, which registers it too.
+pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "shop_fixtures")
 
 
 @pytest.fixture(scope="session")

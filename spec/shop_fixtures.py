@@ -18,7 +18,7 @@
   PostgreSQL tests).
 
 It lives with the spec, what a hand-in is tested against; ``spec/conftest.py`` and
-``tests/conftest.py`` make the fixtures available, each to its own tree.
+``tests/conftest.py`` load it as a plugin (once, whichever loads it first).
 """
 
 from __future__ import annotations

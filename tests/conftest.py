@@ -1,7 +1,7 @@
 """make test's own session: the chapter plugin every suite needs, a guard that no test leaves a
 process behind (``leftovers``), the suite markers, the longest files first (``schedule``), and
-the shop fixtures every suite shares (``spec/shop_fixtures.py``: ``supplier``,
-``shared_supplier``, ``garbage_supplier``, ``held``, ``pg_server``).
+the shop fixtures every suite shares (``spec/shop_fixtures.py``, a plugin: ``supplier``,
+``shared_supplier``, ``garbage_supplier``, ``pg_server``; ``held`` for spec/'s suites).
 
 ``make check`` never loads this file: its pytest children run only spec/, whose own
 ``conftest.py`` loads the chapter plugin (``lucyshop.lab.check.suites``), so what is here
@@ -17,16 +17,10 @@ from pathlib import Path
 
 import pytest
 from schedule import TESTS, rank
-from shop_fixtures import (  # noqa: F401  (fixtures for every suite)
-    garbage_supplier,
-    held,
-    shared_supplier,
-    supplier,
-)
 
 # Plugins, not names imported here: a conftest's hooks are not called for the session's own
 # fixtures (their node is the root, above tests/), and the guard must see those set up too.
-pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers")
+pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers", "shop_fixtures")
 
 SUITES = ("runtime", "learner", "exercises")
 # runtime: tests/runtime; learner: spec/learner; exercises: spec/exercises and spec/postgres

@@ -1,7 +1,7 @@
 """What ``make check``'s children run and load: each row module in one pytest child, each
-checkpoint case in one checkpoint child, and from tests/ the graded suites' own conftests,
-nothing else. The machinery is the lab's (``lucyshop.lab.check.plugin``); ``tests/conftest.py``
-is make test's own session (its leftover-process guard, the order of its files) and stays out."""
+checkpoint case in one checkpoint child, and from spec/ its conftests, nothing of tests/. The
+machinery is the lab's (``lucyshop.lab.check.plugin``); ``tests/conftest.py`` is make test's own
+session (its leftover-process guard, the order of its files) and stays out."""
 
 from __future__ import annotations
 
@@ -37,11 +37,12 @@ def test_a_checks_children_load_the_specs_conftests_and_nothing_of_the_kits_test
     files = {Path(file) for _, file in registered}
     assert not [file for file in files if file.is_relative_to(ROOT / "tests")], files
     spec = {file.relative_to(ROOT).as_posix() for file in files if file.is_relative_to(ROOT / SPEC)}
-    assert spec == {f"{SPEC}/conftest.py", *(f"{suite}/conftest.py" for suite in SUITES)}, spec
+    shared = {f"{SPEC}/conftest.py", f"{SPEC}/shop_fixtures.py"}  # the plugin it loads
+    assert spec == shared | {f"{suite}/conftest.py" for suite in SUITES}, spec
 
 
 def test_the_chapters_suite_is_dealt_to_its_children_each_module_once_by_name():
-    """Its modules, by path (a file of tests/ that no row names never runs), each in one child."""
+    """Its modules, by path (a file of spec/ that no row names never runs), each in one child."""
     _paths, parts = suites.plan({}, {})
     chapter = {f"{SUITES[0]}/{module_of(function)}.py" for function in FUNCTIONS}
     dealt = [part for part in parts if chapter & set(part)]

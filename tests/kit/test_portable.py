@@ -28,7 +28,8 @@ LINUX_ONLY = {
 
 # Run in a child, since an audit hook cannot be removed. Any open, listdir or scandir of a path
 # under /proc raises PermissionError when the nearest caller outside the standard library is the
-# kit's own code (a file under src/, tests/, checkpoints/, learner/, solutions/, or this script).
+# kit's own code (a file under src/, spec/, tests/, checkpoints/, learner/, solutions/, or this
+# script).
 # psutil, a declared dependency in site-packages, may still read /proc: on Linux that is how it
 # answers, and on macOS it asks the kernel (libproc, sysctl) instead. So the claim proved is the
 # one a Mac needs: no line of the kit depends on /proc, only psutil does, and psutil is portable.

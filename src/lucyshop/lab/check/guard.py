@@ -7,7 +7,7 @@
   double fork), so nothing a student's file starts outlives the check.
 - ``Limits``: how long each part of a check may take; ``DISK_LIMIT``: what its sandboxes may
   write to their scratch.
-- ``KitFiles``: the kit's own files (tests, checkpoints, src, solutions, Makefile,
+- ``KitFiles``: the kit's own files (spec, tests, checkpoints, src, solutions, Makefile,
   pyproject.toml) read before the check; afterwards anything changed, deleted or added is
   named. The student's code runs in a sandbox that cannot write them
   (``lucyshop.lab.sandbox``), so nothing is put back: a change is someone's edit.

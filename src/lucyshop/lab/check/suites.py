@@ -85,8 +85,8 @@ def wait(child: OwnGroupChild, timeout: float) -> int | None:
 
 def row_modules(suite: str, left_out: set[tuple[str, str]]) -> list[str]:
     """The row modules of ``suite`` less the ``left_out`` (directory, module) pairs, by path,
-    in the table's order: what pytest is given, so that a file in tests/ that no row names
-    (the kit's own tests beside exercise 7's, a stray one) never runs in a check."""
+    in the table's order: what pytest is given, so that a file in spec/ that no row names (a
+    stray one) never runs in a check."""
     mine = [(s.directory, m) for s in subjects() if s.directory == suite for m in s.modules]
     return [f"{d}/{m}.py" for d, m in mine if (d, m) not in left_out]
 

@@ -6,9 +6,9 @@ A receipt's provenance keeps the sha256 of the files its run used (``receipts.pr
 ``code``). Most of them ran in the measurement and decide its figures: the receipt *pins*
 them, and ``make test`` fails on a receipt whose pinned files changed, naming them, until it
 is measured again. The files that only set up how the kit is built and its suite is run (the
-Makefile, pyproject.toml, anything under ``tests/``) decide no figure a receipt states: a
-change to one of them is reported here, never a failure, so that editing the Makefile does
-not call for ten minutes of re-measurement.
+Makefile, pyproject.toml, anything under ``tests/`` or ``spec/``) decide no figure a receipt
+states: a change to one of them is reported here, never a failure, so that editing the
+Makefile does not call for ten minutes of re-measurement.
 """
 
 from __future__ import annotations

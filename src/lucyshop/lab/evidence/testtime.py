@@ -47,7 +47,13 @@ RUNS = ("quiet", "loaded")
 # What sets how make test runs (its workers, the order, the plugins, every test's guard): their
 # sha256s in a run's provenance say which configuration it timed. Set-up files, so a change to
 # one is reported by make evidence-status, never failed on (lucyshop.lab.evidence.pins).
-SUITE_FILES = ("Makefile", "pyproject.toml", "tests/conftest.py", "tests/schedule.py")
+SUITE_FILES = (
+    "Makefile",
+    "pyproject.toml",
+    "tests/conftest.py",
+    "tests/schedule.py",
+    "spec/conftest.py",
+)
 ENVIRONMENT = {IMPL_ENV: "solutions"}
 
 

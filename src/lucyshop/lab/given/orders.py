@@ -4,7 +4,7 @@ policy that names that operator.
 
 Stated once, here: the checkpoint, the experiment's tasks, the measured exercises, the soak,
 the reference answers and the tests all use these same values, so a change reaches all of
-them (tests/kit/test_shop_fixtures.py finds a second statement of any of them).
+them.
 """
 
 from lucyshop.approval import SpendingPolicy

@@ -1,4 +1,4 @@
-"""What the trusted side does inside a worker for exercise 7 (``tests/postgres``), where the
+"""What the trusted side does inside a worker for exercise 7 (``spec/postgres``), where the
 student's ``ch13_postgres.py`` runs: open a connection of the worker's own, read and shift
 the worker's clock, run statements on the worker's connection, and race claims from
 several threads.
