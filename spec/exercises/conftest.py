@@ -46,6 +46,16 @@ from lucyshop.lab.model.backend import GRADED
 from lucyshop.lab.sandbox import Remote, sandboxed_shop
 from lucyshop.supplier import ledger_orders
 
+PROVENANCE_KEYS = (
+    "command",
+    "started_utc",
+    "python",
+    "platform",
+    "cpu_count",
+    "libraries",
+    "loadavg_start",
+    "loadavg_end",
+)
 START_SECONDS = 60.0  # loading the answers to let a stub raise its own NotStarted
 EVIDENCE = ROOT / "evidence"
 
@@ -296,3 +306,20 @@ def receipt_of(path: str | os.PathLike) -> dict:
 @pytest.fixture
 def load_receipt():
     return receipt_of
+
+
+@pytest.fixture
+def provenance():
+    """``provenance(path, exercise) -> (receipt, settings)``: a measured run's receipt, once it
+    names its exercise, the backend it was given and where, when and on what it ran."""
+
+    def check(path: str | os.PathLike, exercise: int) -> tuple[dict, dict]:
+        receipt = receipt_of(path)
+        record, settings = receipt["provenance"], receipt["settings"]
+        assert record["exercise"] == receipt["exercise"] == exercise
+        assert settings["backend"] == GRADED, "the run used the backend it was given"
+        for key in PROVENANCE_KEYS:
+            assert record.get(key) not in (None, "", []), key
+        return receipt, settings
+
+    return check
