@@ -9,6 +9,8 @@ The answers' own run loads their files in its workers; the trusted side's run (t
 workers call the answers in sandboxes of their own (``lucyshop.lab.experiment.sandboxed``).
 Exercise 6 (``measure_records``) is the experiment's recovery phase twice, on the crashed
 transcript and on the same transcript with the answers' records message as its last message.
+On the scripted stand-in (what ``make check`` grades on) exercise 5's phases after the pilot
+run side by side, each in its own shop; on a real model one after another (``_phases``).
 Exercise 5's shops are watched from this process while the phases run (``watch.LeaseWatch``):
 each trial and hung turn carries what the watch saw of its lease (``watched``), and what is
 judged of the renewer is that, never its rows' times or its ``report=`` entries alone.
@@ -24,10 +26,13 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,7 @@ from lucyshop.lab.given import exercise_kit
 from lucyshop.lab.given.orders import OPERATOR, OWNER, POLICY, VANILLA
 from lucyshop.lab.given.renewals import prepare_renewals
 from lucyshop.lab.model.backend import (
+    GRADED,
     OLLAMA_HOST,
     TEMPERATURE,
     describe,
@@ -108,13 +114,21 @@ class WatchedLab(phases.Lab):
     any worker starts until its phase is read back (``watched``)."""
 
     watches: dict[str, LeaseWatch] = dataclasses.field(default_factory=dict)
+    # Phases side by side (``_phases``) open shops through one sandbox, which answers one call
+    # at a time, and number their workers' logs from one count.
+    turn: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def shop(self, name: str) -> tuple[Path, sqlite3.Connection]:
-        directory, db = super().shop(name)
-        watch = LeaseWatch(lambda: self.read(name), SCAN_SECONDS)
-        watch.start()
-        self.watches[name] = watch
+        with self.turn:
+            directory, db = super().shop(name)
+            watch = LeaseWatch(lambda: self.read(name), SCAN_SECONDS)
+            watch.start()
+            self.watches[name] = watch
         return directory, db
+
+    def spawn(self, role: str, directory: Path, lease: float, *extra: str) -> subprocess.Popen:
+        with self.turn:
+            return super().spawn(role, directory, lease, *extra)
 
     def seen_since(self, name: str, held: dict[str, Any], moment: float) -> bool:
         """Whether the running watch of phase ``name`` saw the lease of ``held`` (its
@@ -160,6 +174,7 @@ def measure_renewal(
     never shown to a sandbox, keeps the records).
     """
     plan = RENEWAL_PLANS["quick" if quick else "full"]
+    side_by_side = backend == GRADED
     impl = exercise_kit.chapter_path(answers)
     leases = exercise_kit.load_chapter(answers) if leases is None else leases
     chat = open_model(backend, model, seed=seed)
@@ -207,16 +222,28 @@ def measure_renewal(
                 repr(bound),
             )
             schedule = [arm for _ in range(plan["trials"]) for arm in ARMS]
-            with _bar(len(schedule), "5 false expiry", progress) as bar:
-                expiry = phases.false_expiry(
-                    lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
-                )
-            _read_back(lab, expiry["directory"], expiry["trials"])
             offsets = phases.kill_offsets(lease, plan["detection"], seeds["kill_offsets"])
-            with _bar(plan["detection"], "5 detection", progress) as bar:
-                detection = phases.detection(lab, lease, offsets, seeds["detection"], bar)
-            _read_back(lab, detection["directory"], detection["trials"])
-            hung = _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
+
+            def expiry_phase() -> dict[str, Any]:
+                with _bar(len(schedule), "5 false expiry", progress) as bar:
+                    found = phases.false_expiry(
+                        lab, "median", lease, len(schedule), seeds["trials"], bar, arms=schedule
+                    )
+                _read_back(lab, found["directory"], found["trials"])
+                return found
+
+            def detection_phase() -> dict[str, Any]:
+                with _bar(plan["detection"], "5 detection", progress) as bar:
+                    found = phases.detection(lab, lease, offsets, seeds["detection"], bar)
+                _read_back(lab, found["directory"], found["trials"])
+                return found
+
+            def hung_phase() -> dict[str, Any]:
+                return _hung_turns(lab, lease, bound, plan["steps"], seeds["hung"])
+
+            expiry, detection, hung = _phases(
+                [expiry_phase, detection_phase, hung_phase], side_by_side
+            )
         finally:
             lab.end_watches()
     observations = {
@@ -243,6 +270,7 @@ def measure_renewal(
         "seed": seed,
         "seeds": seeds,
         "quick": quick,
+        "phases_side_by_side": side_by_side,
         "impl": receipts.file_record(impl),
         "answers": receipts.file_record(answers),
     }
@@ -257,6 +285,18 @@ def measure_renewal(
         "settings": settings,
         "shops": {k: str(lab.shop_file(v).parent) for k, v in phase.items()} if kept else {},
     }
+
+
+def _phases(steps: Sequence[Callable[[], dict[str, Any]]], side_by_side: bool) -> list[dict]:
+    """What each of ``steps`` (phases after the pilot, each in a shop of its own) returns, in
+    order: one after another, or side by side in threads. The scripted stand-in's turns are
+    sleeps, so its phases barely compete for the cores and what each one measures is the same
+    side by side; a real model's turns would, so they run one after another."""
+    if not side_by_side:
+        return [step() for step in steps]
+    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="phase") as pool:
+        running = [pool.submit(step) for step in steps]
+        return [future.result() for future in running]
 
 
 def _read_back(lab: WatchedLab, name: str, rows: list[dict[str, Any]]) -> None:
