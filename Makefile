@@ -109,8 +109,8 @@ autograder: $(VENV)/.dev ## write build/autograder.zip, the Gradescope autograde
 
 # As root, on Linux: a bare Debian image (debootstrap, cached in build/stockimage/), setup.sh in
 # it, then one submission graded under half a core and 768 MiB: minutes, the first run longer.
-autograder-proof: autograder ## prove build/autograder.zip on a bare Debian image under Gradescope's limits -> evidence/gradescope-run.json
-	@$(PY) -m lucyshop.lab.grade.gradescope.stockimage --zip build/autograder.zip
+autograder-proof: autograder ## prove build/autograder.zip on a bare Debian image under Gradescope's limits -> proof/receipts/gradescope-run.json
+	@$(PY) -m lucyshop.proof.gradescope.stockimage --zip build/autograder.zip
 
 test: $(VENV)/.model $(VENV)/.pg ## everything: runtime, learner suite on the solutions, mutants, checkpoint, notebooks
 	@LEASES_IMPL=solutions $(PY) -m pytest -q $(PARALLEL) $(ONCE)
@@ -121,17 +121,17 @@ test-fast: $(VENV)/.dev ## the inner loop: the runtime and learner suites on the
 
 # make test-time records a quiet run (on a quiet machine; also bench.json's make_test section);
 # make test-time BURNERS=8 records a run beside 8 CPU burners (each spins a core, from a minute
-# before the suite starts to its end). evidence/test-time.json keeps one run of each.
+# before the suite starts to its end). proof/receipts/test-time.json keeps one run of each.
 BURNERS ?= 0
-test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into evidence/test-time.json (BURNERS=8: beside 8 CPU burners; output in test-time.log)
-	@$(PY) -m lucyshop.lab.evidence.testtime --out evidence/test-time.json --bench evidence/bench.json \
+test-time: $(VENV)/.model $(VENV)/.pg ## time one whole make test into proof/receipts/test-time.json (BURNERS=8: beside 8 CPU burners; output in test-time.log)
+	@$(PY) -m lucyshop.proof.testtime --out proof/receipts/test-time.json --bench proof/receipts/bench.json \
 	  --burners $(BURNERS) --log test-time.log -- $(PARALLEL) $(ONCE)
 
 # A report: make test fails only on a receipt whose pinned files (the code that decides its
-# figures) changed; a changed Makefile, pyproject.toml, tests/ or spec/ file is listed here alone.
+# figures) changed; a changed Makefile, pyproject.toml, tests/, spec/ or proof/ file is listed here alone.
 .PHONY: evidence-status lint
-evidence-status: $(VENV)/.dev ## which receipts in evidence/ are stale, against which files
-	@$(PY) -m lucyshop.lab.evidence.pins evidence
+evidence-status: $(VENV)/.dev ## which receipts (evidence/, proof/receipts/) are stale, against which files
+	@$(PY) -m lucyshop.lab.evidence.pins
 
 lint: $(VENV)/.dev ## ruff's formatter and linter on the whole kit (run before each commit)
 	@$(PY) -m ruff format --check . && $(PY) -m ruff check .
@@ -152,10 +152,10 @@ plots: $(VENV)/.dev ## redraw evidence/*.png from the committed receipt
 	@$(PY) -m lucyshop.lab.experiment.plots evidence/ch13-leases-receipt.json
 
 bench: $(VENV)/.bench ## the kit beside litequeue and persist-queue, fence cost, checkpoint time (~10 min)
-	@$(PY) -m lucyshop.lab.bench --impl solutions --out evidence/bench.json
+	@$(PY) -m lucyshop.proof.bench --impl solutions --out proof/receipts/bench.json
 
 soak: $(VENV)/.dev ## seeded chaos soak (SOAK_SECONDS, SEED)
-	@$(PY) -m lucyshop.lab.soak --impl solutions --seconds $(SOAK_SECONDS) --seed $(SEED)
+	@$(PY) -m lucyshop.proof.soak --impl solutions --seconds $(SOAK_SECONDS) --seed $(SEED)
 
 skew: $(VENV)/.pg ## clock skew vs leases on SQLite and PostgreSQL (a few minutes), receipt and plot
 	@$(PY) -m lucyshop.lab.skew run --impl solutions --out evidence/ch13-skew-receipt.json

@@ -24,8 +24,9 @@ pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers", "shop_fixtur
 
 SUITES = ("runtime", "learner", "exercises")
 # runtime: tests/runtime; learner: spec/learner; exercises: spec/exercises and spec/postgres
-# (exercise 7); every other room of tests/ and the modules beside them: kit
+# (exercise 7); proof: proof/; every other room of tests/ and the modules beside them: kit
 SPEC = TESTS.parent / "spec"
+PROOF = TESTS.parent / "proof"
 
 
 @pytest.hookimpl(optionalhook=True)  # make test-fast runs without xdist
@@ -50,6 +51,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.path.is_relative_to(SPEC):
             suite = item.path.relative_to(SPEC).parts[0]
             item.add_marker("learner" if suite == "learner" else "exercises")
+        elif item.path.is_relative_to(PROOF):
+            item.add_marker("proof")
         elif item.path.is_relative_to(TESTS):
             suite = item.path.relative_to(TESTS).parts[0]
             item.add_marker(suite if suite in SUITES else "kit")

@@ -10,32 +10,36 @@ from __future__ import annotations
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-LONGEST_FIRST = (  # by each file's time in a whole run (pytest --durations), longest first
-    "lesson/test_notebooks.py",
-    "book/test_book_chapter.py",  # with ../shared beside the kit (CI): the chapter's commands
-    "grading/test_grade_class.py",
-    "check/test_check_report.py",
-    "sandbox/test_hostile_kit.py",
-    "grading/test_grade_under_load.py",
-    "experiment/test_experiment.py",
-    "sandbox/test_bounded.py",
-    "check/test_learner_mutants.py",
-    "sandbox/test_hostile.py",
-    "checkpoint/test_checkpoint.py",
-    "grading/test_grade_parts.py",
-    "grading/test_grade_postgres.py",
-    "sandbox/test_chatty.py",
-    "check/test_student_commands.py",
-    "soak/test_soak.py",
-    "grading/test_autograder_zip.py",
-    "sandbox/test_hostile_grade.py",
-    "postgres/test_pg_checkpoint.py",
-    "sandbox/test_trust.py",
-    "grading/test_resume.py",
+KIT = TESTS.parent
+LONGEST_FIRST = (  # by each file's time in a whole run (pytest --junitxml), longest first
+    "tests/lesson/test_notebooks.py",
+    "tests/experiment/test_experiment.py",
+    "tests/book/test_book_chapter.py",  # with ../shared beside the kit: the chapter's commands
+    "tests/sandbox/test_hostile_data.py",
+    "tests/grading/test_grade_class.py",
+    "tests/check/test_check_report.py",
+    "tests/sandbox/test_hostile_names.py",
+    "tests/sandbox/test_hostile_pg.py",
+    "tests/check/test_learner_mutants.py",
+    "tests/checkpoint/test_checkpoint.py",
+    "tests/sandbox/test_hostile_kit.py",
+    "tests/sandbox/test_hostile_grade.py",
+    "tests/sandbox/test_hostile.py",
+    "tests/sandbox/test_hostile_bounds.py",
+    "tests/sandbox/test_bounded.py",
+    "tests/grading/test_grade_under_load.py",
+    "tests/sandbox/test_hostile_race.py",
+    "tests/sandbox/test_isolation_modes.py",
+    "proof/test_soak.py",
+    "tests/grading/test_autograder_zip.py",
+    "tests/postgres/test_pg_checkpoint.py",
+    "tests/sandbox/test_hostile_exercise5.py",
+    "tests/sandbox/test_hostile_wire.py",
+    "tests/grading/test_grade_parts.py",
 )
 
 
 def rank(path: Path) -> int:
     """A test file's place in the queue: its index in LONGEST_FIRST, else after them all."""
-    name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+    name = path.relative_to(KIT).as_posix() if path.is_relative_to(KIT) else ""
     return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)

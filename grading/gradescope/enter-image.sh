@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enter a root filesystem for `python -m lucyshop.lab.grade.gradescope.stockimage` (make autograder-proof).
+# Enter a root filesystem for `python -m lucyshop.proof.gradescope.stockimage` (make autograder-proof).
 #
 #   unshare --pid --fork --kill-child --mount --propagation private -- \
 #       enter-image.sh ROOT [HOST_DIR:DIR_IN_ROOT ...] -- [NAME=VALUE ...] COMMAND ...

@@ -17,26 +17,29 @@ from lucyshop.lab.evidence import pins, receipts
 from lucyshop.lab.evidence.stats import binomial_two_sided, mann_whitney, median_interval
 from lucyshop.lab.loader import ROOT
 
-EVIDENCE = ROOT / "evidence"
-COMMITTED = {  # every receipt the kit commits, and the schema it must have
-    "ch13-leases-receipt.json": "leases",
-    "ch13-exercise5-renewal-receipt.json": "exercise5",
-    "ch13-exercise6-records-receipt.json": "exercise6",
-    "bench.json": "bench",
-    "ch13-skew-receipt.json": "skew",
-    "test-time.json": "testtime",
-    "gradescope-run.json": "gradescope-run",  # make autograder-proof
+EVIDENCE = ROOT / "evidence"  # what the course shows: the chapter's experiments and exercises
+PROOF = ROOT / "proof" / "receipts"  # the kit's proof of itself
+COMMITTED = {  # every receipt the kit commits, where, and the schema it must have
+    "ch13-leases-receipt.json": (EVIDENCE, "leases"),
+    "ch13-exercise5-renewal-receipt.json": (EVIDENCE, "exercise5"),
+    "ch13-exercise6-records-receipt.json": (EVIDENCE, "exercise6"),
+    "ch13-skew-receipt.json": (EVIDENCE, "skew"),
+    "bench.json": (PROOF, "bench"),
+    "test-time.json": (PROOF, "testtime"),
+    "gradescope-run.json": (PROOF, "gradescope-run"),  # make autograder-proof
     # the same proof with the sandbox forced to its unprivileged-user mode (a container
-    # without user namespaces): python -m lucyshop.lab.grade.gradescope.stockimage --isolation user
-    "gradescope-run-user.json": "gradescope-run",
+    # without user namespaces): python -m lucyshop.proof.gradescope.stockimage --isolation user
+    "gradescope-run-user.json": (PROOF, "gradescope-run"),
 }
 OPTIONAL = {"test-time.json"}  # written by `make test-time`, itself a whole make test run
 
 
-def test_every_committed_json_in_evidence_has_a_schema() -> None:
-    present = {path.name for path in EVIDENCE.glob("*.json")}
-    assert present <= set(COMMITTED), "a receipt without a schema"
-    assert set(COMMITTED) - OPTIONAL <= present, "a receipt the kit commits is missing"
+@pytest.mark.parametrize("folder", [EVIDENCE, PROOF], ids=["evidence", "proof"])
+def test_every_committed_json_has_a_schema(folder: Path) -> None:
+    present = {path.name for path in folder.glob("*.json")}
+    mine = {name for name, (where, _schema) in COMMITTED.items() if where == folder}
+    assert present <= mine, "a receipt without a schema"
+    assert mine - OPTIONAL <= present, "a receipt the kit commits is missing"
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
@@ -45,9 +48,10 @@ def test_each_committed_receipt_was_measured_on_the_code_that_decides_its_figure
 ) -> None:
     """A receipt whose pinned files changed since it was measured must be measured again
     (``make evidence-status`` lists what else changed: set-up files, reported only)."""
-    if not (EVIDENCE / name).exists():
+    path = COMMITTED[name][0] / name
+    if not path.exists():
         pytest.skip(f"{name} has not been measured on this checkout")
-    stale = pins.Staleness.of(EVIDENCE / name).stale
+    stale = pins.Staleness.of(path).stale
     assert stale == [], f"{name} is stale, measure it again: {', '.join(map(str, stale))} changed"
 
 
@@ -107,9 +111,10 @@ def test_evidence_status_names_each_receipt_and_what_changed(
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_each_committed_receipt_has_its_schemas_shape(name: str) -> None:
-    if name in OPTIONAL and not (EVIDENCE / name).exists():
+    folder, schema = COMMITTED[name]
+    if name in OPTIONAL and not (folder / name).exists():
         pytest.skip(f"{name} has not been measured on this checkout (make test-time)")
-    assert receipts.validate(EVIDENCE / name, COMMITTED[name]) == []
+    assert receipts.validate(folder / name, schema) == []
 
 
 @pytest.mark.parametrize("path", sorted(receipts.SCHEMAS.glob("*.json")), ids=lambda p: p.name)

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from lucyshop.lab.grade import speed
 from lucyshop.lab.grade.__main__ import parser
 from lucyshop.lab.grade.classroom import default_jobs
 from lucyshop.lab.loader import ROOT
+from lucyshop.proof.bench import speed
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 

@@ -28,9 +28,9 @@ import psutil
 import pytest
 from mutants import BY_NAME
 
-from lucyshop.lab.evidence import testtime
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.loader import ROOT
+from lucyshop.proof import testtime
 
 BURNERS = 8
 LOWEST = 19  # the niceness of the loaded grading and of the burner

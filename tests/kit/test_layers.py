@@ -29,7 +29,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "lucyshop"
 LAB = PACKAGE / "lab"
-RUNTIME = sorted(p for p in PACKAGE.rglob("*.py") if LAB not in p.parents)
+PROOF = PACKAGE / "proof"
+RUNTIME = sorted(
+    p for p in PACKAGE.rglob("*.py") if LAB not in p.parents and PROOF not in p.parents
+)
 EVERYTHING = sorted(SRC.rglob("*.py"))
 LOADERS = {"load_impl", "impl_path", "block_for"}
 
@@ -138,6 +141,7 @@ def test_the_runtime_never_imports_the_lab_and_the_rooms_import_downward():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the runtime never imports the lab KEPT" in result.stdout
     assert "the lab's rooms import downward only KEPT" in result.stdout
+    assert "the course never imports the proof KEPT" in result.stdout
 
 
 @pytest.mark.parametrize("path", EVERYTHING, ids=name)

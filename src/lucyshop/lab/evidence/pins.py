@@ -1,13 +1,13 @@
 """Which committed receipts are stale, and against which files.
 
-    python -m lucyshop.lab.evidence.pins [EVIDENCE]     (make evidence-status)
+    python -m lucyshop.lab.evidence.pins [FOLDER ...]     (make evidence-status)
 
 A receipt's provenance keeps the sha256 of the files its run used (``receipts.provenance``'s
 ``code``). Most of them ran in the measurement and decide its figures: the receipt *pins*
 them, and ``make test`` fails on a receipt whose pinned files changed, naming them, until it
 is measured again. The files that only set up how the kit is built and its suite is run (the
-Makefile, pyproject.toml, anything under ``tests/`` or ``spec/``) decide no figure a receipt
-states: a change to one of them is reported here, never a failure, so that editing the
+Makefile, pyproject.toml, anything under ``tests/``, ``spec/`` or ``proof/``) decide no figure
+a receipt states: a change to one of them is reported here, never a failure, so that editing the
 Makefile does not call for ten minutes of re-measurement.
 """
 
@@ -24,13 +24,15 @@ from typing import Any
 from lucyshop.lab.evidence.receipts import file_record
 from lucyshop.lab.loader import ROOT
 
-SET_UP = ("Makefile", "pyproject.toml")  # and every file under tests/ and spec/
+SET_UP = ("Makefile", "pyproject.toml")  # and every file under tests/, spec/ and proof/
+# Where receipts are kept: what the course shows, and the kit's proof of itself.
+FOLDERS = (ROOT / "evidence", ROOT / "proof" / "receipts")
 
 
 def pins(path: str) -> bool:
     """Whether a receipt that recorded ``path`` (relative to the kit) goes stale when it
     changes: everything but how the kit is built and tested."""
-    return path not in SET_UP and not path.startswith(("tests/", "spec/"))
+    return path not in SET_UP and not path.startswith(("tests/", "spec/", "proof/"))
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m lucyshop.lab.evidence.pins", description=__doc__.split("\n", 1)[0]
     )
     parser.add_argument(
-        "evidence", nargs="?", type=Path, default=ROOT / "evidence", help="default: evidence/"
+        "folders", nargs="*", type=Path, help="default: evidence/ and proof/receipts/"
+    )
+    parser.add_argument(
+        "--kit",
+        type=Path,
+        help="what the receipts' paths are relative to (default: the kit, or the parent of"
+        " the first folder named)",
     )
     args = parser.parse_args(argv)
-    kit = args.evidence.resolve().parent  # what the receipts' paths are relative to
-    for path in sorted(args.evidence.glob("*.json")):
-        print("\n".join(Staleness.of(path, kit).lines()))
+    folders = args.folders or list(FOLDERS)
+    kit = args.kit or (args.folders[0].resolve().parent if args.folders else ROOT)
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            print("\n".join(Staleness.of(path, kit).lines()))
     return 0
 
 

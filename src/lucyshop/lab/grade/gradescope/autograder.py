@@ -8,7 +8,7 @@ kit under ``kit/``. ``setup.sh`` installs the kit once, when Gradescope builds t
 ``run_autograder`` grades ``/autograder/submission`` exactly as ``make grade`` grades one
 student and writes ``/autograder/results/results.json``. Both honour ``AUTOGRADER_ROOT`` (a
 directory standing in for ``/autograder``), which is how the kit's tests run them locally.
-Their templates are ``grading/gradescope/``; ``python -m lucyshop.lab.grade.gradescope.stockimage``
+Their templates are ``grading/gradescope/``; ``python -m lucyshop.proof.gradescope.stockimage``
 runs
 both in a bare Debian root filesystem (``make autograder-proof``).
 """
