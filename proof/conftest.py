@@ -3,7 +3,8 @@
 loads the same ones: a plugin is registered once).
 
 The code they test is ``lucyshop.proof`` (bench, soak, test-time, the Gradescope image proof),
-the receipts it writes are in ``proof/receipts/``.
+with the query plan of the reference's ``claim`` that the bench's queue figures rest on; the
+receipts it writes are in ``proof/receipts/``.
 """
 
 pytest_plugins = ("lucyshop.lab.check.plugin.chapter", "leftovers", "shop_fixtures")

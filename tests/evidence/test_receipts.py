@@ -29,6 +29,7 @@ COMMITTED = {  # every receipt the kit commits, where, and the schema it must ha
     "gradescope-run.json": (PROOF, "gradescope-run"),  # make autograder-proof
     # the same proof with the sandbox forced to its unprivileged-user mode (a container
     # without user namespaces): python -m lucyshop.proof.gradescope.stockimage --isolation user
+    #   --evidence proof/receipts/gradescope-run-user.json
     "gradescope-run-user.json": (PROOF, "gradescope-run"),
 }
 OPTIONAL = {"test-time.json"}  # written by `make test-time`, itself a whole make test run
@@ -99,7 +100,7 @@ def test_evidence_status_names_each_receipt_and_what_changed(
     (evidence / "old.json").write_text(json.dumps(plant(tmp_path, {"src/a.py": "a\n"})))
     (evidence / "new.json").write_text(json.dumps({"provenance": {"code": {}}}))
     (tmp_path / "src/a.py").write_text("b\n")
-    assert pins.main([str(evidence)]) == 0, "a report, never a failure"
+    assert pins.main([str(evidence), "--kit", str(tmp_path)]) == 0, "a report, never a failure"
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "new.json: fresh"
     assert printed[1] == "old.json: STALE, measure it again"

@@ -1,5 +1,5 @@
 """``make grade`` and its defaults: every option passed through, JOBS of cores + 1 (the
-Makefile's and the command's), and the speed figures' CPU-seconds and projections."""
+Makefile's and the command's). The speed figures are ``proof/test_grade_speed.py``'s."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from lucyshop.lab.grade.__main__ import parser
 from lucyshop.lab.grade.classroom import default_jobs
 from lucyshop.lab.loader import ROOT
-from lucyshop.proof.bench import speed
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
@@ -79,18 +77,3 @@ def test_jobs_default_to_cores_plus_one_and_the_environment_names_no_option():
     assert "--out" not in argv and "--bom" not in argv
     assert default_jobs() == len(os.sched_getaffinity(0)) + 1
     assert parser().parse_args(["x"]).jobs == default_jobs()
-
-
-def test_the_speed_report_projects_a_class_of_200():
-    figures = speed.projection(count=8, seconds=400.0, cpu=256.0)
-    assert figures["cpu_seconds_per_student"] == 32.0
-    assert figures["wall_seconds_per_student"] == 50.0
-    assert figures["projected_seconds_for_200"] == 10_000
-    assert figures["projected_seconds_for_200_cpu_bound"] == round(32 * 200 / speed.cores())
-
-
-def test_children_cpu_counts_a_finished_childs_cpu():
-    before = speed.children_cpu()
-    busy = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
-    subprocess.run([sys.executable, "-c", busy], check=True, timeout=60)
-    assert speed.children_cpu() - before >= 0.35

@@ -1,15 +1,17 @@
-"""Layers run one way: the runtime never imports the lab, and nothing under ``src/`` loads the
-reference.
+"""Layers run one way: the runtime never imports the lab or the proof, the lab never imports the
+proof, and nothing under ``src/`` loads the reference.
 
-The runtime is every module of ``lucyshop`` outside ``lucyshop.lab`` (store, queue, proposal,
-approval, the supplier's server and client, models, status, validate, the ``python -m
-lucyshop`` command). The lab may use the runtime; the runtime may not use the lab, or a student
+The runtime is every module of ``lucyshop`` outside ``lucyshop.lab`` and ``lucyshop.proof`` (store,
+queue, proposal, approval, the supplier's server and client, models, status, validate, the ``python
+-m lucyshop`` command). The lab may use the runtime; the runtime may not use the lab, or a student
 could not run the shop without the grading machinery. And code under ``src/`` chooses an
-implementation only when told to: a hard-coded load of ``solutions``, or a command line or
-function that falls back to it, would run the reference where a student's file was meant.
+implementation only when told to: a hard-coded load of ``solutions``, or a command line or function
+that falls back to it, would run the reference where a student's file was meant.
 
 Inside the lab, the rooms import downward only (docs/instructors.md, Layout): import-linter's
-``lab-rooms`` layers contract, which must place every room.
+``lab-rooms`` layers contract, which must place every room. The proof measures the lab and the
+runtime and neither imports it (``course-below-proof``); its rooms stay independent
+(``proof-rooms``).
 
 The first rule is import-linter's contract in pyproject.toml (``lint-imports``, which counts an
 import inside a function too); the second is read from the source with ``ast``.

@@ -1,8 +1,8 @@
 """How long ``make test`` takes, quiet and under load: timed runs of the kit's whole pytest suite.
 
     python -m lucyshop.proof.testtime [--out FILE] [--bench FILE] [--log FILE]
-                                             [--burners N] [--settle SECONDS]
-                                             [-- extra pytest arguments]
+                                      [--burners N] [--settle SECONDS]
+                                      [-- extra pytest arguments]
 
 ``measure()`` times one run; the command prints its entry and writes it into ``--out`` under
 ``quiet`` (no burners) or ``loaded`` (``--burners N``: N processes that spin a core each run

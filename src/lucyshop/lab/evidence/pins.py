@@ -113,17 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "folders", nargs="*", type=Path, help="default: evidence/ and proof/receipts/"
     )
     parser.add_argument(
-        "--kit",
-        type=Path,
-        help="what the receipts' paths are relative to (default: the kit, or the parent of"
-        " the first folder named)",
+        "--kit", type=Path, default=ROOT, help="what the receipts' paths are relative to"
     )
     args = parser.parse_args(argv)
-    folders = args.folders or list(FOLDERS)
-    kit = args.kit or (args.folders[0].resolve().parent if args.folders else ROOT)
-    for folder in folders:
+    for folder in args.folders or FOLDERS:
         for path in sorted(folder.glob("*.json")):
-            print("\n".join(Staleness.of(path, kit).lines()))
+            print("\n".join(Staleness.of(path, args.kit).lines()))
     return 0
 
 

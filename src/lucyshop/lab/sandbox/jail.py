@@ -71,7 +71,7 @@ ALLOWED_ENV = (
     "LUCYSHOP_CHECK",  # make check's marker, so that its sweep finds every sandboxed process
 )
 # The parts of the kit a sandboxed process may never read.
-PROTECTED = ("solutions", "spec", "tests", ".git", "checkpoints", "evidence", "grading")
+PROTECTED = ("solutions", "spec", "tests", "proof", ".git", "checkpoints", "evidence", "grading")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ runs them in the order of ``SECTIONS``. A new timing section is one more module 
 - ``checkpoint``: the real lease waits against everything else the checkpoint does.
 - ``detection``: |measured - predicted| detection delay in the committed Part A receipt.
 - ``feedback``: a ``make check`` of the solutions with a warm environment.
+- ``grading``: a class of copies of the solutions graded with their exercises and checkpoint
+  (``speed``, also ``python -m lucyshop.proof.bench.speed``).
 
 Every figure is a median over repeats with its spread. Nothing here asserts a speed: the
 machines are shared, so the figures are written beside their targets, never tested against

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ran = report["provenance"]
     print(f"took {ran['seconds']:.0f} s; load average {ran['loadavg_end'][0]:.2f}")
     if options.out:
-        # make test-time's section is its own run's (``evidence.testtime``): a bench keeps it
+        # make test-time's section is its own run's (``lucyshop.proof.testtime``): a bench keeps it
         if options.out.exists() and "make_test" in (kept := receipts.read_receipt(options.out)):
             report["make_test"] = kept["make_test"]
         receipts.write_receipt(options.out, report)

@@ -1,8 +1,9 @@
 """``make soak``: a seeded chaos soak of a chapter-13 implementation, with real processes.
 
     python -m lucyshop.proof.soak [--impl learner|solutions|PATH] [--seconds 120] [--seed 13]
-                                [--workers 4] [--items 400] [--lease 1.5] [--keep] [--report FILE]
-                                [--stale transcript|propose|supplier|completion ...]
+                                  [--workers 4] [--items 400] [--lease 1.5] [--keep]
+                                  [--report FILE]
+                                  [--stale transcript|propose|supplier|completion ...]
 
 What runs, all on this machine:
 

@@ -1,1 +1,2 @@
-"""Gradescope: the autograder zip, its results.json, and the proof on a bare image."""
+"""Gradescope: the autograder zip and its results.json (its proof on a bare image is
+``lucyshop.proof.gradescope``)."""

@@ -8,9 +8,8 @@ kit under ``kit/``. ``setup.sh`` installs the kit once, when Gradescope builds t
 ``run_autograder`` grades ``/autograder/submission`` exactly as ``make grade`` grades one
 student and writes ``/autograder/results/results.json``. Both honour ``AUTOGRADER_ROOT`` (a
 directory standing in for ``/autograder``), which is how the kit's tests run them locally.
-Their templates are ``grading/gradescope/``; ``python -m lucyshop.proof.gradescope.stockimage``
-runs
-both in a bare Debian root filesystem (``make autograder-proof``).
+Their templates are ``grading/gradescope/``; the proof (``make autograder-proof``,
+``lucyshop.proof.gradescope``) runs both in a bare Debian root filesystem.
 """
 
 from __future__ import annotations

@@ -1,0 +1,24 @@
+"""How long a class takes to grade (``lucyshop.proof.bench.speed``, the bench's ``grading``
+section): its CPU-seconds count finished children, and its projection to a class of 200."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from lucyshop.proof.bench import speed
+
+
+def test_the_speed_report_projects_a_class_of_200():
+    figures = speed.projection(count=8, seconds=400.0, cpu=256.0)
+    assert figures["cpu_seconds_per_student"] == 32.0
+    assert figures["wall_seconds_per_student"] == 50.0
+    assert figures["projected_seconds_for_200"] == 10_000
+    assert figures["projected_seconds_for_200_cpu_bound"] == round(32 * 200 / speed.cores())
+
+
+def test_children_cpu_counts_a_finished_childs_cpu():
+    before = speed.children_cpu()
+    busy = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+    subprocess.run([sys.executable, "-c", busy], check=True, timeout=60)
+    assert speed.children_cpu() - before >= 0.35
