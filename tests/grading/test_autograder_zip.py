@@ -124,6 +124,8 @@ def test_the_zip_keeps_the_reference_and_packs_the_templates_once(tmp_path):
     assert {"kit/solutions/ch13_leases.py", "kit/solutions/exercises.py"} <= names
     assert not [n for n in names if n.startswith("kit/grading/gradescope/")]
     assert not [n for n in names if n.startswith(("kit/.venv/", "kit/build/"))]
+    assert "kit/src/lucyshop/lab/check/engine.py" in names
+    assert not [n for n in names if n.startswith("kit/src/lucyshop/proof/")], "it grades nothing"
 
 
 # ---------------------------------------------------------------- setup.sh, run

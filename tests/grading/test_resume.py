@@ -202,5 +202,8 @@ def test_the_kit_version_changes_with_the_kit(tmp_path):
     (tmp_path / "spec" / "__pycache__").mkdir()
     (tmp_path / "spec" / "__pycache__" / "a.pyc").write_bytes(b"\0")
     assert store.kit_version.__wrapped__(tmp_path) == before, "caches are not the kit"
+    (tmp_path / "src" / "lucyshop" / "proof").mkdir()
+    (tmp_path / "src" / "lucyshop" / "proof" / "bench.py").write_text("x = 3\n")
+    assert store.kit_version.__wrapped__(tmp_path) == before, "the proof decides no grade"
     (tmp_path / "checkpoints" / "a.py").write_text("x = 2\n")
     assert store.kit_version.__wrapped__(tmp_path) != before

@@ -30,6 +30,7 @@ from lucyshop.lab.statuses import VerdictStatus
 
 SCHEMA = "lucyshop-grade-result/1"
 KIT = ("pyproject.toml", "src/lucyshop", "spec", "checkpoints", "learner", "solutions")
+PROOF = Path("src/lucyshop/proof")  # the kit's proof of itself decides no grade: not hashed
 NOT_KEPT = (VerdictStatus.STOPPED,)  # the check was ended by Ctrl-C: no verdict at all
 # The grader's own failure, not the student's: kept for the gradebook, graded again on a rerun.
 # (A result kept under a status word the kit no longer has, such as the old JUDGE ERROR, does
@@ -56,8 +57,10 @@ def kit_version(root: Path = ROOT) -> str:
         files = [base] if base.is_file() else sorted(base.rglob("*"))
         for path in files:
             relative = path.relative_to(root)
-            if not path.is_file() or any(
-                p.startswith(".") or p == "__pycache__" for p in relative.parts
+            if (
+                not path.is_file()
+                or relative.is_relative_to(PROOF)
+                or any(p.startswith(".") or p == "__pycache__" for p in relative.parts)
             ):
                 continue
             digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")

@@ -33,6 +33,7 @@ from lucyshop.lab.loader import CHAPTER, EXERCISES, PG_FILE, ROOT
 KIT = ("pyproject.toml", "README.md", "src", "spec", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
 TEMPLATES = ROOT / "grading" / "gradescope"  # setup.sh and run_autograder, packed at the top
+PROOF = ROOT / "src" / "lucyshop" / "proof"  # the kit's proof of itself grades nothing: not packed
 DEFAULT_ZIP = ROOT / "build" / "autograder.zip"
 GRADESCOPE_TIMEOUT = 600.0  # Gradescope's default autograder timeout, in seconds
 # run_autograder's own time around the check (start, similarity, results.json, a killed
@@ -76,6 +77,7 @@ def _kept(path: Path) -> bool:
         and not {"__pycache__", ".pytest_cache"} & set(path.parts)
         and not any(part.endswith(".egg-info") for part in path.parts)
         and not path.resolve().is_relative_to(TEMPLATES)  # packed once, at the zip's top
+        and not path.resolve().is_relative_to(PROOF)
     )
 
 
