@@ -147,34 +147,15 @@ class Turn:
         self, boundary: str, call: Callable[[], Any], *, probe: bool, extra: dict[str, Any]
     ) -> Any:
         held, started = self.held, time.time()
+        entry = {"e": "write", "b": boundary, "work_id": held.work_id, "gen": held.generation}
+        entry |= {"probe": probe, "t0": started, **extra}
         try:
             result = call()
         except PermissionError as refused:
-            self.log.write(
-                e="write",
-                b=boundary,
-                work_id=held.work_id,
-                gen=held.generation,
-                ok=False,
-                probe=probe,
-                t0=started,
-                t1=time.time(),
-                why=str(refused)[:300],
-                lease_gen=self.lease_generation(),
-                **extra,
-            )
+            entry |= {"ok": False, "t1": time.time(), "why": str(refused)[:300]}
+            self.log.write(**entry, lease_gen=self.lease_generation())
             return REFUSED
-        self.log.write(
-            e="write",
-            b=boundary,
-            work_id=held.work_id,
-            gen=held.generation,
-            ok=True,
-            probe=probe,
-            t0=started,
-            t1=time.time(),
-            **extra,
-        )
+        self.log.write(**entry, ok=True, t1=time.time())
         return result
 
     def lease_generation(self) -> int | None:
