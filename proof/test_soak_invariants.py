@@ -8,7 +8,11 @@ triggers record generations exactly as in a real run; only the processes are lef
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -385,3 +389,58 @@ def test_a_pending_scripted_write_keeps_one_more_assignment_coming(tmp_path):
     assert not soak.chaos_goes_on(3.4) and soak.admitting == config.items, "the write was made"
     unscripted = Config(2, 2, tmp_path, "solutions", 2, 12, 1.5, CHAOS_EVERY, PAUSE_SHARE)
     assert unscripted.most_items == unscripted.items
+
+
+HOLD_THEN_COMMIT = """
+import sys, time
+from lucyshop.store import connect
+db = connect(sys.argv[1])
+db.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+time.sleep(0.3)
+db.execute("COMMIT")
+"""
+
+
+def test_the_end_of_chaos_continues_a_paused_lock_holder_before_it_waits_for_the_feeder(tmp_path):
+    """A worker stopped inside a write transaction holds SQLite's write lock until it is
+    continued, and the feeder's last admission waits for that lock. Chaos ends by continuing
+    the worker first: the feeder gets the lock at once, rather than at the end of its busy
+    timeout (a CI failure: the soak joined the feeder first and waited 15 s)."""
+    config = Config(2, 2, tmp_path, "solutions", 1, 4, 1.5, CHAOS_EVERY, PAUSE_SHARE)
+    soak = Soak(config, leases=None, directory=tmp_path)
+    shop = tmp_path / "shop.db"
+    connect(shop).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_COMMIT, str(shop)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        holder.send_signal(signal.SIGSTOP)
+        soak.slots[0].proc, soak.slots[0].paused_until = holder, time.monotonic() + 60
+        budget_s, outcome = 8, {}
+
+        def feed() -> None:
+            db = connect(shop)
+            patient(db, budget_s * 1000)
+            try:
+                with db.immediate():
+                    outcome["admitted"] = time.monotonic()
+            except WriteLockTimeout as error:
+                outcome["error"] = error
+            finally:
+                db.close()
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        time.sleep(0.2)  # the feeder is waiting for the lock
+        began = time.monotonic()
+        soak.end_chaos(threading.Event(), feeder)
+        took = time.monotonic() - began
+        assert "error" not in outcome, outcome
+        assert took < budget_s / 2, f"end_chaos took {took:.1f} s: it waited out the feeder"
+        assert soak.slots[0].paused_until is None and soak.counts.resumes == 1
+        assert holder.wait(timeout=10) == 0
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)

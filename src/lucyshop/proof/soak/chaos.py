@@ -397,11 +397,18 @@ class Soak:
                     )
                 time.sleep(0.02)
         finally:
-            stop.set()
-            feeder.join(timeout=30)
-            for slot in self.slots:  # chaos is over: nobody stays stopped
-                if slot.paused_until is not None:
-                    self.resume(slot)
+            self.end_chaos(stop, feeder)
+
+    def end_chaos(self, stop: threading.Event, feeder: threading.Thread) -> None:
+        """Continue every paused worker, then stop the feeder, in that order. A worker paused
+        inside a write transaction holds SQLite's write lock, and the feeder's last admissions
+        wait for that lock: joining the feeder first waited out its whole busy timeout, and
+        the admission, and every write behind it, failed (WriteLockTimeout, seen under load)."""
+        for slot in self.slots:
+            if slot.paused_until is not None:
+                self.resume(slot)
+        stop.set()
+        feeder.join(timeout=30)
 
     def chaos_goes_on(self, elapsed: float) -> bool:
         """For the seconds asked, then until the scripted stale writes are made: a step waits
