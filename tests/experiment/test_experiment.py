@@ -198,6 +198,7 @@ def take_over(row: dict, *, refusal: str | None = SUPERSEDED) -> dict:
         "generation": row["generation"] + 1,
         "worker_id": f"{row['owner']}#{row['generation'] + 1}",
         "took_at": first - 0.1,
+        "committed_at": first - 0.05,
         "expires": last + 10,
         "finished": {"write": "outcome", "at": last + 1, "accepted": True, "refusal": None},
     }
@@ -356,6 +357,34 @@ def test_a_full_run_is_held_to_its_drift_and_a_quick_one_is_not(
     verify(doctored(receipt, lambda o: _drifted(o, 1.5), tmp_path), load_impl("solutions"))
     out = capsys.readouterr().out
     assert "ok       drift: +50.0%; a quick run's pilots are too short to be held to it" in out
+
+
+EXPIRED = "the lease of work 1 generation 1 expired at 0.0"
+
+
+@pytest.mark.timeout(RUN_SECONDS + 60)
+@pytest.mark.parametrize("raced", [True, False])
+def test_a_write_that_raced_the_claims_commit_is_no_stale_write(
+    quick_receipt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], raced: bool
+) -> None:
+    """The replacement's claim reads its clock (took_at), then waits for the write lock; a
+    holder's write begun before the claim committed may win that lock and meet its own expired
+    lease. Such a write is no stale write; one begun after the commit that is refused by
+    expiry, not by the generation, fails the fence (a CI run met the first on a loaded machine)."""
+    receipt = json.loads(quick_receipt.read_text())
+
+    def expired_finish(observed: dict) -> None:
+        row = take_over(_trial(observed))
+        finish = row["writes"][-1]
+        finish["refusal"] = row["refusal"] = EXPIRED
+        took = row["takeover"]
+        took["took_at"] = finish["at"] - 0.01
+        took["committed_at"] = finish["at"] + (0.01 if raced else -0.005)
+
+    verify(doctored(receipt, expired_finish, tmp_path), load_impl("solutions"))
+    out = capsys.readouterr().out
+    fence = "FAILING  fence: every stale write refused by the generation ("
+    assert (fence in out) is not raced, out
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)

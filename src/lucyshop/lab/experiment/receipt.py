@@ -209,20 +209,22 @@ def _drift(before: Sequence[float], after: Sequence[float]) -> float | None:
 
 
 def stale_writes(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The writes a holder made after the replacement had taken its work over."""
+    """The writes a holder began after the replacement's claim had committed. A write begun
+    between the claim's clock (``took_at``) and its commit raced the claim for the write lock:
+    it may have run first, against the holder's own expired lease, so it is no stale write."""
     took = row.get("takeover")
     if took is None:
         return []
-    return [write for write in row["writes"] if write["at"] >= took["took_at"]]
+    return [write for write in row["writes"] if write["at"] >= took["committed_at"]]
 
 
 def next_generation_held(row: Mapping[str, Any], write: Mapping[str, Any]) -> bool:
-    """Was generation + 1 the current, live holder when ``write`` was made? Taken over before
-    it, under a lease that outlived it, and not finished until after it."""
+    """Was generation + 1 the current, live holder when ``write`` was made? Its claim committed
+    before it, under a lease that outlived it, and not finished until after it."""
     took = row["takeover"]
     return (
         took["generation"] == row["generation"] + 1
-        and took["took_at"] <= write["at"] < took["expires"]
+        and took["committed_at"] <= write["at"] < took["expires"]
         and took["finished"]["at"] > write["at"]
     )
 

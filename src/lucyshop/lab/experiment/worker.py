@@ -361,7 +361,10 @@ def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
         with scan_lock(directory):
             held = leases.claim(db, args.owner, ttl=ttl)
         if held is not None:
-            took_at = lease_start(held, ttl)
+            # took_at is the claim's own clock, read before it waited for the write lock;
+            # committed_at is after its transaction committed: only a write begun after that
+            # meets generation + 1 as the current holder.
+            took_at, committed_at = lease_start(held, ttl), time.time()
             held_through: dict[str, Any] = {}
             if model is not None:
                 kind = KIND_OF_TEXT[held.text]  # the old holder's task, turned again
@@ -374,6 +377,7 @@ def replacement(args: argparse.Namespace, leases: ModuleType) -> int:
                     "generation": held.generation,
                     "worker_id": held.worker_id,
                     "took_at": took_at,
+                    "committed_at": committed_at,
                     "expires": held.expires,
                     "finished": finished,
                     **held_through,
