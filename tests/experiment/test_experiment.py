@@ -359,7 +359,7 @@ def test_a_full_run_is_held_to_its_drift_and_a_quick_one_is_not(
     assert "ok       drift: +50.0%; a quick run's pilots are too short to be held to it" in out
 
 
-EXPIRED = "the lease of work 1 generation 1 expired at 0.0"
+EXPIRED = "the lease of worker#1 on work 1 has expired"  # the reference's words
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
