@@ -23,7 +23,7 @@ import pytest
 from lucyshop.approval import open_shop
 from lucyshop.atomic import write_ready
 from lucyshop.lab.loader import impl_path, load_impl
-from lucyshop.proof.soak import invariants
+from lucyshop.proof.soak import chaos, invariants
 from lucyshop.proof.soak.chaos import (
     CHAOS_EVERY,
     PAUSE_EXTRA,
@@ -444,3 +444,21 @@ def test_the_end_of_chaos_continues_a_paused_lock_holder_before_it_waits_for_the
     finally:
         holder.kill()
         holder.wait(timeout=10)
+
+
+def test_a_feeder_still_admitting_after_chaos_is_a_harness_failure(tmp_path, monkeypatch):
+    """The end of chaos waits a grace for the feeder; one still running after it is named as
+    a failed admission (the first invariant's), not left to admit beside the drain unseen."""
+    monkeypatch.setattr(chaos, "FEEDER_GRACE", 0.2)
+    config = Config(2, 2, tmp_path, "solutions", 1, 4, 1.5, CHAOS_EVERY, PAUSE_SHARE)
+    soak = Soak(config, leases=None, directory=tmp_path)
+    release = threading.Event()
+    feeder = threading.Thread(target=release.wait, args=(10,), daemon=True)
+    feeder.start()
+    try:
+        soak.end_chaos(threading.Event(), feeder)
+    finally:
+        release.set()
+        feeder.join(10)
+    first = soak.harness_problems()[0]
+    assert first.startswith("admission failed: TimeoutError: the feeder was still admitting 0.2 s")

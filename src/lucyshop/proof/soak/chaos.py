@@ -41,6 +41,7 @@ DROP_RATE, DELAY_RATE = 0.08, 0.08
 CHAOS_EVERY = 1.5  # mean seconds between chaos events
 PAUSE_SHARE = 0.4  # share of chaos events that are pauses (the rest are kills)
 PAUSE_EXTRA = (0.3, 1.0)  # a pause lasts the lease and this much more (seconds, seeded)
+FEEDER_GRACE = 30.0  # how long chaos's end waits for the feeder's last admissions (seconds)
 
 
 @dataclass
@@ -408,7 +409,11 @@ class Soak:
             if slot.paused_until is not None:
                 self.resume(slot)
         stop.set()
-        feeder.join(timeout=30)
+        feeder.join(timeout=FEEDER_GRACE)
+        if feeder.is_alive() and self.feeder_error is None:
+            self.feeder_error = TimeoutError(
+                f"the feeder was still admitting {FEEDER_GRACE:g} s after chaos ended"
+            )
 
     def chaos_goes_on(self, elapsed: float) -> bool:
         """For the seconds asked, then until the scripted stale writes are made: a step waits
