@@ -8,8 +8,10 @@
   supplier's receipt (``GarbageHandler``).
 - ``CHANGED_TABLES``: the shop's tables a claim, a fence or a recovery may change, which a
   test reads back before and after a call.
-- ``supplier``: a real supplier process for one test, ``shared_supplier`` one for a whole
-  test file (its tests only add to its ledger); both reject ``REJECTED_SKU``.
+- ``supplier``: a real supplier process with an empty ledger and no faults for each test (one
+  process for a run, wiped before each test that asks for it: a process per test cost each
+  test a start), ``shared_supplier`` one for a whole test file (its tests only add to its
+  ledger); both reject ``REJECTED_SKU``.
 - ``held``: one work item claimed by ``till`` for 30 s from now, so its holder is current
   while the test runs, in whichever suite asks; the suite says how it claims (``claim_as``:
   the chapter's SQLite ``claim`` at the real clock in spec/learner, exercise 7's PostgreSQL
@@ -24,6 +26,7 @@ It lives with the spec, what a hand-in is tested against; ``spec/conftest.py`` a
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,12 +59,31 @@ def running_supplier(directory: Path) -> Any:
     return supplier_process(directory, reject_skus=(REJECTED_SKU,))
 
 
-@pytest.fixture
-def supplier(tmp_path: Path) -> Iterator[RunningSupplier]:
-    """A real supplier process (identity ``dairy``, its files in ``tmp_path``) for this test,
-    ended after it."""
-    with running_supplier(tmp_path) as running:
+NO_FAULTS = {
+    "drop_rate": 0.0,
+    "delay_rate": 0.0,
+    "delay_seconds": 0.0,
+    "drop_next": 0,
+    "delay_next": 0,
+}
+
+
+@pytest.fixture(scope="session")
+def _supplier_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSupplier]:
+    with running_supplier(tmp_path_factory.mktemp("supplier")) as running:
         yield running
+
+
+@pytest.fixture
+def supplier(_supplier_process: RunningSupplier) -> RunningSupplier:
+    """A real supplier process (identity ``dairy``) as a new one starts: its ledger empty (its
+    order numbers start at 1 again) and no fault set. Wiped, not restarted, for each test."""
+    assert _supplier_process.proc.poll() is None, "the tests' supplier process ended"
+    _supplier_process.set_faults(**NO_FAULTS)
+    with sqlite3.connect(_supplier_process.database, timeout=10) as ledger:
+        ledger.execute("DELETE FROM orders")
+    ledger.close()
+    return _supplier_process
 
 
 @pytest.fixture(scope="module")

@@ -585,16 +585,17 @@ SHOWN = re.compile(rf"your {GUESS}[^,]*, (.+?) (-?\d[\d.e+-]*)[^:]*: (?:{VERDICT
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_reveal_shows_its_answer_only_beside_a_written_guess(notebook, own_tmpdir):
-    """The notebook run twice on the stubs. As a fresh clone has it, without guesses: no
-    reveal prints a number its question did not already state, bar how many there were ("of
-    40") (the answers were printed
-    under every question, "(measured: 16)", so Run All gave all of them away). With a guess
-    written in every prediction cell: every reveal prints the guess beside the answer, and
-    that answer is nowhere in the run without guesses."""
+    """As a fresh clone has it, without guesses: no reveal prints a number its question did
+    not already state, bar how many there were ("of 40") (the answers were printed under every
+    question, "(measured: 16)", so Run All gave all of them away). Read from the stored
+    outputs, which are a run on the stubs (``test_notebook_matches_its_stored_outputs_on_the_
+    stubs`` runs every cell again and fails unless each prints what is stored). With a guess
+    written in every prediction cell, run on the stubs: every reveal prints the guess beside
+    the answer, and that answer is nowhere in the run without guesses."""
     from lucyshop.lab.lesson.show import NO_GUESS
 
     runnable(notebook)
-    blank = reveals(execute(nbformat.read(notebook, as_version=4), "learner"))
+    blank = reveals(nbformat.read(notebook, as_version=4))
     written = reveals(execute(guessed(notebook, GUESS), "learner"))
     assert len(blank) == len(written) == PREDICTIONS[notebook.stem[:3]]
     for (question, before), (_, after) in zip(blank, written, strict=True):

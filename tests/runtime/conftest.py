@@ -1,4 +1,6 @@
-"""Fixtures for the runtime tests: a real shop file, a chapter-11 holder, a policy, a fake supplier.
+"""Fixtures for the runtime tests: a real shop file, a chapter-11 holder, a policy, a fake supplier,
+and ``supplier``: here a supplier process of each test's own (the supplier's own tests stop it,
+read its counters and fill its backlog), where spec/'s suites wipe one process between tests.
 
 Chapter 13's ``claim`` is not part of the runtime, so these tests make work running and write
 its lease row directly with SQL, as chapter 11 did.
@@ -8,14 +10,17 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from shop_fixtures import running_supplier
 
 from lucyshop.approval import SpendingPolicy, account, open_shop
 from lucyshop.lab.given.orders import POLICY
+from lucyshop.lab.services.suppliers import RunningSupplier
 from lucyshop.queue import WorkQueue
 
 SUPPLIER = "dairy"
@@ -28,6 +33,13 @@ class Held:
 
     work_id: int
     worker_id: str
+
+
+@pytest.fixture
+def supplier(tmp_path: Path) -> Iterator[RunningSupplier]:
+    """A new supplier process (identity ``dairy``, its files in ``tmp_path``), ended after."""
+    with running_supplier(tmp_path) as running:
+        yield running
 
 
 def work_id_of(queue: WorkQueue, source_id: str) -> int:
