@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from lucyshop.lab.grade import store
 from lucyshop.lab.grade.classroom import feedback_text, grade_one
 from lucyshop.lab.grade.gradescope import results
 from lucyshop.lab.grade.rubric import Rubric, load, with_seconds
@@ -33,7 +34,7 @@ from lucyshop.lab.loader import CHAPTER, EXERCISES, PG_FILE, ROOT
 KIT = ("pyproject.toml", "README.md", "src", "spec", "checkpoints", "learner", "solutions")
 KIT += ("grading", "evidence")
 TEMPLATES = ROOT / "grading" / "gradescope"  # setup.sh and run_autograder, packed at the top
-PROOF = ROOT / "src" / "lucyshop" / "proof"  # the kit's proof of itself grades nothing: not packed
+PROOF = ROOT / store.PROOF  # the kit's proof of itself grades nothing: not packed
 DEFAULT_ZIP = ROOT / "build" / "autograder.zip"
 GRADESCOPE_TIMEOUT = 600.0  # Gradescope's default autograder timeout, in seconds
 # run_autograder's own time around the check (start, similarity, results.json, a killed
