@@ -2,11 +2,11 @@
 
 Each suite (``spec/learner``, ``spec/exercises``, ``spec/postgres``) runs its row modules,
 named, in a child of its own (the chapter's in several: ``CHILDREN_OF``), and each measured
-exercise in another (``plan``); a child's scratch goes as soon as it ends. A child writes its
-outcomes as it goes (``lucyshop.lab.check.plugin.collect``); ``watch_suite`` reads them, and
-stops a child whose test ran past its deadline, whose process died, or whose sandboxes filled
-their scratch. The rest of its part is then rerun without that test, its function failing at
-once in the tests after it.
+exercise's measurement in another (``plan``); a child's scratch goes as soon as it ends. A
+child writes its outcomes as it goes (``lucyshop.lab.check.plugin.collect``); ``watch_suite``
+reads them, and stops a child whose test ran past its deadline, whose process died, or whose
+sandboxes filled their scratch. The rest of its part is then rerun without that test, its
+function failing at once in the tests after it.
 Each child also writes how many tests each of its modules has, counted before a rerun
 deselects any; the modules of a row still a stub, which no child runs, are counted by a
 ``--collect-only`` run on the kit's own stubs (``pristine_counts``). A row with fewer results
@@ -37,7 +37,7 @@ from lucyshop.lab.check.guard import (
 )
 from lucyshop.lab.check.subjects import (
     BEYOND,
-    MEASURED,
+    MEASUREMENTS,
     SPEC,
     SUITES,
     deadline_of,
@@ -104,8 +104,9 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
 
     A row set aside never runs; nor do the tests of a row still a stub by its syntax, which is
     NOT STARTED whatever they do (the counts still name all its tests). Each suite runs in
-    a pytest child of its own (the chapter's in ``CHILDREN_OF``'s), and each measured exercise
-    (mostly waiting on its scripted turns and leases) in another: the tests wait on the sandbox
+    a pytest child of its own (the chapter's in ``CHILDREN_OF``'s), and each measured exercise's
+    measurement (``MEASUREMENTS``: mostly waiting on its scripted turns and leases) in
+    another, which starts it at once: the tests wait on the sandbox
     more than they compute, so side by side they take the time of the longest. A function
     that hangs costs each child that calls it one deadline, side by side; after it, it fails
     at once in that child's tests. Each row beyond the book runs in a child of its own too, so
@@ -116,7 +117,7 @@ def plan(stubs: dict[str, str | None], aside: dict[str, Any]) -> tuple[list[str]
     stubbed = {pair for s, pair in pairs if any(stub in stubs for stub in s.stubs)}
     paths = [f"{d}/{m}.py" for _s, (d, m) in pairs if (d, m) in stubbed - not_run]
     skipped = stubbed | not_run
-    alone = {pair for s, pair in pairs if s.label in MEASURED or s in BEYOND} - skipped
+    alone = {pair for s, pair in pairs if pair[1] in MEASUREMENTS or s in BEYOND} - skipped
     parts = [part for suite in SUITES for part in dealt(suite, skipped | alone)]
     parts += [[f"{d}/{m}.py"] for d, m in sorted(alone)]
     return paths, parts
