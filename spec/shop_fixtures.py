@@ -25,6 +25,7 @@ It lives with the spec, what a hand-in is tested against; ``spec/conftest.py`` a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -69,21 +70,30 @@ NO_FAULTS = {
 
 
 @pytest.fixture(scope="session")
-def _supplier_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSupplier]:
-    with running_supplier(tmp_path_factory.mktemp("supplier")) as running:
-        yield running
+def _suppliers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RunningSupplier]]:
+    """The run's supplier process, started on first use and again if a test ended it; every
+    one started is ended after the run."""
+    with contextlib.ExitStack() as started:
+        running: list[RunningSupplier] = []
+
+        def alive() -> RunningSupplier:
+            if not running or running[-1].proc.poll() is not None:
+                directory = tmp_path_factory.mktemp("supplier")
+                running.append(started.enter_context(running_supplier(directory)))
+            return running[-1]
+
+        yield alive
 
 
 @pytest.fixture
-def supplier(_supplier_process: RunningSupplier) -> RunningSupplier:
+def supplier(_suppliers: Callable[[], RunningSupplier]) -> RunningSupplier:
     """A real supplier process (identity ``dairy``) as a new one starts: its ledger empty (its
     order numbers start at 1 again) and no fault set. Wiped, not restarted, for each test."""
-    assert _supplier_process.proc.poll() is None, "the tests' supplier process ended"
-    _supplier_process.set_faults(**NO_FAULTS)
-    with sqlite3.connect(_supplier_process.database, timeout=10) as ledger:
+    running = _suppliers()
+    running.set_faults(**NO_FAULTS)
+    with contextlib.closing(sqlite3.connect(running.database, timeout=10)) as ledger, ledger:
         ledger.execute("DELETE FROM orders")
-    ledger.close()
-    return _supplier_process
+    return running
 
 
 @pytest.fixture(scope="module")
