@@ -16,7 +16,7 @@ import time
 
 from lucyshop.lab.check.guard import OwnGroupChild, new_marker
 from lucyshop.lab.services.processes import SharedGroupChildren, descendants
-from lucyshop.status.signals import pid_alive
+from lucyshop.pids import pid_alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 # A parent that starts a grandchild in its own group, writes the grandchild's pid, and waits.

@@ -17,7 +17,7 @@ from lucyshop.lab.services.processes import (
     wait_for_file,
     wait_until,
 )
-from lucyshop.status.signals import pid_alive
+from lucyshop.pids import pid_alive
 
 SLEEP = "import time; time.sleep(30)"
 PARENT_OF_A_SLEEPER = (

@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from lucyshop import chosen_impl, validate
 from lucyshop.approval import APPROVAL_MIGRATIONS, UNCERTAIN
 from lucyshop.approval import STATUSES as ORDER_STATUSES
+from lucyshop.pids import pid_alive
 from lucyshop.queue import QUEUE_MIGRATIONS
 from lucyshop.supplier import SupplierClient
 
@@ -200,22 +199,6 @@ def supplier_health(
         "identity": data.get("identity"),
         "ledger_orders": data.get("orders"),
     }
-
-
-GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)  # exited: a pid in these states runs no code
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this machine now (a zombie counts as gone).
-
-    The kit's one liveness test: ``lucy status`` asks it of each worker, the lab of its
-    children."""
-    try:
-        return psutil.Process(pid).status() not in GONE
-    except (psutil.NoSuchProcess, ValueError, OverflowError):
-        return False
-    except psutil.AccessDenied:
-        return True  # it exists, under another user
 
 
 def worker_registry(

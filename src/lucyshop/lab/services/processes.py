@@ -31,7 +31,7 @@ from lucyshop.atomic import (
     read_regular,
     write_ready,  # noqa: F401  (re-exported: the lab's callers use it here)
 )
-from lucyshop.status.signals import GONE
+from lucyshop.pids import GONE
 from lucyshop.validate import seconds
 
 T = TypeVar("T")
@@ -241,7 +241,7 @@ def python_argv(module: str, *args: str, blocked: bool = True) -> list[str]:
 
 # ------------------------------------------------------------------ other processes, portably
 
-# Whether a pid runs is lucyshop.status.signals.pid_alive, which the runtime's ``lucy status``
+# Whether a pid runs is lucyshop.pids.pid_alive, which the runtime's ``lucy status``
 # also asks: one definition of "alive" (a zombie is gone) for the shop and the lab.
 
 
