@@ -71,8 +71,9 @@ NO_FAULTS = {
 
 @pytest.fixture(scope="session")
 def _suppliers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RunningSupplier]]:
-    """The run's supplier process, started on first use and again if a test ended it; every
-    one started is ended after the run."""
+    """The run's supplier process, started with the session's fixtures (so that make test's
+    leftovers guard counts it with them, not with the first test that asks) and again if a test
+    ended it; every one started is ended after the run."""
     with contextlib.ExitStack() as started:
         running: list[RunningSupplier] = []
 
@@ -82,6 +83,7 @@ def _suppliers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[]
                 running.append(started.enter_context(running_supplier(directory)))
             return running[-1]
 
+        alive()
         yield alive
 
 
