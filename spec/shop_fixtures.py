@@ -9,9 +9,9 @@
 - ``CHANGED_TABLES``: the shop's tables a claim, a fence or a recovery may change, which a
   test reads back before and after a call.
 - ``supplier``: a real supplier process with an empty ledger and no faults for each test (one
-  process for a run, wiped before each test that asks for it: a process per test cost each
-  test a start), ``shared_supplier`` one for a whole test file (its tests only add to its
-  ledger); both reject ``REJECTED_SKU``.
+  process for each pytest process, wiped before each test that asks for it: a process per
+  test cost each test a start), ``shared_supplier`` one for a whole test file (its tests only
+  add to its ledger); both reject ``REJECTED_SKU``.
 - ``held``: one work item claimed by ``till`` for 30 s from now, so its holder is current
   while the test runs, in whichever suite asks; the suite says how it claims (``claim_as``:
   the chapter's SQLite ``claim`` at the real clock in spec/learner, exercise 7's PostgreSQL
@@ -70,32 +70,25 @@ NO_FAULTS = {
 
 
 @pytest.fixture(scope="session")
-def _suppliers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RunningSupplier]]:
-    """The run's supplier process, started with the session's fixtures (so that make test's
-    leftovers guard counts it with them, not with the first test that asks) and again if a test
-    ended it; every one started is ended after the run."""
-    with contextlib.ExitStack() as started:
-        running: list[RunningSupplier] = []
-
-        def alive() -> RunningSupplier:
-            if not running or running[-1].proc.poll() is not None:
-                directory = tmp_path_factory.mktemp("supplier")
-                running.append(started.enter_context(running_supplier(directory)))
-            return running[-1]
-
-        alive()
-        yield alive
+def _supplier_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSupplier]:
+    """The run's supplier process, set up with the session's fixtures (before the first test
+    that asks for it sets up its own, so make test's leftovers guard counts it with them)."""
+    with running_supplier(tmp_path_factory.mktemp("supplier")) as running:
+        yield running
 
 
 @pytest.fixture
-def supplier(_suppliers: Callable[[], RunningSupplier]) -> RunningSupplier:
-    """A real supplier process (identity ``dairy``) as a new one starts: its ledger empty (its
-    order numbers start at 1 again) and no fault set. Wiped, not restarted, for each test."""
-    running = _suppliers()
-    running.set_faults(**NO_FAULTS)
-    with contextlib.closing(sqlite3.connect(running.database, timeout=10)) as ledger, ledger:
+def supplier(_supplier_process: RunningSupplier) -> RunningSupplier:
+    """A real supplier process (identity ``dairy``) with an empty ledger (order numbers start
+    at 1 again) and no fault set: the run's process, wiped before each test that asks for it.
+    Its ``/health`` counters run on across tests."""
+    if _supplier_process.proc.poll() is not None:
+        raise RuntimeError("the tests' supplier process ended: a test before this one ended it")
+    _supplier_process.set_faults(**NO_FAULTS)
+    ledger = sqlite3.connect(_supplier_process.database, timeout=10)
+    with contextlib.closing(ledger), ledger:  # closed after the transaction commits
         ledger.execute("DELETE FROM orders")
-    return running
+    return _supplier_process
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ def run_renewer(exercises, held, *, bound, progress, stop_after, renewals=None):
     thread.start()
     thread.join(stop_after)
     stopped.set()
-    thread.join(10)
+    thread.join(5)
     assert not thread.is_alive(), "keep_renewing did not return once stopped"
     return found
 
@@ -141,7 +141,7 @@ def live(exercises, tmp_path):
 
 def test_keep_renewing_renews_until_stopped_and_reports_each_renewal(exercises, live, query):
     held, db = live
-    found = run_renewer(exercises, held, bound=None, progress=lambda: 0, stop_after=30, renewals=3)
+    found = run_renewer(exercises, held, bound=None, progress=lambda: 0, stop_after=8, renewals=3)
     assert found["returned"] is None, "stopped, not refused"
     granted = [r for r in found["entries"] if r["granted"]]
     rows = query(db, "SELECT renewed_at, expires FROM lease_renewals ORDER BY seq")

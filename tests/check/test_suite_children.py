@@ -12,7 +12,15 @@ from pathlib import Path
 
 from lucyshop.lab.check import suites, watcher
 from lucyshop.lab.check.guard import new_marker
-from lucyshop.lab.check.subjects import FUNCTIONS, SPEC, SUITES, module_of
+from lucyshop.lab.check.subjects import (
+    FUNCTIONS,
+    MEASUREMENTS,
+    SPEC,
+    SUITES,
+    module_of,
+    set_aside,
+    subject,
+)
 from lucyshop.lab.checkpoint.cases import CASES
 from lucyshop.lab.loader import IMPLEMENTATIONS, ROOT
 
@@ -49,6 +57,22 @@ def test_the_chapters_suite_is_dealt_to_its_children_each_module_once_by_name():
     assert len(dealt) == suites.CHILDREN_OF[SUITES[0]] > 1, dealt
     assert sorted(module for part in dealt for module in part) == sorted(chapter), dealt
     assert all((ROOT / module).is_file() for part in parts for module in part), parts
+
+
+def test_each_measurement_runs_alone_and_the_rest_of_its_row_beside_exercises_1_to_4():
+    """Exercise 5's measurement starts at once in a child of its own; its functions' own tests
+    run in the exercises suite's child; both modules make the one row; --no-measured (the
+    row set aside) runs neither."""
+    _paths, parts = suites.plan({}, {})
+    exercises = f"{SUITES[1]}/test_exercise_"
+    for module in MEASUREMENTS:
+        assert [f"{SUITES[1]}/{module}.py"] in parts, parts
+    shared = next(part for part in parts if f"{exercises}1.py" in part)
+    assert f"{exercises}5_renew.py" in shared and f"{exercises}5.py" not in shared, shared
+    assert subject("exercise 5").modules == ("test_exercise_5_renew", "test_exercise_5")
+    aside = set_aside(IMPLEMENTATIONS["solutions"], False, {})
+    _paths, parts = suites.plan({}, aside)
+    assert not [m for part in parts for m in part if m.startswith(f"{exercises}5")], parts
 
 
 def test_the_checkpoints_cases_are_dealt_to_its_children_each_once():

@@ -582,14 +582,14 @@ VERDICT = r"right|within 10%|[^:]+? (?:more|less) than your guess"
 SHOWN = re.compile(rf"your {GUESS}[^,]*, (.+?) (-?\d[\d.e+-]*)[^:]*: (?:{VERDICT})")
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_reveal_shows_its_answer_only_beside_a_written_guess(notebook, own_tmpdir):
     """As a fresh clone has it, without guesses: no reveal prints a number its question did
     not already state, bar how many there were ("of 40") (the answers were printed under every
     question, "(measured: 16)", so Run All gave all of them away). Read from the stored
-    outputs, which are a run on the stubs (``test_notebook_matches_its_stored_outputs_on_the_
-    stubs`` runs every cell again and fails unless each prints what is stored). With a guess
+    outputs, which are a run on the stubs: the stored-outputs test runs every cell again and
+    fails unless each prints what is stored. With a guess
     written in every prediction cell, run on the stubs: every reveal prints the guess beside
     the answer, and that answer is nowhere in the run without guesses."""
     from lucyshop.lab.lesson.show import NO_GUESS

@@ -52,7 +52,7 @@ class Limits:
     the kit's own tests shorten them so that a hang costs seconds, not minutes.
     """
 
-    test: float = TEST_SECONDS  # one learner or exercise test (the measured ones: 120 s)
+    test: float = TEST_SECONDS  # one learner or exercise test (a measurement's: 120 s)
     case: float = CASE_SECONDS  # one checkpoint case
     load: float = LOAD_SECONDS  # importing the file once, before anything runs
     suite: float = SUITE_SECONDS  # the whole suite, reruns included

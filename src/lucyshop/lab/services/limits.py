@@ -15,7 +15,7 @@ A leaf: the trusted side and the holders inside the sandbox both read it.
 from __future__ import annotations
 
 TEST_SECONDS = 30.0  # one learner or exercise test
-MEASURED_TEST_SECONDS = 120.0  # one test of a measured exercise (5, 6): a whole measurement
+MEASURED_TEST_SECONDS = 120.0  # one test of exercise 5 or 6's measurement (subjects.MEASUREMENTS)
 LOAD_SECONDS = 60.0  # importing the student's file once, before anything runs
 SUITE_SECONDS = 600.0  # one suite, reruns included
 CHECKPOINT_SECONDS = 600.0  # the whole checkpoint, from its start
