@@ -20,12 +20,18 @@ T = 1_000.0
 # ---------------------------------------------------------------- renew, on its own (injected time)
 
 
+def renewal_db(exercises, path: Path, source: str):
+    """The chapter and its shop at ``path``, with exercise 5's renewals table and one item."""
+    leases = exercises.chapter()
+    db, queue = leases.open_worker_shop(path)
+    prepare_renewals(db)
+    leases.enqueue(queue, source, "session-a", "a long turn")
+    return leases, db
+
+
 @pytest.fixture
 def renewal_shop(exercises, tmp_path):
-    leases = exercises.chapter()
-    db, queue = leases.open_worker_shop(tmp_path / "shop.db")
-    prepare_renewals(db)
-    leases.enqueue(queue, "s-1", "session-a", "a long turn")
+    leases, db = renewal_db(exercises, tmp_path / "shop.db", "s-1")
     yield leases, db
     db.close()
 
@@ -130,10 +136,7 @@ class Held:
 
 @pytest.fixture
 def live(exercises, tmp_path):
-    leases = exercises.chapter()
-    db, queue = leases.open_worker_shop(tmp_path / "live.db")
-    prepare_renewals(db)
-    leases.enqueue(queue, "r-1", "session-a", "a long turn")
+    leases, db = renewal_db(exercises, tmp_path / "live.db", "r-1")
     held = leases.claim(db, "till", ttl=5)
     yield Held(str(tmp_path / "live.db"), held, 5.0), db
     db.close()
