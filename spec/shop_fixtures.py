@@ -60,35 +60,30 @@ def running_supplier(directory: Path) -> Any:
     return supplier_process(directory, reject_skus=(REJECTED_SKU,))
 
 
-NO_FAULTS = {
-    "drop_rate": 0.0,
-    "delay_rate": 0.0,
-    "delay_seconds": 0.0,
-    "drop_next": 0,
-    "delay_next": 0,
-}
-
-
 @pytest.fixture(scope="session")
-def _supplier_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSupplier]:
-    """The run's supplier process, set up with the session's fixtures (before the first test
-    that asks for it sets up its own, so make test's leftovers guard counts it with them)."""
+def _supplier_process(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RunningSupplier, dict[str, Any]]]:
+    """The run's supplier process and the fault settings it started with, set up with the
+    session's fixtures (before the first test that asks for it sets up its own, so make test's
+    leftovers guard counts it with them)."""
     with running_supplier(tmp_path_factory.mktemp("supplier")) as running:
-        yield running
+        yield running, running.set_faults(drop_next=0)  # every setting, as it started
 
 
 @pytest.fixture
-def supplier(_supplier_process: RunningSupplier) -> RunningSupplier:
+def supplier(_supplier_process: tuple[RunningSupplier, dict[str, Any]]) -> RunningSupplier:
     """A real supplier process (identity ``dairy``) with an empty ledger (order numbers start
-    at 1 again) and no fault set: the run's process, wiped before each test that asks for it.
-    Its ``/health`` counters run on across tests."""
-    if _supplier_process.proc.poll() is not None:
+    at 1 again) and its faults as it started: the run's process, wiped before each test that
+    asks for it. Its ``/health`` counters run on across tests."""
+    running, started = _supplier_process
+    if running.proc.poll() is not None:
         raise RuntimeError("the tests' supplier process ended: a test before this one ended it")
-    _supplier_process.set_faults(**NO_FAULTS)
-    ledger = sqlite3.connect(_supplier_process.database, timeout=10)
+    running.set_faults(**started)
+    ledger = sqlite3.connect(running.database, timeout=10)
     with contextlib.closing(ledger), ledger:  # closed after the transaction commits
         ledger.execute("DELETE FROM orders")
-    return _supplier_process
+    return running
 
 
 @pytest.fixture(scope="module")

@@ -589,9 +589,9 @@ def test_a_reveal_shows_its_answer_only_beside_a_written_guess(notebook, own_tmp
     not already state, bar how many there were ("of 40") (the answers were printed under every
     question, "(measured: 16)", so Run All gave all of them away). Read from the stored
     outputs, which are a run on the stubs: the stored-outputs test runs every cell again and
-    fails unless each prints what is stored. With a guess
-    written in every prediction cell, run on the stubs: every reveal prints the guess beside
-    the answer, and that answer is nowhere in the run without guesses."""
+    fails unless each prints what is stored. With a guess written in every prediction cell,
+    run on the stubs: every reveal prints the guess beside the answer, and that answer is
+    nowhere in the run without guesses."""
     from lucyshop.lab.lesson.show import NO_GUESS
 
     runnable(notebook)
