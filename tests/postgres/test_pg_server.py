@@ -139,3 +139,44 @@ def _runs_from_a_copy(user: str | None, bin_dir: Path, reachable: Path) -> None:
     copy.chmod(0o777)  # now writable by others: never used again
     with pytest.raises(postgres.PostgresUnavailable, match="not a PostgreSQL install"):
         postgres._runnable_by(user, bin_dir, reachable)
+
+
+@pytest.mark.slow
+def test_each_server_starts_from_one_template_with_a_password_of_its_own(
+    own_tmpdir, monkeypatch
+):
+    """initdb runs once per install; every server after it is a copy of that cluster, and
+    changes the superuser's password before it is handed out: the template's opens none."""
+    import psycopg
+
+    monkeypatch.setattr(postgres, "TEMPLATES", own_tmpdir)
+    made = []
+    initdb = postgres._initdb
+    monkeypatch.setattr(postgres, "_initdb", lambda *a: made.append(a[1]) or initdb(*a))
+    dsns = []
+    for _ in range(2):
+        with postgres.embedded_server() as server:
+            dsns.append(server.dsn)
+            [template] = own_tmpdir.glob(f"{postgres.TEMPLATE_PREFIX}*")
+            secret = (template / "password").read_text().strip()
+            host = server.dsn.split("host=")[1].split()[0]
+            with pytest.raises(psycopg.OperationalError, match="password authentication"):
+                psycopg.connect(f"host={host} dbname=postgres user=postgres password={secret}")
+            with psycopg.connect(server.dsn) as connection:
+                assert connection.execute("SELECT 1").fetchone() == (1,)
+    assert len(made) == 1, f"initdb ran {len(made)} times for two servers"
+    assert dsns[0] != dsns[1], "each server's superuser has a password of its own"
+
+
+def test_a_template_others_may_write_is_never_used(own_tmpdir, monkeypatch):
+    """A directory of the template's name that is not ours alone (a squatter's, or one opened
+    to others): the server is initdb'd as if there were no template."""
+    monkeypatch.setattr(postgres, "TEMPLATES", own_tmpdir)
+    bin_dir = postgres._runnable_by(postgres._system_user(), postgres._bin_dir(), own_tmpdir)
+    template = postgres._template(bin_dir, postgres._system_user())
+    assert template is not None and template.parent == own_tmpdir
+    template.chmod(0o733)
+    assert postgres._template(bin_dir, postgres._system_user()) is None
+    template.chmod(0o711)
+    (template / "password").chmod(0o644)
+    assert postgres._template(bin_dir, postgres._system_user()) is None
