@@ -316,3 +316,28 @@ def test_a_dead_checks_empty_pid_groups_are_swept_and_a_live_ones_kept(tmp_path)
     cgroups.sweep(tmp_path, settled=60)
     left = {key for key, name in names.items() if (tmp_path / name).exists()}
     assert left == {"young", "other"}
+
+
+def test_a_loaded_file_is_compiled_once_for_the_same_bytes_and_run_afresh(tmp_path, monkeypatch):
+    """The worker's loader: a second load of the same file reuses its compiled code but runs it
+    from the top (a new module), and a file whose bytes changed is compiled again."""
+    import importlib.util
+
+    from lucyshop.lab.sandbox.inside.worker import CompiledOnce
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as in the sandbox: no __pycache__
+    path = tmp_path / "m.py"
+
+    def load():
+        loader = CompiledOnce("m", str(path))
+        spec = importlib.util.spec_from_file_location("m", path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    path.write_text("def f():\n    return 1\n\nstate = []\n")
+    first, second = load(), load()
+    assert first.f.__code__ is second.f.__code__, "the same bytes are compiled once"
+    assert first.state is not second.state and first is not second, "each load runs afresh"
+    path.write_text("def f():\n    return 2\n\nstate = []\n")
+    assert load().f() == 2, "changed bytes are compiled again"
