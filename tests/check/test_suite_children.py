@@ -98,3 +98,15 @@ def test_a_child_counts_its_modules_tests_before_a_rerun_deselects_any(tmp_path)
     assert run.results == {}, "every test was deselected"
     assert run.counts == suites.read_counts(pristine) == {stem: run.counts[stem]}, run.counts
     assert run.counts[stem] > 0
+
+
+def test_a_checks_children_cache_bytecode_even_where_the_environment_forbids_it(monkeypatch):
+    """A container's PYTHONDONTWRITEBYTECODE would have each of a check's seventy Python
+    processes compile the kit's modules again (about 4 CPU-s a check): its children drop it."""
+    from lucyshop import IMPL_ENV
+    from lucyshop.lab.check.engine import children_env
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = children_env(ROOT / "solutions" / "ch13_leases.py")
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env[IMPL_ENV] == str(ROOT / "solutions" / "ch13_leases.py") and env["PATH"]

@@ -341,3 +341,19 @@ def test_a_loaded_file_is_compiled_once_for_the_same_bytes_and_run_afresh(tmp_pa
     assert first.state is not second.state and first is not second, "each load runs afresh"
     path.write_text("def f():\n    return 2\n\nstate = []\n")
     assert load().f() == 2, "changed bytes are compiled again"
+
+
+def test_the_modules_only_a_sandbox_imports_have_their_bytecode_written_outside(monkeypatch):
+    """A sandboxed process may not write bytecode, so the host writes that of the modules only
+    it imports (``sandbox/inside``) before it starts one, even with PYTHONDONTWRITEBYTECODE."""
+    import importlib.util
+    import shutil as shutil_
+
+    from lucyshop.lab.sandbox import jail
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    inside = Path(jail.__file__).with_name("inside")
+    shutil_.rmtree(inside / "__pycache__", ignore_errors=True)
+    jail._inside_bytecode.__wrapped__()
+    for module in inside.glob("*.py"):
+        assert Path(importlib.util.cache_from_source(str(module))).is_file(), module.name

@@ -96,7 +96,7 @@ def run(
     status = CheckpointStatus.SKIPPED
     try:
         path = _resolve(result, spec)
-        env = os.environ | {IMPL_ENV: str(path)}
+        env = children_env(path)
         check_loadable(path, tmp, limits.load)
         status = _whole(result, path, env, tmp, marker, checkpoint, measured, limits)
     except (ImplementationError, CannotCheck) as error:
@@ -116,6 +116,15 @@ def run(
         )
     _conclude(result, status, tampered)
     return result
+
+
+def children_env(path: Path) -> dict[str, str]:
+    """The environment of a check's children: ours, naming the file checked, and caching
+    bytecode even where ``PYTHONDONTWRITEBYTECODE`` is set (a container's habit). A check
+    starts about seventy Python processes that import the same kit and spec modules, which
+    would each compile them again."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return env | {IMPL_ENV: str(path)}
 
 
 def _resolve(result: Result, spec: str | None) -> Path:
@@ -263,7 +272,7 @@ def _row(result: Result, path: Path, label: str, limits: Limits) -> tuple[Row, b
             try:
                 found = suites.run_suites(
                     path,
-                    os.environ | {IMPL_ENV: str(path)},
+                    children_env(path),
                     Path(tmp),
                     marker,
                     [f"{subject_of.directory}/{module}.py" for module in subject_of.modules],

@@ -27,6 +27,7 @@ without the sandbox).
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import functools
 import os
@@ -154,6 +155,15 @@ def stage(impl: Path, into: Path) -> Path:
     return into / STUDENT_FILES[0]
 
 
+@functools.cache
+def _inside_bytecode() -> None:
+    """Write the bytecode of the modules only a sandboxed process imports (``sandbox/inside``),
+    once a process, where it is missing or stale: a sandbox may not write it, so each sandboxed
+    process compiled them afresh (a check starts about seventy). Where the kit is read-only,
+    nothing is written and they are compiled as before."""
+    compileall.compile_dir(Path(__file__).with_name("inside"), maxlevels=0, quiet=2)
+
+
 @dataclass(frozen=True)
 class Jail:
     """How to start one sandboxed process: the staged files, the writable scratch, the mode."""
@@ -172,6 +182,7 @@ class Jail:
         """``command`` (a ``python ...`` argv) wrapped so that it runs inside the sandbox,
         under the limits (``prlimit``) and, in ``user`` mode, as the unprivileged user;
         ``shown`` are (directory, where it appears) pairs bound read-only (bubblewrap only)."""
+        _inside_bytecode()
         if self.mode == "user":
             uid = sandbox_uid()
             ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
