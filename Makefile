@@ -20,6 +20,10 @@ SOAK_SECONDS ?= 120
 # deadlines and processes, so one more than the cores keeps them busy).
 JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 UV       = $(shell command -v uv 2>/dev/null)
+# The kit's Python processes keep their bytecode even where the environment asks them not to
+# (a container's PYTHONDONTWRITEBYTECODE): a make check starts about seventy, make test thousands,
+# each importing the same modules.
+unexport PYTHONDONTWRITEBYTECODE
 
 # Set-up: a virtual environment in .venv, re-installed when pyproject.toml changes.
 # Two stamps, so a student's `make check` never waits for the model build:
