@@ -171,3 +171,4 @@ status: $(VENV)/.dev ## the four-signal report of a shop (SHOP=path [SUPPLIER=ur
 clean: ## remove .venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis src/*.egg-info
 	find . -name __pycache__ -prune -exec rm -rf {} +
+	find /tmp -maxdepth 1 -name '*lucyshop-pg-template-*' -user "$$(id -u)" -exec rm -rf {} +

@@ -143,7 +143,7 @@ def _runs_from_a_copy(user: str | None, bin_dir: Path, reachable: Path) -> None:
 
 @pytest.mark.slow
 def test_each_server_starts_from_one_template_with_a_password_of_its_own(
-    own_tmpdir, monkeypatch
+    pg_server, own_tmpdir, monkeypatch
 ):
     """initdb runs once per install; every server after it is a copy of that cluster, and
     changes the superuser's password before it is handed out: the template's opens none."""
@@ -168,15 +168,45 @@ def test_each_server_starts_from_one_template_with_a_password_of_its_own(
     assert dsns[0] != dsns[1], "each server's superuser has a password of its own"
 
 
-def test_a_template_others_may_write_is_never_used(own_tmpdir, monkeypatch):
-    """A directory of the template's name that is not ours alone (a squatter's, or one opened
-    to others): the server is initdb'd as if there were no template."""
+@pytest.mark.slow
+def test_a_damaged_template_is_made_again_and_a_squatters_is_never_used(
+    pg_server, own_tmpdir, monkeypatch
+):
+    """A template of ours opened to others, or missing its password, is made again; a
+    directory of its name that is not ours is left alone and never used (the server is then
+    initdb'd as if there were no template); a half-made one whose maker died is deleted."""
     monkeypatch.setattr(postgres, "TEMPLATES", own_tmpdir)
-    bin_dir = postgres._runnable_by(postgres._system_user(), postgres._bin_dir(), own_tmpdir)
-    template = postgres._template(bin_dir, postgres._system_user())
+    user = postgres._system_user()
+    bin_dir = postgres._runnable_by(user, postgres._bin_dir(), own_tmpdir)
+    template = postgres._template(bin_dir, user)
     assert template is not None and template.parent == own_tmpdir
-    template.chmod(0o733)
-    assert postgres._template(bin_dir, postgres._system_user()) is None
-    template.chmod(0o711)
-    (template / "password").chmod(0o644)
-    assert postgres._template(bin_dir, postgres._system_user()) is None
+    for damage in (lambda: template.chmod(0o733), (template / "password").unlink):
+        damage()
+        assert postgres._template(bin_dir, user) == template
+        assert postgres._ours_alone(template, user), "made again, ours alone"
+    dead = own_tmpdir / f"{postgres.STAGING_PREFIX}dead"
+    dead.mkdir()
+    os.utime(dead, (0, 0))
+    postgres._template(bin_dir, user)
+    assert not dead.exists(), "a half-made template whose maker died is swept"
+    if os.geteuid() == 0:  # a squatter: another user's directory of that name
+        os.chown(template, 65534, 65534)
+        assert postgres._template(bin_dir, user) is None
+        assert template.is_dir(), "another user's directory is never deleted"
+
+
+@pytest.mark.slow
+def test_a_template_that_cannot_be_copied_falls_back_to_initdb(
+    pg_server, own_tmpdir, tmp_path, monkeypatch
+):
+    """A template whose copy fails (its cluster gone under us): this server is initdb'd."""
+    broken = tmp_path / "template"
+    broken.mkdir()
+    monkeypatch.setattr(postgres, "_template", lambda *a: broken)
+    user = postgres._system_user()
+    bin_dir = postgres._runnable_by(user, postgres._bin_dir(), own_tmpdir)
+    root = own_tmpdir / "root"
+    root.mkdir()
+    root.chmod(0o755)
+    assert postgres._new_cluster(bin_dir, root / "data", "its-own", user) == "its-own"
+    assert (root / "data" / "PG_VERSION").is_file()

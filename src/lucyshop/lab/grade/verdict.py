@@ -110,7 +110,6 @@ def run_check_child(
     env = os.environ | {
         "TMPDIR": str(tmp),
         IMPL_ENV: str(chapter),
-        "PYTHONDONTWRITEBYTECODE": "1",
         MARKER: marker,
     }
     env.pop("PYTEST_ADDOPTS", None)

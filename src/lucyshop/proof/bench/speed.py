@@ -7,7 +7,8 @@ reference are the slow case: every test and every checkpoint case runs to the en
 ``--exercises`` each copy hands in the worked exercise answers too, so the measured exercises
 run. ``measure`` returns the figures for ``make bench``: besides the wall clock, the
 CPU-seconds one student costs and what 200 students would take. Those CPU-seconds are the
-machine's (``/proc/stat``: every process, so the bench runs on a quiet machine), not the
+machine's (every process's, so the bench runs on a quiet machine; inside a container, the
+host's), not the
 grader's ``RUSAGE_CHILDREN``, which counts only the processes waited for all the way up to the
 grader, and a check's sandboxes, servers and workers are not all (one whole ``make check``:
 29.3 CPU-s by process accounting, 19.4 by its rusage). Both are recorded. Wall time depends
@@ -27,6 +28,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.classroom import Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, find
@@ -44,11 +47,9 @@ def children_cpu() -> float:
 
 def machine_cpu() -> float:
     """CPU-seconds the whole machine has been busy since it booted: user, nice, system, irq and
-    softirq time of every core (``/proc/stat``; idle, I/O wait and steal left out)."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        ticks = [int(n) for n in stat.readline().split()[1:8]]
-    user, nice, system, _idle, _iowait, irq, softirq = ticks
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    softirq time of every core (idle, I/O wait and steal left out; a Mac has the first three)."""
+    times = psutil.cpu_times()
+    return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
 
 
 def cores() -> int:

@@ -43,10 +43,10 @@ class CompiledOnce(importlib.machinery.SourceFileLoader):
     the top), and the sandbox may not write ``__pycache__``, so each load compiled it again
     (about 5 ms for the reference, a few hundred loads a check)."""
 
-    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:
+    def source_to_code(self, data: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
         key = (bytes(data), str(path))
         if key not in COMPILED:
-            COMPILED[key] = super().source_to_code(data, path, _optimize=_optimize)
+            COMPILED[key] = super().source_to_code(data, path, *args, **kwargs)
         return COMPILED[key]
 
 
