@@ -196,11 +196,9 @@ def test_a_damaged_template_is_made_again_and_a_squatters_is_never_used(
 
 
 @pytest.mark.slow
-def test_a_template_that_cannot_be_copied_falls_back_to_initdb(
-    pg_server, own_tmpdir, tmp_path, monkeypatch
-):
+def test_a_template_that_cannot_be_copied_falls_back_to_initdb(pg_server, own_tmpdir, monkeypatch):
     """A template whose copy fails (its cluster gone under us): this server is initdb'd."""
-    broken = tmp_path / "template"
+    broken = own_tmpdir / "template"  # not tmp_path: its base would be made in own_tmpdir
     broken.mkdir()
     monkeypatch.setattr(postgres, "_template", lambda *a: broken)
     user = postgres._system_user()

