@@ -427,9 +427,7 @@ def _make_template(bin_dir: Path, template: Path, user: str | None) -> None:
         _owned_dir(staging / "data", user)
         password = secrets.token_urlsafe(24)
         _initdb(bin_dir, staging / "data", password, user)
-        descriptor = os.open(staging / "password", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(password + "\n")
+        _write_secret(staging / "password", password)
         with suppress(OSError):  # another process made it first
             staging.rename(template)
     finally:
@@ -491,14 +489,19 @@ def _change_password(dsn: str, password: str) -> None:
         )
 
 
+def _write_secret(path: Path, password: str) -> None:
+    """``password`` in a new file at ``path`` that only its owner may read."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(password + "\n")
+
+
 def _initdb(bin_dir: Path, data: Path, password: str, user: str | None) -> None:
     """A new cluster in ``data`` whose superuser ``postgres`` has ``password``, and where every
     connection must give its role's password. The password passes through a file beside
     ``data``, readable by the server's user alone and deleted before initdb returns."""
     pwfile = data.with_name(f"{data.name}.superuser")
-    descriptor = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(password + "\n")
+    _write_secret(pwfile, password)
     if user is not None:
         shutil.chown(pwfile, user, user)
     try:
