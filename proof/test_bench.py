@@ -98,6 +98,10 @@ def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them
             "rerun_s": {"median": rerun},
             "sandbox_ratio": ratio,
             "isolation": "bwrap",
+            "check_cpu_s": {"median": 18.0},
+            "exercise_5_alone_s": {"median": 9.2},
+            "cores": 2,
+            "floor_s": 9.2,
         }
 
     def graded(seconds: float, cpu: float, projected: float) -> dict:
@@ -120,3 +124,42 @@ def test_the_feedback_and_grading_targets_hold_at_their_limits_and_not_past_them
         " (5.0 s a student); 12.5 CPU-s a student, so 200 students in about 21 min on 2 cores"
     )
     assert grading.lines(graded(100.0, 12.5, 1249)) == [line]
+
+
+def test_a_missed_speed_target_says_the_floor_its_own_figures_set():
+    """The floor is the longer of the check's CPU-seconds over every core and exercise 5's
+    measurement alone; a missed target names it and what set it, a held one says nothing."""
+    assert feedback.floor(cpu=23.0, cores=2, alone=9.3) == 11.5, "the cores set it"
+    assert feedback.floor(cpu=12.0, cores=4, alone=9.3) == 9.3, "the waits set it"
+    result = {
+        "make_check_s": {"median": 15.4},
+        "rerun_s": {"median": 0.6},
+        "sandbox_ratio": 1.0,
+        "isolation": "bwrap",
+        "check_cpu_s": {"median": 23.0},
+        "exercise_5_alone_s": {"median": 9.3},
+        "cores": 2,
+        "floor_s": 11.5,
+    }
+    check = feedback.targets(result)[0]
+    assert not check.held
+    assert check.line().endswith(
+        "-- at least 11.5 s here: the check's work is 23.0 CPU-s (11.5 s with all 2 cores"
+        " busy), and exercise 5's measurement alone takes 9.3 s"
+    )
+    assert feedback.lines(result)[1] == f"feedback: {check.reason}"
+    fast = feedback.targets(result | {"make_check_s": {"median": 9.9}})[0]
+    assert fast.held and "--" not in fast.line()
+    each = {
+        "submissions": 20,
+        "seconds": 222.0,
+        "cpu_seconds_per_student": 21.0,
+        grading.PROJECTED: 2100,
+        "cores": 2,
+    }
+    missed = grading.targets(each)[0]
+    assert not missed.held
+    assert (
+        missed.reason
+        == "at least 10.5 s a student here: 21.0 CPU-s a student with all 2 cores busy"
+    )

@@ -1,5 +1,6 @@
 """How long a class takes to grade (``lucyshop.proof.bench.speed``, the bench's ``grading``
-section): its CPU-seconds are the machine's, and its projection to a class of 200."""
+section): its CPU-seconds are the machine's (``lucyshop.proof.machine``), and its projection
+to a class of 200."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from lucyshop.proof import machine
 from lucyshop.proof.bench import speed
 
 
@@ -15,7 +17,7 @@ def test_the_speed_report_projects_a_class_of_200():
     assert figures["cpu_seconds_per_student"] == 32.0
     assert figures["wall_seconds_per_student"] == 50.0
     assert figures["projected_seconds_for_200"] == 10_000
-    assert figures["projected_seconds_for_200_cpu_bound"] == round(32 * 200 / speed.cores())
+    assert figures["projected_seconds_for_200_cpu_bound"] == round(32 * 200 / machine.cores())
 
 
 def test_children_cpu_counts_a_finished_childs_cpu():
@@ -34,11 +36,11 @@ def test_machine_cpu_counts_a_process_no_parent_waited_for(tmp_path):
         f"open({str(done)!r}, 'w').close()\n"
     )
     parent = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
-    machine, waited = speed.machine_cpu(), speed.children_cpu()
+    busy, waited = machine.machine_cpu(), speed.children_cpu()
     subprocess.run([sys.executable, "-c", parent], check=True, timeout=60)
     deadline = time.monotonic() + 60
     while not done.exists():
         assert time.monotonic() < deadline, "the grandchild never finished"
         time.sleep(0.05)
-    assert speed.machine_cpu() - machine >= 0.35
+    assert machine.machine_cpu() - busy >= 0.35
     assert speed.children_cpu() - waited < 0.3, "rusage should miss the orphan's 0.4 CPU-s"

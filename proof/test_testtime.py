@@ -44,7 +44,28 @@ def test_measure_times_a_run_and_keeps_its_summary():
     assert sorted(provenance["code"]) == sorted(testtime.SUITE_FILES)
     assert entry["burners"] == 0 and provenance["hostname"]
     assert entry["load_average_during"]["samples"] >= 1
+    assert entry["cores"] >= 1 and entry["floor_seconds"] == round(
+        entry["cpu_seconds"] / entry["cores"], 1
+    )
     assert receipts.validate({"quiet": entry}, "testtime") == []
+
+
+def test_the_floor_is_the_machines_cpu_over_the_run_spread_over_its_cores(monkeypatch):
+    """A suite that keeps the machine busy for 7 CPU-s in a run cannot take less than 7 / cores
+    seconds; a loaded run's CPU-seconds count its burners too, so it gives no floor."""
+    readings = iter([100.0, 107.0])
+    monkeypatch.setattr(testtime, "machine_cpu", lambda: next(readings))
+    monkeypatch.setattr(testtime, "cores", lambda: 2)
+    monkeypatch.setattr(
+        testtime.subprocess,
+        "run",
+        lambda command, **_: subprocess.CompletedProcess(command, 0, "1 passed in 3.6s\n", ""),
+    )
+    entry = testtime.measure([ONE_TEST], sample_every=0.05)
+    assert (entry["cpu_seconds"], entry["cores"], entry["floor_seconds"]) == (7.0, 2, 3.5)
+    readings = iter([100.0, 107.0])
+    loaded = testtime.measure([ONE_TEST], burn=1, sample_every=0.05)
+    assert loaded["cpu_seconds"] == 7.0 and "floor_seconds" not in loaded
 
 
 def test_burners_spin_a_core_each_for_the_block_and_are_gone_after_it():

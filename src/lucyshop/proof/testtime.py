@@ -13,7 +13,8 @@ Both writes go through the receipt engine. Each entry carries the receipt engine
 (host, date, command, cores, load average at the start and the end, and the sha256 of the
 files that set how the suite runs), the counts pytest printed, the burners, and the load
 average sampled while the suite ran, since a duration means little without the load it was
-measured under.
+measured under. The machine's busy CPU-seconds over the run go with them: spread over every
+core, a quiet run's are the least time the same suite could take here (``floor_seconds``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 from lucyshop import IMPL_ENV
 from lucyshop.lab.evidence import receipts
 from lucyshop.lab.loader import ROOT
+from lucyshop.proof.machine import cores, machine_cpu
 
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|errors?|skipped|deselected)\b.*?)\s*=*$")
 FAILURE = re.compile(r"^(FAILED|ERROR) \S")
@@ -167,6 +169,7 @@ def measure(
     with burners(burn, settle=settle) as pids:
         started = receipts.provenance(command=command[1:], code=[ROOT / f for f in SUITE_FILES])
         with LoadSampler(sample_every) as sampler:
+            cpu = machine_cpu()
             done = subprocess.run(
                 command,
                 cwd=ROOT,
@@ -176,6 +179,7 @@ def measure(
                 timeout=timeout,
                 check=False,
             )
+            cpu = round(machine_cpu() - cpu, 1)
         provenance = receipts.finish(started)
     if log is not None:
         log.write_text(done.stdout + done.stderr)
@@ -191,6 +195,10 @@ def measure(
         "failures": failures(done.stdout),
         "burners": len(pids),
         "settle_seconds": settle if pids else 0.0,
+        "cpu_seconds": cpu,
+        "cores": cores(),
+        # A quiet run's least possible duration here; beside burners, theirs is in cpu_seconds.
+        **({} if pids else {"floor_seconds": round(cpu / cores(), 1)}),
         "load_average_during": sampler.summary(),
     }
 

@@ -41,9 +41,9 @@ def parser() -> argparse.ArgumentParser:
 
 def measured_code(impl: Path) -> list[Path]:
     """The files whose speed the figures are: the implementation, the store under it, the
-    checkpoint (its cases and the room they run on), and the bench itself. A change to any of
-    them makes the report stale."""
-    bench = sorted(Path(__file__).parent.rglob("*.py"))
+    checkpoint (its cases and the room they run on), the bench itself and how it reads the
+    machine. A change to any of them makes the report stale."""
+    bench = [*sorted(Path(__file__).parent.rglob("*.py")), Path(__file__).parents[1] / "machine.py"]
     room = sorted((ROOT / "src" / "lucyshop" / "lab" / "checkpoint").glob("*.py"))
     return [impl, ROOT / "src" / "lucyshop" / "store.py", ROOT / SCRIPT, *room, *bench]
 

@@ -7,11 +7,8 @@ reference are the slow case: every test and every checkpoint case runs to the en
 ``--exercises`` each copy hands in the worked exercise answers too, so the measured exercises
 run. ``measure`` returns the figures for ``make bench``: besides the wall clock, the
 CPU-seconds one student costs and what 200 students would take. Those CPU-seconds are the
-machine's (every process's, so the bench runs on a quiet machine; inside a container, the
-host's), not the
-grader's ``RUSAGE_CHILDREN``, which counts only the processes waited for all the way up to the
-grader, and a check's sandboxes, servers and workers are not all (one whole ``make check``:
-29.3 CPU-s by process accounting, 19.4 by its rusage). Both are recorded. Wall time depends
+machine's (``lucyshop.proof.machine``), not the grader's ``RUSAGE_CHILDREN``, which misses
+every process not waited for all the way up to the grader. Both are recorded. Wall time depends
 on the load and the jobs; CPU-seconds per student much less so, and ``cores x hours`` bounds
 what a class can cost on any machine.
 """
@@ -28,13 +25,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
-
 from lucyshop.lab.grade import rubric
 from lucyshop.lab.grade.classroom import Options, default_jobs, grade_class
 from lucyshop.lab.grade.submissions import CHAPTER, EXERCISES, find
 from lucyshop.lab.loader import SOLUTIONS
 from lucyshop.lab.statuses import VerdictStatus
+from lucyshop.proof.machine import cores, machine_cpu
 
 CLASS = 200  # the course size the projection is for
 
@@ -43,17 +39,6 @@ def children_cpu() -> float:
     """CPU-seconds (user + system) of every child this process has waited for."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def machine_cpu() -> float:
-    """CPU-seconds the whole machine has been busy since it booted: user, nice, system, irq and
-    softirq time of every core (idle, I/O wait and steal left out; a Mac has the first three)."""
-    times = psutil.cpu_times()
-    return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
-
-
-def cores() -> int:
-    return default_jobs() - 1
 
 
 def projection(count: int, seconds: float, cpu: float) -> dict:

@@ -41,11 +41,14 @@ def targets(result: dict[str, Any]) -> list[Target]:
         result["cpu_seconds_per_student"],
         result[PROJECTED],
     )
+    floor = cpu / max(result["cores"], 1)
     return [
         Target(
             f"a class of {COUNT}: <= {LIMIT:g} s of wall a student",
             each <= LIMIT,
             f"{each:.1f} s a student",
+            f"at least {floor:.1f} s a student here: {cpu:.1f} CPU-s a student with all"
+            f" {result['cores']} cores busy",
         ),
         Target(f"<= {CPU_LIMIT:g} CPU-s a submission", cpu <= CPU_LIMIT, f"{cpu:.1f} CPU-s"),
         Target(
