@@ -26,7 +26,6 @@ Each test gets a freshly loaded module (``impl``) and, for Part B, a real shop f
 from __future__ import annotations
 
 import itertools
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ from lucyshop.lab.checkpoint.rival import WRITERS, RivalAtEveryMoment
 from lucyshop.lab.given.orders import OPERATOR
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.sandbox import Mirror, Sandbox, sandboxed_shop
+from lucyshop.lab.sandbox.jail import remove_tree
 
 # The function each test module is about, where the module name alone does not say it.
 FUNCTION_OF_MODULE = {
@@ -165,4 +165,4 @@ def rival_at_every_moment(impl, db: Mirror, held: Any) -> Iterator[Callable[[str
     try:
         yield lambda what: RivalAtEveryMoment(probes, db, held, WRITERS[what], home)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        remove_tree(home)

@@ -20,7 +20,6 @@ is a second sandbox whose clock libfaketime shifts.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ from lucyshop.lab.given import pg_shop
 from lucyshop.lab.given.stubs import placeholders, stub_nodes
 from lucyshop.lab.loader import PG_FILE
 from lucyshop.lab.sandbox import CallTimedOut, Remote, WorkerDied
+from lucyshop.lab.sandbox.jail import remove_tree
 from lucyshop.lab.sandbox.postgres.box import PgSandbox, paired, pg_sandbox
 from lucyshop.lab.services.postgres import (
     missing_for_tests,
@@ -70,7 +70,7 @@ def _box(chapter: Path, server, basetemp: Path, env: dict | None = None) -> Iter
         ) as box:
             yield box
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -61,7 +60,7 @@ from lucyshop.lab.check.watcher import Checkpoint
 from lucyshop.lab.checkpoint.launch import SCRIPT
 from lucyshop.lab.loader import ROOT, ImplementationError, impl_path
 from lucyshop.lab.sandbox import CallTimedOut, Sandbox, WorkerDied, describe, isolation
-from lucyshop.lab.sandbox.jail import begin_check, end_check
+from lucyshop.lab.sandbox.jail import begin_check, end_check, remove_tree
 from lucyshop.lab.services.limits import LOAD_SECONDS
 from lucyshop.lab.statuses import CheckpointStatus
 
@@ -105,7 +104,7 @@ def run(
         sweep(marker)
         end_check()
         changed = kit.changed()
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
     tampered = bool(changed) and isolation() == "none"  # else the file could not write them
     if tampered:
         result.say(f"make check: FAILING: the kit's own files changed: {', '.join(changed)}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from lucyshop.lab.check.subjects import (
     subjects,
 )
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.sandbox.jail import remove_tree
 from lucyshop.lab.services.limits import LOAD_SECONDS
 
 GRACE = 10.0  # past a test's own deadline before its process is stopped
@@ -259,7 +259,7 @@ def run_suites(
         )
         stopped = watch_suite(child, outcomes, until, limits.test, scratch)
         # Removed now, while the other children still run, not in the check's last seconds.
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
         run.tail = child.tail()
         before = len(run.results)
         keep_outcomes(run, outcomes, hung)

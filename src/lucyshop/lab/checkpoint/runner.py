@@ -27,7 +27,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 import signal
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from lucyshop.lab.evidence import receipts
 from lucyshop.lab.given.stubs import NotStarted
 from lucyshop.lab.loader import ROOT, ReferenceBlocked, add_impl_option, impl_path
 from lucyshop.lab.sandbox import Sandbox, describe
+from lucyshop.lab.sandbox.jail import remove_tree
 from lucyshop.lab.services.limits import CASE_SECONDS
 from lucyshop.lab.statuses import CaseResult, Mark, result_line
 
@@ -251,9 +251,9 @@ def main(
             places = (root, workdir, shared)
             return run_cases(run, args, places, checkpoint, functions, here)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
         if args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
 
 
 def run_cases(
@@ -283,7 +283,7 @@ def run_cases(
         write_evidence(evidence, run, None)  # a case that ends the process is named by this
         directory = root / f"case{number}"
         for fresh in (directory, kept_directory(directory)):
-            shutil.rmtree(fresh, ignore_errors=True)
+            remove_tree(fresh)
             fresh.mkdir(parents=True)
         with ExitStack() as stack:
             box = checkpoint.sandbox(

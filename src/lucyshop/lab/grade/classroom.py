@@ -15,7 +15,6 @@ nothing a submission does stops the others.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import tempfile
 import threading
@@ -100,7 +99,7 @@ def grade_one(
         )
         feedback.scrubbed(verdict, staged.parent, work)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        jail.remove_tree(work)
     missing = [
         name
         for name, path in ((EXERCISES, submission.exercises), (PG_FILE, submission.postgres))

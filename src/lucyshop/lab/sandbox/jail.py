@@ -38,6 +38,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -153,6 +154,25 @@ def stage(impl: Path, into: Path) -> Path:
         for path in (into, *into.iterdir()):
             os.chown(path, 0, sandbox_uid())
     return into / STUDENT_FILES[0]
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and everything under it, whatever ``stage`` made read-only: unlike
+    ``shutil.rmtree(..., ignore_errors=True)``, which as any user but root leaves each staged
+    copy of the student's files behind (their directory has no write bit). What cannot be
+    removed even then (a directory another user owns) is left, as before."""
+
+    def writable_then_again(function: Any, name: str, _error: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), stat.S_IRWXU)
+            if function is os.open or function is os.scandir:  # a directory it could not list
+                os.chmod(name, stat.S_IRWXU)
+                shutil.rmtree(name, ignore_errors=True)
+            else:
+                function(name)
+
+    if path.exists():
+        shutil.rmtree(path, onerror=writable_then_again)
 
 
 @functools.cache

@@ -11,7 +11,6 @@ fixture is the session's sandboxed worker: no test process imports a student's f
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from lucyshop.lab.evidence.receipts import shown
 from lucyshop.lab.loader import ImplementationError, block_for, chapter_of
 from lucyshop.lab.sandbox import Sandbox
+from lucyshop.lab.sandbox.jail import remove_tree
 
 IMPL_PATH = pytest.StashKey[Path]()  # the chapter file chosen with --impl (or $LEASES_IMPL)
 DEFAULT_BUDGET = 120.0  # seconds of sandbox calls for a test without a deadline of its own
@@ -62,7 +62,7 @@ def sandbox(
         with Sandbox(impl_file, scratch=scratch, workdir=workdir, shown=shown(impl_file)) as box:
             yield box
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
 
 
 def budget(request: pytest.FixtureRequest) -> float:

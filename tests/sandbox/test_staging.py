@@ -1,0 +1,60 @@
+"""A staged copy of the student's files is read-only (``jail.stage``), and so is its
+directory: ``jail.remove_tree`` removes it anyway, where ``shutil.rmtree(ignore_errors=True)``
+leaves it behind for every user but root. Root ignores the permission bits, so as root the
+removal runs without the capabilities that let it (``setpriv``): as an ordinary user does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lucyshop.lab.loader import ROOT
+from lucyshop.lab.sandbox.jail import MODE_ENV
+
+REMOVE = """
+import shutil, sys
+from pathlib import Path
+from lucyshop.lab.sandbox import jail
+work = Path(sys.argv[1])
+jail.stage(Path(sys.argv[2]), work / "case0" / "staged")
+if sys.argv[3] == "remove_tree":
+    jail.remove_tree(work)
+else:
+    shutil.rmtree(work, ignore_errors=True)
+print(sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) if work.exists() else "gone")
+"""
+
+
+def removed_as_an_ordinary_user(work: Path, how: str) -> str:
+    argv = [sys.executable, "-c", REMOVE, str(work), str(ROOT / "learner" / "ch13_leases.py"), how]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root, and no setpriv to drop the capabilities that ignore permissions")
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *argv]
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {MODE_ENV: "none"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_a_staged_copy_is_removed_with_its_tree(tmp_path):
+    assert removed_as_an_ordinary_user(tmp_path / "work", "remove_tree") == "gone"
+
+
+def test_rmtree_ignoring_errors_leaves_the_staged_copy_behind(tmp_path):
+    """The control: without remove_tree the same run leaves the student's file in the tree."""
+    left = removed_as_an_ordinary_user(tmp_path / "work", "rmtree")
+    assert "case0/staged/ch13_leases.py" in left, left
+    for directory, _dirs, _files in os.walk(tmp_path):  # so pytest can remove it
+        os.chmod(directory, 0o700)
