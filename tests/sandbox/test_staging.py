@@ -1,7 +1,10 @@
-"""A staged copy of the student's files is read-only (``jail.stage``), and so is its
+"""What a sandbox's run leaves in temporary directories, and who removes it.
+
+A staged copy of the student's files is read-only (``jail.stage``), and so is its
 directory: ``jail.remove_tree`` removes it anyway, where ``shutil.rmtree(ignore_errors=True)``
 leaves it behind for every user but root. Root ignores the permission bits, so as root the
-removal runs without the capabilities that let it (``setpriv``): as an ordinary user does."""
+removal runs without the capabilities that let it (``setpriv``): as an ordinary user does.
+A relay's directory outlives a process killed before it closed it; the next relay sweeps it."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from lucyshop.lab.loader import ROOT
+from lucyshop.lab.sandbox import relay
 from lucyshop.lab.sandbox.jail import MODE_ENV
 
 REMOVE = """
@@ -58,3 +62,31 @@ def test_rmtree_ignoring_errors_leaves_the_staged_copy_behind(tmp_path):
     assert "case0/staged/ch13_leases.py" in left, left
     for directory, _dirs, _files in os.walk(tmp_path):  # so pytest can remove it
         os.chmod(directory, 0o700)
+
+
+def test_a_relay_sweeps_the_directories_of_relays_whose_process_is_gone(monkeypatch, tmp_path):
+    """A relay's directory is named for its process; a process killed before it closed its
+    relay leaves it, and the next relay removes it: ours alone, and only where that process
+    is gone (a live one's stays, as does another user's)."""
+    monkeypatch.setattr(relay, "PARENT", tmp_path)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    dead = tmp_path / f"{relay.PREFIX}{gone}-abc"
+    live = tmp_path / f"{relay.PREFIX}{os.getpid()}-def"
+    others = tmp_path / f"{relay.PREFIX}{gone}-ghi"
+    unnamed = tmp_path / f"{relay.PREFIX}jkl"  # no pid in its name: not a relay of this kind
+    for path in (dead, live, others, unnamed):
+        path.mkdir()
+        (path / relay.NAME).write_bytes(b"")
+    if os.geteuid() == 0:
+        os.chown(others, 65534, 65534)
+    with relay.Relay(target=str(tmp_path / "nowhere")) as made:
+        assert made.directory.name.startswith(f"{relay.PREFIX}{os.getpid()}-")
+        assert not dead.exists(), "the dead process's relay directory was swept"
+        assert live.exists() and unnamed.exists()
+        assert others.exists() or os.geteuid() != 0
+    assert not made.directory.exists()

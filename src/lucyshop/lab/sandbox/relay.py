@@ -79,6 +79,35 @@ def _connect(target: str | tuple[str, int], idle: float | None) -> socket.socket
 
 INSIDE = Path("/sandbox/relay")  # where a relay's directory appears in a sandbox
 NAME = "s"
+PARENT = Path("/tmp")
+PREFIX = "ch13r-"  # then the pid of the process that serves it, "-", and mkdtemp's letters
+
+
+def sweep_dead() -> list[Path]:
+    """Remove the directories of relays whose process is gone: one killed before it could close
+    its relay (a check ends the process of a test that hangs) leaves it, and nothing else
+    would. Only ours, each named for its process; the ones removed."""
+    removed = []
+    for path in PARENT.glob(f"{PREFIX}*-*"):
+        pid = path.name[len(PREFIX) :].split("-", 1)[0]
+        try:
+            mine = path.lstat().st_uid == os.geteuid() and path.is_dir()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process
+    return True
 
 
 class Relay:
@@ -102,7 +131,8 @@ class Relay:
             if port is None:
                 raise ValueError("a relay needs a port or a target")
             target, idle = ("127.0.0.1", port), 30.0
-        self.directory = Path(tempfile.mkdtemp(prefix="ch13r-", dir="/tmp"))
+        sweep_dead()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=PARENT))
         self.directory.chmod(0o755)
         self.path, self.port, self.target = self.directory / name, port, target
         self.listener = socket.socket(socket.AF_UNIX)
