@@ -32,6 +32,7 @@ from lucyshop.lab.check.guard import MARKER
 from lucyshop.lab.check.subjects import FUNCTIONS
 from lucyshop.lab.given.stubs import stub_nodes
 from lucyshop.lab.sandbox import isolation
+from lucyshop.lab.sandbox.jail import remove_tree
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 LEARNER = ROOT / "learner"
@@ -113,7 +114,7 @@ def short_tmpdir() -> Iterator[Path]:
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
 
 
 @dataclass

@@ -18,28 +18,36 @@ import pytest
 
 from lucyshop.lab.loader import ROOT
 from lucyshop.lab.sandbox import relay
-from lucyshop.lab.sandbox.jail import MODE_ENV
+from lucyshop.lab.sandbox.jail import MODE_ENV, remove_tree
 
 REMOVE = """
-import shutil, sys
+import os, shutil, sys
 from pathlib import Path
 from lucyshop.lab.sandbox import jail
 work = Path(sys.argv[1])
 jail.stage(Path(sys.argv[2]), work / "case0" / "staged")
+outside = work.parent / "outside"  # read-only, and reached from the tree by a link
+jail.stage(Path(sys.argv[2]), outside)
+(work / "case0" / "link").symlink_to(outside)
 if sys.argv[3] == "remove_tree":
     jail.remove_tree(work)
 else:
     shutil.rmtree(work, ignore_errors=True)
-print(sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) if work.exists() else "gone")
+left = sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) if work.exists() else "gone"
+modes = {oct(os.stat(p).st_mode & 0o777) for p in (work.parent, outside)}
+print(left, sorted(modes), sorted(p.name for p in outside.iterdir()))
 """
 
 
 def removed_as_an_ordinary_user(work: Path, how: str) -> str:
+    """What is left of ``work``, the modes of its parent and of a read-only directory outside
+    it that a link inside it names, and that directory's files, after ``how`` removed it."""
     argv = [sys.executable, "-c", REMOVE, str(work), str(ROOT / "learner" / "ch13_leases.py"), how]
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("root, and no setpriv to drop the capabilities that ignore permissions")
-        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *argv]
+        drop = "-dac_override,-dac_read_search,-fowner"
+        argv = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *argv]
     done = subprocess.run(
         argv,
         capture_output=True,
@@ -52,14 +60,18 @@ def removed_as_an_ordinary_user(work: Path, how: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_staged_copy_is_removed_with_its_tree(tmp_path):
-    assert removed_as_an_ordinary_user(tmp_path / "work", "remove_tree") == "gone"
+def test_a_staged_copy_is_removed_with_its_tree_and_nothing_outside_it_changes(tmp_path):
+    tmp_path.chmod(0o755)
+    left = removed_as_an_ordinary_user(tmp_path / "work", "remove_tree")
+    files = "['ch13_leases.py', 'ch13_postgres.py', 'exercises.py']"
+    assert left == f"gone ['0o555', '0o755'] {files}", "the parent and the linked directory kept"
+    (tmp_path / "outside").chmod(0o755)  # so pytest can remove it
 
 
 def test_rmtree_ignoring_errors_leaves_the_staged_copy_behind(tmp_path):
     """The control: without remove_tree the same run leaves the student's file in the tree."""
     left = removed_as_an_ordinary_user(tmp_path / "work", "rmtree")
-    assert "case0/staged/ch13_leases.py" in left, left
+    assert "'case0/staged/ch13_leases.py'" in left, left
     for directory, _dirs, _files in os.walk(tmp_path):  # so pytest can remove it
         os.chmod(directory, 0o700)
 
@@ -90,3 +102,8 @@ def test_a_relay_sweeps_the_directories_of_relays_whose_process_is_gone(monkeypa
         assert live.exists() and unnamed.exists()
         assert others.exists() or os.geteuid() != 0
     assert not made.directory.exists()
+
+
+def test_removing_what_is_not_there_is_nothing(tmp_path):
+    remove_tree(tmp_path / "never-made")
+    assert list(tmp_path.iterdir()) == []

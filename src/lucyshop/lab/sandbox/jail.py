@@ -38,7 +38,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -158,21 +157,18 @@ def stage(impl: Path, into: Path) -> Path:
 
 def remove_tree(path: Path) -> None:
     """Remove ``path`` and everything under it, whatever ``stage`` made read-only: unlike
-    ``shutil.rmtree(..., ignore_errors=True)``, which as any user but root leaves each staged
-    copy of the student's files behind (their directory has no write bit). What cannot be
-    removed even then (a directory another user owns) is left, as before."""
-
-    def writable_then_again(function: Any, name: str, _error: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(name), stat.S_IRWXU)
-            if function is os.open or function is os.scandir:  # a directory it could not list
-                os.chmod(name, stat.S_IRWXU)
-                shutil.rmtree(name, ignore_errors=True)
-            else:
-                function(name)
-
-    if path.exists():
-        shutil.rmtree(path, onerror=writable_then_again)
+    ``shutil.rmtree(..., ignore_errors=True)`` alone, which as any user but root leaves each
+    staged copy of the student's files behind (their directory has no write bit). Each of our
+    directories under ``path`` gets its owner's bits back first, through its own open handle
+    (``os.fwalk`` follows no link), so nothing outside the tree, its parent included, changes.
+    What cannot be removed even then (a directory another user owns, or one its owner may not
+    list) is left, as before."""
+    with contextlib.suppress(OSError):  # fwalk stats the top unguarded: it may be gone
+        for _where, _dirs, _files, handle in os.fwalk(path):
+            mode = os.fstat(handle)
+            if mode.st_uid == os.geteuid() and mode.st_mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.fchmod(handle, stat.S_IMODE(mode.st_mode) | stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @functools.cache

@@ -16,6 +16,7 @@ import functools
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -86,14 +87,16 @@ PREFIX = "ch13r-"  # then the pid of the process that serves it, "-", and mkdtem
 def sweep_dead() -> list[Path]:
     """Remove the directories of relays whose process is gone: one killed before it could close
     its relay (a check ends the process of a test that hangs) leaves it, and nothing else
-    would. Only ours, each named for its process; the ones removed."""
+    would. Only ours, each named for its process; the ones removed. (Processes in another PID
+    namespace that share this ``/tmp`` as the same user would count as gone.)"""
     removed = []
     for path in PARENT.glob(f"{PREFIX}*-*"):
         pid = path.name[len(PREFIX) :].split("-", 1)[0]
         try:
-            mine = path.lstat().st_uid == os.geteuid() and path.is_dir()
+            found = path.lstat()
         except OSError:
             continue
+        mine = found.st_uid == os.geteuid() and stat.S_ISDIR(found.st_mode)
         if mine and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
@@ -103,7 +106,7 @@ def sweep_dead() -> list[Path]:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all
         return False
     except PermissionError:
         pass  # another user's process
