@@ -6,11 +6,19 @@ No speed is asserted here: the figures belong to ``make bench`` on a quiet machi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 
+import psutil
 import pytest
 
 from lucyshop.lab.evidence import receipts
+from lucyshop.lab.loader import ROOT
+from lucyshop.lab.services.processes import wait_until
 from lucyshop.proof.bench import cli
 from lucyshop.proof.bench.engines import peers_installed
 from lucyshop.proof.bench.sections import feedback, grading, queues
@@ -163,3 +171,42 @@ def test_a_missed_speed_target_says_the_floor_its_own_figures_set():
         missed.reason
         == "at least 10.5 s a student here: 21.0 CPU-s a student with all 2 cores busy"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_while_a_class_is_graded_ends_its_checks_and_writes_nothing(tmp_path):
+    """The bench grades a class in its own process: SIGTERM ends the running checks (as Ctrl-C
+    does in make grade), exits 130 and leaves the receipt as it was."""
+    out = tmp_path / "bench.json"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "lucyshop.proof.bench", "--only", "grading", "--out", str(out)],
+        cwd=ROOT,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+    scratch = str(tmp_path / "lucyshop-grade-")  # the graded class's, under the bench's TMPDIR
+
+    def checks() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if any(scratch in part for part in proc.info["cmdline"] or ()):
+                    found.append(proc)
+        return found
+
+    try:
+        wait_until(lambda: len(checks()) > 2, timeout=120, what="the class's checks running")
+        bench.send_signal(signal.SIGTERM)
+        _, errors = bench.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(bench.pid, signal.SIGKILL)
+    assert bench.returncode == cli.STOPPED, errors[-2000:]
+    assert "bench stopped, nothing written" in errors
+    assert not out.exists()
+    wait_until(lambda: not checks(), timeout=30, what="every check of the class ended")

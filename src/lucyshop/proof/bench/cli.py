@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -10,11 +11,17 @@ from typing import Any
 
 from lucyshop.lab.checkpoint.launch import SCRIPT
 from lucyshop.lab.evidence import receipts
+from lucyshop.lab.grade.classroom import Interrupted
 from lucyshop.lab.loader import ROOT, add_impl_option, impl_path
 from lucyshop.proof.bench.sections import checkpoint, detection, feedback, fence, grading, queues
 
 SECTIONS = (queues, fence, checkpoint, detection, feedback, grading)
 PEER_PACKAGES = ("litequeue", "persist-queue")
+STOPPED = 130  # ended by Ctrl-C or SIGTERM: nothing written
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # as Ctrl-C: a class being graded has its checks ended first
 
 
 def numbers(text: str) -> tuple[int, ...]:
@@ -76,21 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"unknown sections: {', '.join(sorted(unknown))}")
     options.impl_path = impl_path(options.impl)
     report = started(options, argv)
-    table, held = [], []
-    for section in SECTIONS:
-        if section.NAME not in options.only:
-            continue
-        print(f"measuring {section.NAME} ...", file=sys.stderr)
-        try:
-            result = section.measure(options)
-        except Exception as error:  # noqa: BLE001 (one broken section keeps the others)
-            report[section.NAME] = {"error": repr(error)}
-            table.append(f"{section.NAME}: could not be measured: {error!r}")
-            continue
-        report[section.NAME] = result
-        table += section.lines(result)
-        if hasattr(section, "targets") and result is not None:
-            held += section.targets(result)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        table, held = measured(options, report)
+    except (KeyboardInterrupt, Interrupted) as stopped:
+        print(f"bench stopped, nothing written: {stopped or 'interrupted'}", file=sys.stderr)
+        return STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     report["targets"] = [t.as_dict() for t in held]
     report["provenance"] = receipts.finish(report["provenance"])
     print("\n".join(table))
@@ -106,3 +106,25 @@ def main(argv: list[str] | None = None) -> int:
         receipts.write_receipt(options.out, report)
         print(f"written: {options.out}")
     return 0
+
+
+def measured(options: argparse.Namespace, report: dict[str, Any]) -> tuple[list[str], list]:
+    """Each section chosen, measured into ``report``: the lines to print and the targets."""
+    table, held = [], []
+    for section in SECTIONS:
+        if section.NAME not in options.only:
+            continue
+        print(f"measuring {section.NAME} ...", file=sys.stderr)
+        try:
+            result = section.measure(options)
+        except Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 (one broken section keeps the others)
+            report[section.NAME] = {"error": repr(error)}
+            table.append(f"{section.NAME}: could not be measured: {error!r}")
+            continue
+        report[section.NAME] = result
+        table += section.lines(result)
+        if hasattr(section, "targets") and result is not None:
+            held += section.targets(result)
+    return table, held
