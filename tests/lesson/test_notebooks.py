@@ -242,7 +242,7 @@ DIAGRAMS = {"13a": 1, "13b": 4, "13c": 0, "13d": 0, "13e": 0}
 
 
 @pytest.mark.timeout(2400)
-def test_jupyterlab_draws_every_diagram_and_plot_and_runs_all_on_the_stubs(tmp_path):
+def test_jupyterlab_draws_every_diagram_and_plot_and_runs_all_on_the_stubs(tmp_path, own_tmpdir):
     """Each notebook, opened in JupyterLab under headless Chromium (one server and one
     browser for all of them). As stored: every mermaid diagram is drawn as SVG, every plot
     cell shows a decoded image, and the notebook does not open "dirty" once its kernel is up.
@@ -250,7 +250,8 @@ def test_jupyterlab_draws_every_diagram_and_plot_and_runs_all_on_the_stubs(tmp_p
     the untouched stubs. Run All stops at the first cell whose reply is an error, so every code
     cell must have run, with no error output, and every mermaid diagram and plot must be drawn
     again, from evidence that needs no learner code. The server serves a copy, so nothing the
-    page does can touch the notebooks."""
+    page does can touch the notebooks, and its kernels' TMPDIR is the test's own (13b and 13c
+    make their shops there)."""
     reason = lab_browser.missing()
     if reason:
         pytest.skip(f"browser test: {reason}")
