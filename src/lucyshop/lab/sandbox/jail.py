@@ -158,11 +158,14 @@ def stage(impl: Path, into: Path) -> Path:
 def remove_tree(path: Path) -> None:
     """Remove ``path`` and everything under it, whatever ``stage`` made read-only: unlike
     ``shutil.rmtree(..., ignore_errors=True)`` alone, which as any user but root leaves each
-    staged copy of the student's files behind (their directory has no write bit). Each of our
-    directories under ``path`` gets its owner's bits back first, through its own open handle
-    (``os.fwalk`` follows no link), so nothing outside the tree, its parent included, changes.
-    What cannot be removed even then (a directory another user owns, or one its owner may not
-    list) is left, as before."""
+    staged copy of the student's files behind (their directory has no write bit). Where some
+    is left, each of our directories under ``path`` gets its owner's bits back through its own
+    open handle (``os.fwalk`` follows no link), and the rest goes: nothing outside the tree,
+    its parent included, changes. What cannot be removed even then (a directory another user
+    owns, or one its owner may not list) is left, as before."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):  # the usual case (root, or nothing read-only): one walk
+        return
     with contextlib.suppress(OSError):  # fwalk stats the top unguarded: it may be gone
         for _where, _dirs, _files, handle in os.fwalk(path):
             mode = os.fstat(handle)
